@@ -1,0 +1,1 @@
+"""HTTP edge: routers parse, call a service, return. `HTTPException` lives only here."""

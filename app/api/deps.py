@@ -1,0 +1,70 @@
+"""Annotated dependency aliases: the request's unit of work, settings, tenant."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import Depends, Query, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.db.engine import Database
+from app.services.auth import Authenticator
+from app.settings import Settings
+
+_READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer <key>`")
+
+
+def get_settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def get_database(request: Request) -> Database:
+    database: Database = request.app.state.database
+    return database
+
+
+async def get_db_session(request: Request) -> AsyncIterator[AsyncSession]:
+    """The request's one unit of work; it commits before the response is sent.
+
+    Writing methods take SQLite's write lock up front (BEGIN IMMEDIATE) so that
+    concurrent writers wait for each other instead of failing.
+    """
+    database = get_database(request)
+    async with database.session(write=request.method not in _READ_METHODS) as session:
+        yield session
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+SessionDep = Annotated[AsyncSession, Depends(get_db_session, scope="function")]
+
+
+async def get_current_tenant(
+    request: Request,
+    db: SessionDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> str:
+    authenticator: Authenticator = request.app.state.authenticator
+    return await authenticator.tenant_for(db, credentials.credentials if credentials else None)
+
+
+CurrentTenant = Annotated[str, Depends(get_current_tenant)]
+
+
+def page_limit(
+    request: Request,
+    limit: Annotated[
+        int | None, Query(ge=1, le=1000, description="Page size (server caps it).")
+    ] = None,
+) -> int:
+    settings = get_settings(request)
+    return min(limit or settings.page_limit_default, settings.page_limit_max)
+
+
+PageLimit = Annotated[int, Depends(page_limit)]
+AfterCursor = Annotated[
+    str | None, Query(description="`next_cursor` of the previous page.", max_length=200)
+]

@@ -1,0 +1,12 @@
+"""Collects every resource router."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from app.api.routes import health, items, sessions
+
+api_router = APIRouter()
+api_router.include_router(health.router)
+api_router.include_router(sessions.router)
+api_router.include_router(items.router)

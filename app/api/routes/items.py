@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from app.api.deps import AfterCursor, CurrentTenant, PageLimit, SessionDep
+from app.api.errors import problem_responses
+from app.api.routes.sessions import SessionId
+from app.api.schemas.items import ItemCreate, ItemList, ItemPublic, item_public
+from app.domain.items import Origin, SystemMessage, user_text
+from app.services import items as service
+from app.services.sessions import get_session
+
+router = APIRouter(
+    prefix="/sessions/{session_id}/items", tags=["items"], responses=problem_responses(401)
+)
+
+
+@router.get(
+    "",
+    name="list",
+    summary="Read a session's event log in seq order",
+    responses=problem_responses(404, 422),
+)
+async def list_items(
+    session_id: SessionId,
+    db: SessionDep,
+    tenant: CurrentTenant,
+    limit: PageLimit,
+    after: AfterCursor = None,
+) -> ItemList:
+    page = await service.list_items(db, tenant, session_id, limit=limit, after=after)
+    return ItemList(data=[item_public(r) for r in page.data], next_cursor=page.next_cursor)
+
+
+@router.post(
+    "",
+    status_code=201,
+    name="append",
+    summary="Append a user or system message to the log",
+    description=(
+        "For clients that drive their own agent loop: the item is only recorded, "
+        "no agent turn is started."
+    ),
+    responses=problem_responses(404, 413, 422),
+)
+async def append_item(
+    session_id: SessionId, body: ItemCreate, db: SessionDep, tenant: CurrentTenant
+) -> ItemPublic:
+    await get_session(db, tenant, session_id)
+    payload = user_text(body.text) if body.kind == "user_message" else SystemMessage(text=body.text)
+    origin = Origin.user if body.kind == "user_message" else Origin.api
+    row = await service.append_item(db, session_id, payload, origin)
+    return item_public(row)

@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path
+
+from app.api.deps import AfterCursor, CurrentTenant, PageLimit, SessionDep
+from app.api.errors import problem_responses
+from app.api.schemas.sessions import SessionCreate, SessionList, SessionPublic, SessionUpdate
+from app.services import sessions as service
+
+router = APIRouter(prefix="/sessions", tags=["sessions"], responses=problem_responses(401))
+
+SessionId = Annotated[str, Path(max_length=40, description="A session id (`ses_…`).")]
+
+
+@router.post(
+    "",
+    status_code=201,
+    name="create",
+    summary="Create a session",
+    responses=problem_responses(413, 422),
+)
+async def create_session(
+    body: SessionCreate, db: SessionDep, tenant: CurrentTenant
+) -> SessionPublic:
+    row = await service.create_session(
+        db,
+        tenant,
+        title=body.title,
+        system_prompt=body.system_prompt,
+        model=body.model,
+        metadata=body.metadata,
+    )
+    return SessionPublic.of(row)
+
+
+@router.get(
+    "",
+    name="list",
+    summary="List sessions, newest first",
+    responses=problem_responses(422),
+)
+async def list_sessions(
+    db: SessionDep, tenant: CurrentTenant, limit: PageLimit, after: AfterCursor = None
+) -> SessionList:
+    page = await service.list_sessions(db, tenant, limit=limit, after=after)
+    return SessionList(data=[SessionPublic.of(r) for r in page.data], next_cursor=page.next_cursor)
+
+
+@router.get(
+    "/{session_id}",
+    name="get",
+    summary="Get a session",
+    responses=problem_responses(404, 422),
+)
+async def get_session(
+    session_id: SessionId, db: SessionDep, tenant: CurrentTenant
+) -> SessionPublic:
+    return SessionPublic.of(await service.get_session(db, tenant, session_id))
+
+
+@router.patch(
+    "/{session_id}",
+    name="update",
+    summary="Change a session's title or metadata",
+    responses=problem_responses(404, 413, 422),
+)
+async def update_session(
+    session_id: SessionId, body: SessionUpdate, db: SessionDep, tenant: CurrentTenant
+) -> SessionPublic:
+    changes = body.model_dump(exclude_unset=True)
+    return SessionPublic.of(await service.update_session(db, tenant, session_id, changes))

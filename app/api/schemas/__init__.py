@@ -1,0 +1,1 @@
+"""Request and response models per resource (Create / Update / Public / List)."""

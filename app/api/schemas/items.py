@@ -1,0 +1,85 @@
+"""Items as the API shows them: the log's metadata plus the payload, one union on `kind`."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from app.db.models import Item
+from app.domain.items import (
+    AssistantMessage,
+    CompactSummary,
+    Origin,
+    SystemMessage,
+    ToolResult,
+    UserMessage,
+)
+
+
+class ItemMeta(BaseModel):
+    session_id: str
+    seq: int = Field(description="Position in the session's log, 1-based, gap-free.")
+    turn: int
+    segment: int
+    origin: Origin
+    created_at: datetime
+
+
+class UserMessageItem(ItemMeta, UserMessage):
+    pass
+
+
+class AssistantMessageItem(ItemMeta, AssistantMessage):
+    pass
+
+
+class ToolResultItem(ItemMeta, ToolResult):
+    pass
+
+
+class SystemItem(ItemMeta, SystemMessage):
+    pass
+
+
+class CompactSummaryItem(ItemMeta, CompactSummary):
+    pass
+
+
+ItemPublic = Annotated[
+    UserMessageItem | AssistantMessageItem | ToolResultItem | SystemItem | CompactSummaryItem,
+    Field(discriminator="kind"),
+]
+_item_adapter: TypeAdapter[ItemPublic] = TypeAdapter(ItemPublic)
+
+
+def item_public(row: Item) -> ItemPublic:
+    return _item_adapter.validate_python(
+        {
+            **row.payload,
+            "kind": row.kind,
+            "session_id": row.session_id,
+            "seq": row.seq,
+            "turn": row.turn,
+            "segment": row.segment,
+            "origin": row.origin,
+            "created_at": row.created_at,
+        }
+    )
+
+
+class ItemCreate(BaseModel):
+    """An item a client appends itself, for clients that drive their own agent loop."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["user_message", "system"]
+    text: str = Field(min_length=1, max_length=1_000_000)
+
+
+class ItemList(BaseModel):
+    data: list[ItemPublic]
+    next_cursor: str | None = Field(
+        description="Pass as `after` to get the next page; null on the last page."
+    )

@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.db.models import Session
+
+
+class SessionCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    title: str | None = Field(default=None, max_length=500)
+    system_prompt: str | None = Field(default=None, max_length=200_000)
+    model: str | None = Field(default=None, min_length=1, max_length=200)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class SessionUpdate(BaseModel):
+    """Only the fields sent are changed; `metadata` is replaced whole."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: str | None = Field(default=None, max_length=500)
+    metadata: dict[str, Any] | None = None
+
+
+class SessionPublic(BaseModel):
+    id: str
+    title: str | None
+    system_prompt: str | None
+    model: str | None
+    metadata: dict[str, Any]
+    item_count: int = Field(description="Items in the event log (the last `seq`).")
+    turn_count: int
+    segment: int = Field(description="The current segment: what the next LLM request sees.")
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, row: Session) -> SessionPublic:
+        return cls(
+            id=row.id,
+            title=row.title,
+            system_prompt=row.system_prompt,
+            model=row.model,
+            metadata=row.metadata_,
+            item_count=row.last_seq,
+            turn_count=row.current_turn,
+            segment=row.current_segment,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+        )
+
+
+class SessionList(BaseModel):
+    data: list[SessionPublic]
+    next_cursor: str | None = Field(
+        description="Pass as `after` to get the next (older) page; null on the last page."
+    )

@@ -1,0 +1,149 @@
+"""`strata`: serve, worker, keys, openapi."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from pathlib import Path
+
+from app.settings import Settings, get_settings, is_loopback_host
+
+DEFAULT_OPENAPI_PATH = Path("openapi/openapi.json")
+
+
+def _configure_logging(settings: Settings) -> None:
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+async def _keys_exist(settings: Settings) -> bool:
+    from app.db.engine import Database
+    from app.services.auth import Authenticator
+
+    database = Database(settings)
+    try:
+        async with database.session(write=False) as db:
+            return await Authenticator(settings.configured_keys).keys_exist(db)
+    finally:
+        await database.dispose()
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from app.db.migrate import upgrade_to_head
+    from app.main import create_app
+
+    overrides: dict[str, object] = {}
+    if args.host:
+        overrides["host"] = args.host
+    if args.port:
+        overrides["port"] = args.port
+    settings = get_settings().model_copy(update=overrides)
+    _configure_logging(settings)
+    upgrade_to_head(settings.database_url)
+    has_keys = asyncio.run(_keys_exist(settings))
+    if not has_keys and not is_loopback_host(settings.host):
+        print(
+            f"strata: refusing to listen on {settings.host}: no API key is configured, so "
+            "anyone who can reach this address would have full access.\n"
+            "Create one with `strata keys create --tenant NAME` or set STRATA_API_KEYS, "
+            "or serve on 127.0.0.1.",
+            file=sys.stderr,
+        )
+        return 2
+    if not has_keys:
+        print(
+            f"strata: no API key configured: serving the local tenant on {settings.host} only",
+            file=sys.stderr,
+        )
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_config=None)
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    print("strata worker: not yet — the background runner does not exist yet", file=sys.stderr)
+    return 2
+
+
+def cmd_keys_create(args: argparse.Namespace) -> int:
+    from app.db.engine import Database
+    from app.db.migrate import upgrade_to_head
+    from app.domain.errors import DomainError
+    from app.services.auth import create_key
+
+    settings = get_settings()
+    upgrade_to_head(settings.database_url)
+
+    async def create() -> tuple[str, str]:
+        database = Database(settings)
+        try:
+            async with database.session(write=True) as db:
+                row, key = await create_key(db, args.tenant)
+                return row.id, key
+        finally:
+            await database.dispose()
+
+    try:
+        key_id, key = asyncio.run(create())
+    except DomainError as exc:
+        print(f"strata keys create: {exc.detail}", file=sys.stderr)
+        return 2
+    print(
+        f"created {key_id} for tenant {args.tenant!r}; the key is shown only now:", file=sys.stderr
+    )
+    print(key)
+    return 0
+
+
+def cmd_openapi(args: argparse.Namespace) -> int:
+    from app.main import create_app
+
+    document = json.dumps(create_app(Settings()).openapi(), indent=2, ensure_ascii=False) + "\n"
+    if args.output == "-":
+        sys.stdout.write(document)
+    else:
+        path = Path(args.output)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(document, encoding="utf-8")
+        print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="strata", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="apply migrations, then serve the API")
+    serve.add_argument("--host", help="address to bind (default STRATA_HOST or 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default $PORT or 8000)")
+    serve.set_defaults(func=cmd_serve)
+
+    worker = commands.add_parser("worker", help="run the background job runner")
+    worker.set_defaults(func=cmd_worker)
+
+    keys = commands.add_parser("keys", help="manage API keys")
+    key_commands = keys.add_subparsers(dest="keys_command", required=True)
+    create = key_commands.add_parser("create", help="create a key for a tenant (printed once)")
+    create.add_argument("--tenant", required=True)
+    create.set_defaults(func=cmd_keys_create)
+
+    openapi = commands.add_parser("openapi", help="export the OpenAPI document")
+    openapi.add_argument("--output", "-o", default=str(DEFAULT_OPENAPI_PATH), help="path or -")
+    openapi.set_defaults(func=cmd_openapi)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Persistence: engine and the commit point, tables, repositories (all SQL lives there)."""

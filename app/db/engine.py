@@ -1,0 +1,96 @@
+"""The engine, the sessionmakers and the single commit point.
+
+SQLite notes: every connection gets WAL, a busy timeout and foreign keys. The
+driver's own transaction handling is switched off and `BEGIN` is issued by us, so
+that writing units of work can start with `BEGIN IMMEDIATE`: a deferred
+transaction that reads first and writes later can fail with SQLITE_BUSY without
+waiting, which is exactly the race concurrent appends would hit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.settings import Settings
+
+
+def sync_url(database_url: str) -> str:
+    """The URL Alembic and other synchronous tools use."""
+    url = make_url(database_url)
+    if url.drivername in ("postgresql", "postgres"):
+        url = url.set(drivername="postgresql+psycopg")
+    if url.drivername == "sqlite+aiosqlite":
+        url = url.set(drivername="sqlite")
+    return url.render_as_string(hide_password=False)
+
+
+def async_url(database_url: str) -> str:
+    url = make_url(sync_url(database_url))
+    if url.drivername == "sqlite":
+        url = url.set(drivername="sqlite+aiosqlite")
+    return url.render_as_string(hide_password=False)
+
+
+def is_sqlite(database_url: str) -> bool:
+    return make_url(database_url).get_backend_name() == "sqlite"
+
+
+def ensure_sqlite_dir(database_url: str) -> None:
+    """Create the folder of a SQLite file so a fresh checkout needs no manual step."""
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+        Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+
+
+def _install_sqlite_hooks(engine: AsyncEngine, busy_timeout_ms: int) -> None:
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        immediate = conn.get_execution_options().get("sqlite_immediate", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+class Database:
+    """Owns the engine; hands out units of work that commit once, at the end."""
+
+    def __init__(self, settings: Settings) -> None:
+        ensure_sqlite_dir(settings.database_url)
+        self.is_sqlite = is_sqlite(settings.database_url)
+        self.engine = create_async_engine(async_url(settings.database_url))
+        if self.is_sqlite:
+            _install_sqlite_hooks(self.engine, settings.sqlite_busy_timeout_ms)
+        writer = self.engine.execution_options(sqlite_immediate=True)
+        self._read = async_sessionmaker(self.engine, class_=AsyncSession, expire_on_commit=False)
+        self._write = async_sessionmaker(writer, class_=AsyncSession, expire_on_commit=False)
+
+    @asynccontextmanager
+    async def session(self, *, write: bool) -> AsyncIterator[AsyncSession]:
+        """One unit of work: commit if the block finishes, roll back if it raises."""
+        maker = self._write if write else self._read
+        async with maker() as session:
+            try:
+                yield session
+                await session.commit()
+            except BaseException:
+                await session.rollback()
+                raise
+
+    async def dispose(self) -> None:
+        await self.engine.dispose()

@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Column, ForeignKey, String, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+from app.db.types import BigIntPK, JSONType, UTCDateTime, utcnow
+
+
+class Item(SQLModel, table=True):
+    """One event of a session's append-only log, `(session_id, seq, kind, payload)`."""
+
+    __tablename__ = "items"
+    __table_args__ = (UniqueConstraint("session_id", "seq", name="uq_items_session_seq"),)
+
+    id: int | None = Field(default=None, sa_type=BigIntPK, primary_key=True)
+    session_id: str = Field(
+        sa_column=Column(String(40), ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False)
+    )
+    seq: int
+    turn: int
+    segment: int
+    kind: str = Field(max_length=40)
+    origin: str = Field(max_length=20)
+    payload: dict[str, Any] = Field(sa_column=Column(JSONType, nullable=False))
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)

@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Column, Text
+from sqlmodel import Field, SQLModel
+
+from app.db.types import JSONType, UTCDateTime, utcnow
+
+
+class Session(SQLModel, table=True):
+    """One agent conversation. The counters make appends O(1) and race-free."""
+
+    __tablename__ = "sessions"
+
+    id: str = Field(primary_key=True, max_length=40)
+    tenant: str = Field(index=True, max_length=100)
+    title: str | None = Field(default=None, max_length=500)
+    system_prompt: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    model: str | None = Field(default=None, max_length=200)
+    metadata_: dict[str, Any] = Field(
+        default_factory=dict, sa_column=Column("metadata", JSONType, nullable=False)
+    )
+    last_seq: int = Field(default=0)
+    current_turn: int = Field(default=0)
+    current_segment: int = Field(default=0)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)

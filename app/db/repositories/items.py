@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.db.models import Item
+
+
+class ItemRepository:
+    def __init__(self, db: AsyncSession) -> None:
+        self.db = db
+
+    async def add(self, row: Item) -> Item:
+        self.db.add(row)
+        await self.db.flush()
+        return row
+
+    async def list_page(self, session_id: str, *, after_seq: int, limit: int) -> list[Item]:
+        query = (
+            select(Item)
+            .where(Item.session_id == session_id, col(Item.seq) > after_seq)
+            .order_by(col(Item.seq))
+            .limit(limit)
+        )
+        return list((await self.db.exec(query)).all())

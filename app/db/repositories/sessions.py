@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import update
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.db.models import Session
+from app.db.types import utcnow
+
+
+@dataclass(frozen=True)
+class SeqSlot:
+    """Where the next item of a session goes."""
+
+    seq: int
+    turn: int
+    segment: int
+
+
+class SessionRepository:
+    def __init__(self, db: AsyncSession) -> None:
+        self.db = db
+
+    async def add(self, row: Session) -> Session:
+        self.db.add(row)
+        await self.db.flush()
+        return row
+
+    async def get(self, tenant: str, session_id: str) -> Session | None:
+        row = await self.db.get(Session, session_id)
+        if row is None or row.tenant != tenant:
+            return None
+        return row
+
+    async def list_page(self, tenant: str, *, limit: int, before_id: str | None) -> list[Session]:
+        """Newest first. Ids are time-ordered, so `id < cursor` is 'older than the cursor'."""
+        query = select(Session).where(Session.tenant == tenant)
+        if before_id is not None:
+            query = query.where(col(Session.id) < before_id)
+        query = query.order_by(col(Session.id).desc()).limit(limit)
+        return list((await self.db.exec(query)).all())
+
+    async def allocate_seq(self, session_id: str, *, new_turn: bool) -> SeqSlot:
+        """Reserve the next `seq` with one atomic UPDATE … RETURNING.
+
+        The row lock (PostgreSQL) or the write lock (SQLite) makes concurrent
+        appends queue here, so a seq is never handed out twice or skipped.
+        """
+        turn_step = 1 if new_turn else 0
+        stmt = (
+            update(Session)
+            .where(col(Session.id) == session_id)
+            .values(
+                last_seq=col(Session.last_seq) + 1,
+                current_turn=col(Session.current_turn) + turn_step,
+                updated_at=utcnow(),
+            )
+            .returning(
+                col(Session.last_seq), col(Session.current_turn), col(Session.current_segment)
+            )
+        )
+        result = await self.db.exec(stmt)
+        seq, turn, segment = result.one()
+        return SeqSlot(seq=seq, turn=turn, segment=segment)

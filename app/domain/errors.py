@@ -1,0 +1,44 @@
+"""Business errors that know their HTTP status and stable problem type.
+
+Services and pure code raise these; one handler in `app.api.errors` renders them
+as RFC 9457 problem documents, so no layer below the API imports FastAPI.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class DomainError(Exception):
+    status: ClassVar[int] = 400
+    slug: ClassVar[str] = "bad-request"
+    title: ClassVar[str] = "Bad request"
+
+    def __init__(self, detail: str, **extensions: Any) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.extensions = extensions
+
+
+class NotFound(DomainError):
+    status = 404
+    slug = "not-found"
+    title = "Not found"
+
+
+class Conflict(DomainError):
+    status = 409
+    slug = "conflict"
+    title = "Conflict"
+
+
+class InvalidInput(DomainError):
+    status = 422
+    slug = "validation-error"
+    title = "Invalid input"
+
+
+class Unauthorized(DomainError):
+    status = 401
+    slug = "unauthorized"
+    title = "Unauthorized"

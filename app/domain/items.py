@@ -1,0 +1,117 @@
+"""The event log's item types: one discriminated union, round-tripping through JSON.
+
+An item is persisted as `(session_id, seq, kind, payload)`; `payload` is the model
+below minus `kind`. Content blocks mirror the Anthropic Messages API shapes so a
+segment turns into a request without translation tables.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+
+class Origin(StrEnum):
+    """Who caused an item: the model, a human, an API client, Strata itself, or an import."""
+
+    llm = "llm"
+    user = "user"
+    api = "api"
+    system = "system"
+    import_ = "import"
+
+
+class _Block(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TextBlock(_Block):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ToolUseBlock(_Block):
+    type: Literal["tool_use"] = "tool_use"
+    id: str
+    name: str
+    input: dict[str, Any] = Field(default_factory=dict)
+
+
+class ThinkingBlock(_Block):
+    type: Literal["thinking"] = "thinking"
+    thinking: str
+    signature: str | None = None
+
+
+class ImageBlock(_Block):
+    type: Literal["image"] = "image"
+    source: dict[str, Any]
+
+
+ContentBlock = Annotated[
+    TextBlock | ToolUseBlock | ThinkingBlock | ImageBlock, Field(discriminator="type")
+]
+UserBlock = Annotated[TextBlock | ImageBlock, Field(discriminator="type")]
+
+
+class _Payload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class UserMessage(_Payload):
+    kind: Literal["user_message"] = "user_message"
+    content: list[UserBlock]
+
+
+class AssistantMessage(_Payload):
+    kind: Literal["assistant_message"] = "assistant_message"
+    content: list[ContentBlock]
+    model: str | None = None
+    stop_reason: str | None = None
+
+
+class ToolResult(_Payload):
+    kind: Literal["tool_result"] = "tool_result"
+    tool_use_id: str
+    content: str | list[UserBlock]
+    is_error: bool = False
+
+
+class SystemMessage(_Payload):
+    kind: Literal["system"] = "system"
+    text: str
+
+
+class CompactSummary(_Payload):
+    kind: Literal["compact_summary"] = "compact_summary"
+    text: str
+
+
+ItemPayload = Annotated[
+    UserMessage | AssistantMessage | ToolResult | SystemMessage | CompactSummary,
+    Field(discriminator="kind"),
+]
+ItemKind = Literal["user_message", "assistant_message", "tool_result", "system", "compact_summary"]
+
+payload_adapter: TypeAdapter[ItemPayload] = TypeAdapter(ItemPayload)
+
+
+def user_text(text: str) -> UserMessage:
+    return UserMessage(content=[TextBlock(text=text)])
+
+
+def starts_turn(payload: ItemPayload) -> bool:
+    """A user message opens a new turn; everything else belongs to the current one."""
+    return isinstance(payload, UserMessage)
+
+
+def dump_payload(payload: ItemPayload) -> dict[str, Any]:
+    data = payload.model_dump(mode="json")
+    data.pop("kind")
+    return data
+
+
+def load_payload(kind: str, data: dict[str, Any]) -> ItemPayload:
+    return payload_adapter.validate_python({**data, "kind": kind})

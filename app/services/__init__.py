@@ -1,0 +1,1 @@
+"""Use cases. No FastAPI here; services flush, never commit."""

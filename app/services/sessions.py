@@ -1,0 +1,63 @@
+"""Sessions: create, read, list, rename. A session another tenant owns does not exist."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.db.models import Session
+from app.db.repositories.sessions import SessionRepository
+from app.db.types import utcnow
+from app.domain.errors import NotFound
+from app.domain.ids import new_id
+from app.services.pagination import Page, page_of
+
+
+async def create_session(
+    db: AsyncSession,
+    tenant: str,
+    *,
+    title: str | None = None,
+    system_prompt: str | None = None,
+    model: str | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> Session:
+    row = Session(
+        id=new_id("ses"),
+        tenant=tenant,
+        title=title,
+        system_prompt=system_prompt,
+        model=model,
+        metadata_=metadata or {},
+    )
+    return await SessionRepository(db).add(row)
+
+
+async def get_session(db: AsyncSession, tenant: str, session_id: str) -> Session:
+    row = await SessionRepository(db).get(tenant, session_id)
+    if row is None:
+        raise NotFound(f"session {session_id!r} does not exist", resource="session")
+    return row
+
+
+async def list_sessions(
+    db: AsyncSession, tenant: str, *, limit: int, after: str | None
+) -> Page[Session]:
+    rows = await SessionRepository(db).list_page(tenant, limit=limit + 1, before_id=after)
+    return page_of(rows, limit, lambda row: row.id)
+
+
+async def update_session(
+    db: AsyncSession, tenant: str, session_id: str, changes: dict[str, Any]
+) -> Session:
+    """Apply only the fields the client sent; `metadata` is replaced whole."""
+    row = await get_session(db, tenant, session_id)
+    if "title" in changes:
+        row.title = changes["title"]
+    if "metadata" in changes:
+        row.metadata_ = changes["metadata"] or {}
+    row.updated_at = utcnow()
+    db.add(row)
+    await db.flush()
+    return row

@@ -1,0 +1,137 @@
+"""Every tunable number of Strata, with the seeds' defaults.
+
+One place so that operators find every knob in `.env.example` and tests build a
+`Settings` object instead of patching module constants. Nothing here is read at
+import time: `create_app(settings)` and the CLI pass an instance down.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+@dataclass(frozen=True)
+class ConfiguredKey:
+    """An API key listed in settings: plain text or already hashed (`sha256:<hex>`)."""
+
+    tenant: str
+    secret: str
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="STRATA_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+    )
+
+    # --- server and storage -------------------------------------------------
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, validation_alias=AliasChoices("STRATA_PORT", "PORT"))
+    database_url: str = "sqlite:///./data/strata.db"
+    data_dir: Path = Path("./data")
+    sqlite_busy_timeout_ms: int = 5000
+    log_level: str = "info"
+
+    # --- tenants and keys ---------------------------------------------------
+    # Comma-separated `tenant:key` pairs; a key may be given as `sha256:<hex>` so
+    # that the deployment's environment never holds the key itself.
+    api_keys: str = ""
+
+    # --- HTTP limits --------------------------------------------------------
+    max_body_bytes: int = 1024 * 1024
+    page_limit_default: int = 50
+    page_limit_max: int = 200
+
+    # --- LLM ----------------------------------------------------------------
+    anthropic_api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("STRATA_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY"),
+    )
+    anthropic_base_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("STRATA_ANTHROPIC_BASE_URL", "ANTHROPIC_BASE_URL"),
+    )
+    model: str = "claude-sonnet-4-5"
+    summary_model: str = "claude-haiku-4-5-20251001"
+    llm_max_tokens: int = 8192
+    llm_timeout_seconds: float = 600.0
+    llm_max_retries: int = 2
+    context_window_tokens: int = 200_000
+    agent_max_iterations: int = 50
+
+    # --- task reminder (seed 000) -------------------------------------------
+    reminder_requests_since_task_write: int = 8  # N
+    reminder_requests_between_reminders: int = 8  # M
+
+    # --- layered memory (seed 003) ------------------------------------------
+    memory_l2_window_turns: int = 20
+    summary_target_ratio: float = 0.2  # 1/5 of the L2 length
+    summary_retries: int = 2
+    summary_concurrency: int = 2
+    display_timezone: str = "UTC"
+
+    # --- jobs, comments, lessons (seed 004) ---------------------------------
+    job_comments_in_prompt: int = 5
+    job_comment_max_chars: int = 500
+    lessons_max_chars: int = 2000
+    job_lease_seconds: float = 30.0
+    job_heartbeat_seconds: float = 10.0
+
+    # --- context manager thresholds (seed 004) ------------------------------
+    context_warn_ratio: float = 0.70
+    context_prompt_ratio: float = 0.85
+    context_force_ratio: float = 0.95
+    context_exhausted_ratio: float = 0.99
+
+    # --- tool-output truncation (seed 004) ----------------------------------
+    tool_result_budget_ratio: float = 0.5
+    tool_result_max_tokens: int = 60_000
+    tool_result_min_tokens: int = 1_000
+
+    @field_validator("display_timezone")
+    @classmethod
+    def _known_timezone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo
+
+        ZoneInfo(value)  # raises on an unknown zone, at start-up rather than at render time
+        return value
+
+    @property
+    def configured_keys(self) -> list[ConfiguredKey]:
+        keys: list[ConfiguredKey] = []
+        for raw in self.api_keys.split(","):
+            entry = raw.strip()
+            if not entry:
+                continue
+            tenant, sep, secret = entry.partition(":")
+            if not sep or not tenant.strip() or not secret.strip():
+                raise ValueError(f"STRATA_API_KEYS entry {entry[:12]!r}… is not 'tenant:key'")
+            keys.append(ConfiguredKey(tenant=tenant.strip(), secret=secret.strip()))
+        return keys
+
+    @property
+    def llm_configured(self) -> bool:
+        return self.anthropic_api_key is not None or self.anthropic_base_url is not None
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether binding `host` keeps the server reachable from this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()
