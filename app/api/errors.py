@@ -7,6 +7,7 @@ reference id and the client gets that id, not the exception text.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any
 
@@ -67,7 +68,7 @@ def problem_response(
     slug: str | None = None,
     title: str | None = None,
     instance: str | None = None,
-    headers: dict[str, str] | None = None,
+    headers: Mapping[str, str] | None = None,
     **extensions: Any,
 ) -> JSONResponse:
     body: dict[str, Any] = {

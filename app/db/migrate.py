@@ -6,7 +6,7 @@ from pathlib import Path
 
 from alembic.config import Config
 from alembic.script import ScriptDirectory
-from sqlalchemy import text
+from sqlalchemy import inspect, text
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from alembic import command
@@ -43,5 +43,9 @@ def head_revision() -> str | None:
 
 
 async def current_revision(db: AsyncSession) -> str | None:
-    result = await db.exec(text("SELECT version_num FROM alembic_version"))  # type: ignore[call-overload]
-    return result.scalar_one_or_none()  # type: ignore[no-any-return]
+    """The database's migration, or None when it was never migrated."""
+    connection = await db.connection()
+    if not await connection.run_sync(lambda sync: inspect(sync).has_table("alembic_version")):
+        return None
+    result = await connection.execute(text("SELECT version_num FROM alembic_version"))
+    return result.scalar_one_or_none()

@@ -79,7 +79,7 @@ class Authenticator:
         for known, tenant in self._configured.items():
             if hmac.compare_digest(known, digest):
                 return tenant
-        tenant = await ApiKeyRepository(db).tenant_for_hash(digest)
-        if tenant is None:
+        stored = await ApiKeyRepository(db).tenant_for_hash(digest)
+        if stored is None:
             raise Unauthorized("the API key is not valid")
-        return tenant
+        return stored

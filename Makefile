@@ -1,0 +1,52 @@
+# Strata's two commands: `make serve` runs the server, `make test` runs every check.
+# Both create .venv and install what they need on first use (Python 3.11+ and make suffice).
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PORT ?= 8000
+
+.PHONY: serve test lint format typecheck openapi install dev clean
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Strata needs Python 3.11 or newer; set PYTHON=python3.x")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	@touch $@
+
+$(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $@ $(VENV)/.installed
+
+install: $(VENV)/.installed
+dev: $(VENV)/.dev-installed
+
+## serve: migrate ./data/strata.db (SQLite) to head and serve on 127.0.0.1:$PORT (8000)
+serve: install
+	$(BIN)/strata serve --port $(PORT)
+
+## test: ruff, mypy, then the whole pytest suite
+test: dev lint typecheck
+	$(BIN)/pytest
+
+lint: dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: dev
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+typecheck: dev
+	$(BIN)/mypy app
+
+## openapi: re-export openapi/openapi.json after an API change
+openapi: install
+	$(BIN)/strata openapi
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache
