@@ -8,16 +8,28 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
+from sqlalchemy.exc import SQLAlchemyError
 
 import app as app_package
 from app.api.body_limit import BodyLimitMiddleware
 from app.api.errors import install_error_handlers
+from app.api.openapi import install_openapi
 from app.api.router import api_router
 from app.db.engine import Database
 from app.services.auth import Authenticator
 from app.settings import Settings, get_settings
 
 logger = logging.getLogger("strata")
+
+
+API_DESCRIPTION = """\
+Sessions keep an agent conversation as an append-only event log.
+
+* Authenticate with `Authorization: Bearer <key>` (a server started without keys
+  serves one local tenant on loopback only).
+* Errors are `application/problem+json` (RFC 9457) with a stable `type`.
+* Lists are cursor-paginated: pass a page's `next_cursor` as `after`.
+"""
 
 
 def operation_id(route: APIRoute) -> str:
@@ -31,8 +43,13 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     database = Database(settings)
     app.state.database = database
     try:
-        async with database.session(write=False) as db:
-            if not await app.state.authenticator.keys_exist(db):
+        try:
+            async with database.session(write=False) as db:
+                keys_exist = await app.state.authenticator.keys_exist(db)
+        except SQLAlchemyError as exc:  # unreachable or not migrated: /readyz says which
+            logger.warning("could not look for API keys at start-up: %s", type(exc).__name__)
+        else:
+            if not keys_exist:
                 logger.warning(
                     "no API key is configured: every request is the local tenant; "
                     "serve on loopback only, or create a key with `strata keys create`"
@@ -48,6 +65,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         title="Strata",
         version=app_package.__version__,
         summary="Hosts long-running LLM agent work and keeps it on track.",
+        description=API_DESCRIPTION,
         lifespan=lifespan,
         generate_unique_id_function=operation_id,
     )
@@ -56,4 +74,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, default_limit=settings.max_body_bytes)
     app.include_router(api_router)
+    install_openapi(app)
     return app

@@ -29,6 +29,9 @@ class Settings(BaseSettings):
         env_prefix="STRATA_",
         env_file=".env",
         env_file_encoding="utf-8",
+        # `ANTHROPIC_API_KEY=` (as in .env.example or `docker run -e NAME=`) means unset,
+        # not an empty key that would count as a configured LLM.
+        env_ignore_empty=True,
         extra="ignore",
     )
 
@@ -99,9 +102,14 @@ class Settings(BaseSettings):
     @field_validator("display_timezone")
     @classmethod
     def _known_timezone(cls, value: str) -> str:
-        from zoneinfo import ZoneInfo
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-        ZoneInfo(value)  # raises on an unknown zone, at start-up rather than at render time
+        # Checked at start-up rather than at render time. ZoneInfoNotFoundError is a
+        # KeyError, which pydantic would not turn into a ValidationError naming the field.
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown IANA time zone {value!r}") from exc
         return value
 
     @property

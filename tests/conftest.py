@@ -20,6 +20,8 @@ from app.db.migrate import upgrade_to_head
 from app.main import create_app
 from app.settings import Settings
 
+pytest_plugins = ["tests.fakes.fixtures"]
+
 _ISOLATED_PREFIXES = ("STRATA_", "ANTHROPIC_")
 
 

@@ -1,7 +1,9 @@
 """SQLModel tables. Importing this package registers every table on `SQLModel.metadata`."""
 
 from app.db.models.api_key import ApiKey
+from app.db.models.event import Event
 from app.db.models.item import Item
+from app.db.models.job import Job
 from app.db.models.session import Session
 
-__all__ = ["ApiKey", "Item", "Session"]
+__all__ = ["ApiKey", "Event", "Item", "Job", "Session"]

@@ -25,5 +25,10 @@ class Session(SQLModel, table=True):
     last_seq: int = Field(default=0)
     current_turn: int = Field(default=0)
     current_segment: int = Field(default=0)
+    tools: list[str] | None = Field(default=None, sa_column=Column(JSONType, nullable=True))
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)

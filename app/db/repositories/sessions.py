@@ -8,6 +8,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Session
 from app.db.types import utcnow
+from app.engine.llm import Usage
 
 
 @dataclass(frozen=True)
@@ -64,3 +65,27 @@ class SessionRepository:
         result = await self.db.exec(stmt)
         seq, turn, segment = result.one()
         return SeqSlot(seq=seq, turn=turn, segment=segment)
+
+    async def reserve_turn(self, session_id: str) -> int:
+        """Take the next turn number. First statement of a chat enqueue: it also
+        locks the session row, so busy checks after it see every earlier enqueue."""
+        stmt = (
+            update(Session)
+            .where(col(Session.id) == session_id)
+            .values(current_turn=col(Session.current_turn) + 1, updated_at=utcnow())
+            .returning(col(Session.current_turn))
+        )
+        return int((await self.db.exec(stmt)).one()[0])
+
+    async def add_usage(self, session_id: str, usage: Usage) -> None:
+        await self.db.exec(
+            update(Session)
+            .where(col(Session.id) == session_id)
+            .values(
+                input_tokens=col(Session.input_tokens) + usage.input_tokens,
+                output_tokens=col(Session.output_tokens) + usage.output_tokens,
+                cache_read_tokens=col(Session.cache_read_tokens) + usage.cache_read_input_tokens,
+                cache_creation_tokens=col(Session.cache_creation_tokens)
+                + usage.cache_creation_input_tokens,
+            )
+        )

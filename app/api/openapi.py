@@ -1,0 +1,37 @@
+"""The OpenAPI document as SDK generators should see it.
+
+Problem responses are served as `application/problem+json` only; FastAPI also
+lists them under `application/json` because that is its default media type, which
+would make generated clients expect a content type the server never sends.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+from app.api.errors import PROBLEM_MEDIA_TYPE
+
+
+def install_openapi(app: FastAPI) -> None:
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            document = get_openapi(
+                title=app.title,
+                version=app.version,
+                summary=app.summary,
+                description=app.description,
+                routes=app.routes,
+            )
+            for operations in document.get("paths", {}).values():
+                for operation in operations.values():
+                    for response in operation.get("responses", {}).values():
+                        content = response.get("content", {})
+                        if PROBLEM_MEDIA_TYPE in content:
+                            content.pop("application/json", None)
+            app.openapi_schema = document
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Column, ForeignKey, Index, String
+from sqlmodel import Field, SQLModel
+
+from app.db.types import BigIntPK, JSONType, UTCDateTime, utcnow
+
+
+class Job(SQLModel, table=True):
+    """One unit of background work, claimed by a runner under a lease.
+
+    `number` is the queue order: a session's jobs run one at a time in this order.
+    """
+
+    __tablename__ = "jobs"
+    __table_args__ = (
+        Index("ix_jobs_status_number", "status", "number"),
+        Index("ix_jobs_session_number", "session_id", "number"),
+    )
+
+    number: int | None = Field(default=None, sa_type=BigIntPK, primary_key=True)
+    id: str = Field(unique=True, max_length=40)
+    tenant: str = Field(max_length=100)
+    session_id: str = Field(
+        sa_column=Column(String(40), ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False)
+    )
+    piece: str = Field(default="chat", max_length=100)
+    status: str = Field(max_length=30)
+    turn: int | None = None
+    input: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSONType, nullable=False))
+    result: dict[str, Any] | None = Field(default=None, sa_column=Column(JSONType, nullable=True))
+    error: dict[str, Any] | None = Field(default=None, sa_column=Column(JSONType, nullable=True))
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
+    attempts: int = 0
+    lease_owner: str | None = Field(default=None, max_length=100)
+    lease_expires_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    cancel_requested: bool = False
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    started_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)

@@ -1,0 +1,102 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import and_, exists, or_, update
+from sqlalchemy.orm import aliased
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.db.models import Job
+from app.db.types import utcnow
+from app.engine.llm import Usage
+
+ACTIVE = ("queued", "running")
+
+
+class JobRepository:
+    def __init__(self, db: AsyncSession) -> None:
+        self.db = db
+
+    async def add(self, row: Job) -> Job:
+        self.db.add(row)
+        await self.db.flush()
+        return row
+
+    async def get(self, job_id: str) -> Job | None:
+        result = await self.db.exec(select(Job).where(Job.id == job_id))
+        return result.first()
+
+    async def session_is_busy(self, session_id: str) -> bool:
+        query = select(Job.id).where(Job.session_id == session_id, col(Job.status).in_(ACTIVE))
+        return (await self.db.exec(query.limit(1))).first() is not None
+
+    async def claimable(self, now: datetime) -> Job | None:
+        """The first job a runner may take: queued, or running with an expired lease,
+        and not behind an unfinished earlier job of its session."""
+        earlier = aliased(Job)
+        ready = or_(
+            col(Job.status) == "queued",
+            and_(col(Job.status) == "running", col(Job.lease_expires_at) < now),
+        )
+        blocked = exists().where(
+            col(earlier.session_id) == col(Job.session_id),
+            col(earlier.number) < col(Job.number),
+            col(earlier.status).in_(ACTIVE),
+        )
+        query = select(Job).where(ready, ~blocked).order_by(col(Job.number)).limit(1)
+        return (await self.db.exec(query)).first()
+
+    async def take(self, job: Job, owner: str, until: datetime) -> None:
+        now = utcnow()
+        job.status = "running"
+        job.lease_owner = owner
+        job.lease_expires_at = until
+        job.attempts += 1
+        job.started_at = job.started_at or now
+        job.updated_at = now
+        self.db.add(job)
+        await self.db.flush()
+
+    async def renew_lease(self, job_id: str, owner: str, until: datetime) -> bool:
+        """Extend the lease if this worker still holds it; False means it was lost."""
+        stmt = (
+            update(Job)
+            .where(col(Job.id) == job_id, col(Job.lease_owner) == owner)
+            .where(col(Job.status) == "running")
+            .values(lease_expires_at=until, updated_at=utcnow())
+        )
+        result = await self.db.exec(stmt)
+        return bool(result.rowcount)
+
+    async def add_usage(self, job_id: str, usage: Usage) -> None:
+        await self.db.exec(
+            update(Job)
+            .where(col(Job.id) == job_id)
+            .values(
+                input_tokens=col(Job.input_tokens) + usage.input_tokens,
+                output_tokens=col(Job.output_tokens) + usage.output_tokens,
+                cache_read_tokens=col(Job.cache_read_tokens) + usage.cache_read_input_tokens,
+                cache_creation_tokens=col(Job.cache_creation_tokens)
+                + usage.cache_creation_input_tokens,
+            )
+        )
+
+    async def list_page(
+        self,
+        tenant: str,
+        *,
+        limit: int,
+        before_id: str | None,
+        session_id: str | None,
+        status: str | None,
+    ) -> list[Job]:
+        query = select(Job).where(Job.tenant == tenant)
+        if session_id is not None:
+            query = query.where(Job.session_id == session_id)
+        if status is not None:
+            query = query.where(Job.status == status)
+        if before_id is not None:
+            query = query.where(col(Job.id) < before_id)
+        query = query.order_by(col(Job.id).desc()).limit(limit)
+        return list((await self.db.exec(query)).all())

@@ -1,0 +1,1 @@
+"""The agent engine: the LLM boundary, request building, the agent loop."""

@@ -1,0 +1,145 @@
+"""The only module that imports `anthropic`: the LLM Protocol over the official SDK.
+
+Streaming is always used, so text deltas reach clients as they arrive. Prompt
+caching marks the system prompt and the last block of the conversation, so each
+request reuses the cached prefix of the one before. Retries (429/529/5xx,
+timeouts, honouring `retry-after`) are the SDK's own; what is left after them
+becomes an `LLMError` naming the cause.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anthropic
+
+from app.domain.items import ContentBlock, TextBlock, ThinkingBlock, ToolUseBlock
+from app.engine.llm import LLMError, LLMRequest, LLMResponse, TextSink, Usage
+from app.settings import Settings
+
+_EPHEMERAL = {"type": "ephemeral"}
+# A local proxy or test server needs no key, but the SDK refuses to send without one.
+_PLACEHOLDER_KEY = "strata-no-key"
+
+NOT_CONFIGURED = (
+    "no LLM is configured: set ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL for a "
+    "compatible endpoint) and restart the server"
+)
+
+
+class AnthropicLLM:
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._client: anthropic.AsyncAnthropic | None = None
+
+    @property
+    def configured(self) -> bool:
+        return self._settings.llm_configured
+
+    def _get_client(self) -> anthropic.AsyncAnthropic:
+        if not self.configured:
+            raise LLMError("llm-not-configured", NOT_CONFIGURED)
+        if self._client is None:
+            key = self._settings.anthropic_api_key
+            self._client = anthropic.AsyncAnthropic(
+                api_key=key.get_secret_value() if key else _PLACEHOLDER_KEY,
+                base_url=self._settings.anthropic_base_url,
+                timeout=self._settings.llm_timeout_seconds,
+                max_retries=self._settings.llm_max_retries,
+            )
+        return self._client
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResponse:
+        client = self._get_client()
+        try:
+            async with client.messages.stream(**wire_params(request)) as stream:
+                async for event in stream:
+                    if event.type == "text" and on_text is not None:
+                        await on_text(event.text)
+                message = await stream.get_final_message()
+        except anthropic.APIError as exc:
+            raise _as_llm_error(exc, self._settings.llm_max_retries) from exc
+        return LLMResponse(
+            content=_blocks_from_wire(message.content),
+            stop_reason=message.stop_reason,
+            usage=_usage_from_wire(message.usage),
+            model=message.model,
+        )
+
+
+def wire_params(request: LLMRequest) -> dict[str, Any]:
+    """The Messages API body for a request, with cache breakpoints set."""
+    params: dict[str, Any] = {
+        "model": request.model,
+        "max_tokens": request.max_tokens,
+        "messages": _messages_to_wire(request),
+    }
+    if request.system:
+        params["system"] = [{"type": "text", "text": request.system, "cache_control": _EPHEMERAL}]
+    if request.tools:
+        params["tools"] = [tool.model_dump() for tool in request.tools]
+    return params
+
+
+def _messages_to_wire(request: LLMRequest) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    for message in request.messages:
+        blocks = [
+            block.model_dump(mode="json", exclude_none=True)
+            for block in message.content
+            if not isinstance(block, ThinkingBlock)  # only valid with extended thinking on
+        ]
+        if blocks:
+            messages.append({"role": message.role, "content": blocks})
+    if messages:
+        messages[-1]["content"][-1]["cache_control"] = _EPHEMERAL
+    return messages
+
+
+def _blocks_from_wire(content: list[Any]) -> list[ContentBlock]:
+    blocks: list[ContentBlock] = []
+    for block in content:
+        if block.type == "text":
+            blocks.append(TextBlock(text=block.text))
+        elif block.type == "tool_use":
+            tool_input = block.input if isinstance(block.input, dict) else {}
+            blocks.append(ToolUseBlock(id=block.id, name=block.name, input=tool_input))
+        elif block.type == "thinking":
+            blocks.append(ThinkingBlock(thinking=block.thinking, signature=block.signature))
+    return blocks
+
+
+def _usage_from_wire(usage: Any) -> Usage:
+    return Usage(
+        input_tokens=usage.input_tokens or 0,
+        output_tokens=usage.output_tokens or 0,
+        cache_read_input_tokens=getattr(usage, "cache_read_input_tokens", None) or 0,
+        cache_creation_input_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
+    )
+
+
+def _as_llm_error(exc: anthropic.APIError, retries: int) -> LLMError:
+    attempts = f"after {retries + 1} attempts"
+    if isinstance(exc, anthropic.APITimeoutError):
+        return LLMError("llm-timeout", f"the Messages API did not answer in time {attempts}")
+    if isinstance(exc, anthropic.APIConnectionError):
+        return LLMError("llm-unreachable", f"the Messages API could not be reached {attempts}")
+    if isinstance(exc, anthropic.APIStatusError):
+        status = exc.status_code
+        slug = {
+            401: "llm-authentication",
+            403: "llm-permission",
+            429: "llm-rate-limited",
+            529: "llm-overloaded",
+        }.get(status, "llm-server-error" if status >= 500 else "llm-request-rejected")
+        retried = status == 429 or status >= 500
+        when = f" {attempts}" if retried else ""
+        return LLMError(
+            slug, f"the Messages API answered {status}{when}: {exc.message}", status=status
+        )
+    return LLMError("llm-error", f"the Messages API call failed: {exc}")

@@ -1,0 +1,135 @@
+"""The agent loop: request, answer, tools, again — until the model ends its turn.
+
+The loop reads the segment from its store before every request, so a loop that
+starts on a half-finished turn (after a crash) continues where the log stops.
+Interceptors see a deep copy of each request: nothing they add is ever stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from app.domain.items import AssistantMessage, ItemPayload, Origin, ToolResult, ToolUseBlock
+from app.engine.llm import LLM, LLMRequest, Usage, text_of
+from app.engine.requests import to_messages, turn_is_answered, unanswered_tool_uses
+from app.tools.registry import ToolContext, ToolOutput, ToolRegistry
+
+Interceptor = Callable[[LLMRequest], Awaitable[LLMRequest]]
+
+INTERRUPTED = (
+    "interrupted: the worker running this tool stopped before its result was recorded; "
+    "the tool may or may not have run"
+)
+CANCELLED = "cancelled: the job was cancelled before this tool ran"
+
+
+class TurnStore(Protocol):
+    """Where the loop reads the segment and appends what happens (durably)."""
+
+    async def segment(self) -> list[ItemPayload]: ...
+
+    async def append(
+        self, payload: ItemPayload, origin: Origin, usage: Usage | None = None
+    ) -> None: ...
+
+    async def cancel_requested(self) -> bool: ...
+
+
+class TurnEvents(Protocol):
+    """Live, transient signals for watching clients; the store holds the durable facts."""
+
+    async def text_delta(self, text: str) -> None: ...
+
+    async def tool_started(self, block: ToolUseBlock) -> None: ...
+
+    async def tool_finished(self, block: ToolUseBlock, output: ToolOutput) -> None: ...
+
+
+@dataclass
+class TurnConfig:
+    model: str
+    system: str | None
+    tool_names: Sequence[str]
+    max_iterations: int
+    max_tokens: int
+    interceptors: Sequence[Interceptor] = field(default_factory=tuple)
+
+
+@dataclass
+class TurnOutcome:
+    status: Literal["completed", "cancelled", "max_iterations"]
+    final_text: str = ""
+    usage: Usage = field(default_factory=Usage)
+    iterations: int = 0
+
+
+async def close_dangling_tool_uses(store: TurnStore, reason: str) -> None:
+    """Give every unanswered tool call a result, so the log stays a valid conversation."""
+    for block in unanswered_tool_uses(await store.segment()):
+        await store.append(
+            ToolResult(tool_use_id=block.id, content=reason, is_error=True), Origin.system
+        )
+
+
+async def run_turn(
+    llm: LLM,
+    store: TurnStore,
+    tools: ToolRegistry,
+    ctx: ToolContext,
+    config: TurnConfig,
+    events: TurnEvents,
+) -> TurnOutcome:
+    outcome = TurnOutcome(status="completed")
+    await close_dangling_tool_uses(store, INTERRUPTED)
+    while True:
+        items = await store.segment()
+        if turn_is_answered(items):
+            outcome.final_text = _last_text(items)
+            return outcome
+        if await store.cancel_requested():
+            outcome.status = "cancelled"
+            return outcome
+        if outcome.iterations >= config.max_iterations:
+            outcome.status = "max_iterations"
+            return outcome
+        outcome.iterations += 1
+
+        request = LLMRequest(
+            model=config.model,
+            system=config.system,
+            messages=to_messages(items),
+            tools=tools.specs(config.tool_names),
+            max_tokens=config.max_tokens,
+        )
+        outbound = request.copy()
+        for interceptor in config.interceptors:
+            outbound = await interceptor(outbound)
+        response = await llm.complete(outbound, on_text=events.text_delta)
+        outcome.usage = outcome.usage + response.usage
+        assistant = AssistantMessage(
+            content=response.content, model=response.model, stop_reason=response.stop_reason
+        )
+        await store.append(assistant, Origin.llm, response.usage)
+
+        for block in (b for b in response.content if isinstance(b, ToolUseBlock)):
+            if await store.cancel_requested():
+                break
+            await events.tool_started(block)
+            output = await tools.run(ctx, block.name, block.input, config.tool_names)
+            result = ToolResult(
+                tool_use_id=block.id, content=output.content, is_error=output.is_error
+            )
+            await store.append(result, Origin.system)
+            await events.tool_finished(block, output)
+        if not any(isinstance(b, ToolUseBlock) for b in response.content):
+            outcome.final_text = text_of(response.content)
+            return outcome
+
+
+def _last_text(items: Sequence[ItemPayload]) -> str:
+    for item in reversed(items):
+        if isinstance(item, AssistantMessage):
+            return text_of(item.content)
+    return ""

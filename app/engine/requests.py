@@ -1,0 +1,80 @@
+"""From a segment of the log to the messages of one LLM request (pure).
+
+The log keeps each tool result as its own item; the Messages API wants the
+results of one assistant turn together in the next user message, and roles that
+alternate. System items and compaction summaries have no role of their own on
+the wire, so they travel as tagged user text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from app.domain.items import (
+    AssistantMessage,
+    CompactSummary,
+    ItemPayload,
+    SystemMessage,
+    TextBlock,
+    ToolResult,
+    ToolUseBlock,
+    UserMessage,
+)
+from app.engine.llm import Message, MessageBlock, ToolResultBlock
+
+
+def to_messages(items: Iterable[ItemPayload]) -> list[Message]:
+    messages: list[Message] = []
+    for item in items:
+        role, blocks = _wire_blocks(item)
+        if not blocks:
+            continue
+        if messages and messages[-1].role == role:
+            messages[-1].content.extend(blocks)
+        else:
+            messages.append(Message(role=role, content=blocks))
+    return messages
+
+
+def _wire_blocks(item: ItemPayload) -> tuple[str, list[MessageBlock]]:
+    if isinstance(item, UserMessage):
+        return "user", list(item.content)
+    if isinstance(item, AssistantMessage):
+        return "assistant", list(item.content)
+    if isinstance(item, ToolResult):
+        block = ToolResultBlock(
+            tool_use_id=item.tool_use_id, content=item.content, is_error=item.is_error
+        )
+        return "user", [block]
+    if isinstance(item, SystemMessage):
+        return "user", [TextBlock(text=f"<system-message>\n{item.text}\n</system-message>")]
+    if isinstance(item, CompactSummary):
+        text = f"<conversation-summary>\n{item.text}\n</conversation-summary>"
+        return "user", [TextBlock(text=text)]
+    raise TypeError(f"unknown item {type(item).__name__}")
+
+
+def unanswered_tool_uses(items: Sequence[ItemPayload]) -> list[ToolUseBlock]:
+    """Tool calls of the last assistant message that have no result in the log yet."""
+    for index in range(len(items) - 1, -1, -1):
+        item = items[index]
+        if isinstance(item, AssistantMessage):
+            answered = {
+                later.tool_use_id for later in items[index + 1 :] if isinstance(later, ToolResult)
+            }
+            return [
+                block
+                for block in item.content
+                if isinstance(block, ToolUseBlock) and block.id not in answered
+            ]
+    return []
+
+
+def turn_is_answered(items: Sequence[ItemPayload]) -> bool:
+    """The last word is the assistant's and it asked for no tool: the turn is over."""
+    for item in reversed(items):
+        if isinstance(item, AssistantMessage):
+            return not any(isinstance(b, ToolUseBlock) for b in item.content)
+        if isinstance(item, UserMessage | ToolResult):
+            return False
+    return False

@@ -1,0 +1,1 @@
+"""Builtin tools and the registry that offers them to the model."""

@@ -1,0 +1,99 @@
+"""Typed tools: a name, a description, a pydantic input model, `invoke(ctx, args)`.
+
+The model only ever sees text back. Invalid input, unknown names and exceptions
+become `is_error` results it can read and correct, never a crashed turn.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from app.engine.llm import ToolSpec
+
+logger = logging.getLogger("strata.tools")
+
+ArgsT = TypeVar("ArgsT", bound=BaseModel)
+
+
+@dataclass
+class ToolContext:
+    """What a tool may know about where it runs."""
+
+    tenant: str
+    session_id: str
+    job_id: str
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    content: str
+    is_error: bool = False
+
+
+class ToolError(Exception):
+    """Raised by a tool to tell the model what went wrong, in words it can act on."""
+
+
+@dataclass(frozen=True)
+class Tool(Generic[ArgsT]):
+    name: str
+    description: str
+    input_model: type[ArgsT]
+    invoke: Callable[[ToolContext, ArgsT], Awaitable[str]]
+
+    def spec(self) -> ToolSpec:
+        schema = self.input_model.model_json_schema()
+        schema.pop("title", None)
+        return ToolSpec(name=self.name, description=self.description, input_schema=schema)
+
+
+class ToolRegistry:
+    def __init__(self, tools: Iterable[Tool[Any]] = ()) -> None:
+        self._tools: dict[str, Tool[Any]] = {}
+        for tool in tools:
+            self.register(tool)
+
+    def register(self, tool: Tool[Any]) -> None:
+        if tool.name in self._tools:
+            raise ValueError(f"tool {tool.name!r} is registered twice")
+        self._tools[tool.name] = tool
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def unknown(self, names: Iterable[str]) -> list[str]:
+        return [name for name in names if name not in self._tools]
+
+    def specs(self, names: Iterable[str]) -> list[ToolSpec]:
+        return [self._tools[name].spec() for name in names if name in self._tools]
+
+    async def run(
+        self, ctx: ToolContext, name: str, raw_input: dict[str, Any], allowed: Iterable[str]
+    ) -> ToolOutput:
+        tool = self._tools.get(name)
+        if tool is None or name not in set(allowed):
+            return ToolOutput(f"unknown tool {name!r}; available: {', '.join(allowed)}", True)
+        try:
+            args = tool.input_model.model_validate(raw_input)
+        except ValidationError as exc:
+            return ToolOutput(f"invalid input for {name}: {_describe(exc)}", True)
+        try:
+            return ToolOutput(await tool.invoke(ctx, args))
+        except ToolError as exc:
+            return ToolOutput(str(exc), True)
+        except Exception as exc:
+            logger.exception("tool %s failed", name)
+            return ToolOutput(f"{name} failed: {type(exc).__name__}: {exc}", True)
+
+
+def _describe(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or 'input'}: {err['msg']}" for err in exc.errors()
+    )

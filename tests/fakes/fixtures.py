@@ -1,0 +1,1 @@
+"""Fixtures for the fake Messages API (filled in by the fake server module)."""
