@@ -67,8 +67,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    print("strata worker: not yet — the background runner does not exist yet", file=sys.stderr)
-    return 2
+    """A runner in its own process; run as many as the database can feed."""
+    import signal
+
+    from app.db.migrate import upgrade_to_head
+    from app.wiring import runtime
+
+    settings = get_settings()
+    _configure_logging(settings)
+    upgrade_to_head(settings.database_url)
+
+    async def work() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        async with runtime(settings, with_runner=True):
+            await stop.wait()
+
+    asyncio.run(work())
+    return 0
 
 
 def cmd_keys_create(args: argparse.Namespace) -> int:

@@ -16,8 +16,11 @@ from app.api.errors import install_error_handlers
 from app.api.openapi import install_openapi
 from app.api.router import api_router
 from app.db.engine import Database
+from app.engine.llm import LLM
 from app.services.auth import Authenticator
 from app.settings import Settings, get_settings
+from app.tools.registry import ToolRegistry
+from app.wiring import runtime
 
 logger = logging.getLogger("strata")
 
@@ -40,26 +43,39 @@ def operation_id(route: APIRoute) -> str:
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
-    database = Database(settings)
-    app.state.database = database
-    try:
-        try:
-            async with database.session(write=False) as db:
-                keys_exist = await app.state.authenticator.keys_exist(db)
-        except SQLAlchemyError as exc:  # unreachable or not migrated: /readyz says which
-            logger.warning("could not look for API keys at start-up: %s", type(exc).__name__)
-        else:
-            if not keys_exist:
-                logger.warning(
-                    "no API key is configured: every request is the local tenant; "
-                    "serve on loopback only, or create a key with `strata keys create`"
-                )
+    async with runtime(
+        settings,
+        with_runner=settings.run_worker_in_server,
+        llm=app.state.llm_override,
+        tools=app.state.tools_override,
+    ) as parts:
+        app.state.runtime = parts
+        app.state.database = parts.database
+        await _warn_without_keys(app, parts.database)
         yield
-    finally:
-        await database.dispose()
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+async def _warn_without_keys(app: FastAPI, database: Database) -> None:
+    try:
+        async with database.session(write=False) as db:
+            keys_exist = await app.state.authenticator.keys_exist(db)
+    except SQLAlchemyError as exc:  # unreachable or not migrated: /readyz says which
+        logger.warning("could not look for API keys at start-up: %s", type(exc).__name__)
+        return
+    if not keys_exist:
+        logger.warning(
+            "no API key is configured: every request is the local tenant; "
+            "serve on loopback only, or create a key with `strata keys create`"
+        )
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    llm: LLM | None = None,
+    tools: ToolRegistry | None = None,
+) -> FastAPI:
+    """`llm` and `tools` replace the defaults (the Anthropic SDK, the builtin tools)."""
     settings = settings or get_settings()
     app = FastAPI(
         title="Strata",
@@ -71,6 +87,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.authenticator = Authenticator(settings.configured_keys)
+    app.state.llm_override = llm
+    app.state.tools_override = tools
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, default_limit=settings.max_body_bytes)
     app.include_router(api_router)

@@ -88,6 +88,13 @@ class Settings(BaseSettings):
     job_lease_seconds: float = 30.0
     job_heartbeat_seconds: float = 10.0
 
+    # --- the runner (ours) --------------------------------------------------
+    run_worker_in_server: bool = True
+    worker_concurrency: int = 32
+    worker_poll_seconds: float = 0.5
+    chat_wait_seconds: float = 60.0
+    sse_keepalive_seconds: float = 15.0
+
     # --- context manager thresholds (seed 004) ------------------------------
     context_warn_ratio: float = 0.70
     context_prompt_ratio: float = 0.85

@@ -191,7 +191,7 @@ def test_keys_create_needs_a_tenant(db_path: Path, capsys: pytest.CaptureFixture
     assert "--tenant" in capsys.readouterr().err
 
 
-# --- openapi and worker ------------------------------------------------------------
+# --- openapi ------------------------------------------------------------
 
 
 def test_openapi_writes_the_apps_document(
@@ -211,12 +211,6 @@ def test_openapi_to_stdout(db_path: Path, capsys: pytest.CaptureFixture[str]) ->
 
     document = json.loads(capsys.readouterr().out)
     assert document == create_app(Settings(_env_file=None)).openapi()
-
-
-def test_worker_says_not_yet(db_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["worker"]) != 0
-
-    assert "not yet" in capsys.readouterr().err
 
 
 def test_a_command_is_required(capsys: pytest.CaptureFixture[str]) -> None:

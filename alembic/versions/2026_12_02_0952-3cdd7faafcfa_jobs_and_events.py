@@ -22,6 +22,8 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
+    with op.batch_alter_table("items", schema=None) as batch_op:
+        batch_op.create_index("ix_items_session_segment", ["session_id", "segment", "seq"])
     op.create_table(
         "events",
         sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
@@ -112,6 +114,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("items", schema=None) as batch_op:
+        batch_op.drop_index("ix_items_session_segment")
     with op.batch_alter_table("sessions", schema=None) as batch_op:
         batch_op.drop_column("cache_creation_tokens")
         batch_op.drop_column("cache_read_tokens")

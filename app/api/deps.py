@@ -12,6 +12,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.db.engine import Database
 from app.services.auth import Authenticator
 from app.settings import Settings
+from app.wiring import Runtime
 
 _READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer <key>`")
@@ -38,17 +39,26 @@ async def get_db_session(request: Request) -> AsyncIterator[AsyncSession]:
         yield session
 
 
+def get_runtime(request: Request) -> Runtime:
+    parts: Runtime = request.app.state.runtime
+    return parts
+
+
 SettingsDep = Annotated[Settings, Depends(get_settings)]
+DatabaseDep = Annotated[Database, Depends(get_database)]
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 SessionDep = Annotated[AsyncSession, Depends(get_db_session, scope="function")]
 
 
 async def get_current_tenant(
     request: Request,
-    db: SessionDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> str:
+    """Resolved in a short read of its own, so it never holds a writer's lock."""
     authenticator: Authenticator = request.app.state.authenticator
-    return await authenticator.tenant_for(db, credentials.credentials if credentials else None)
+    token = credentials.credentials if credentials else None
+    async with get_database(request).session(write=False) as db:
+        return await authenticator.tenant_for(db, token)
 
 
 CurrentTenant = Annotated[str, Depends(get_current_tenant)]

@@ -1,7 +1,7 @@
 """The OpenAPI document as SDK generators should see it.
 
 Problem responses are served as `application/problem+json` only; FastAPI also
-lists them under `application/json` because that is its default media type, which
+lists them under the route's own media type (JSON, or SSE for streams), which
 would make generated clients expect a content type the server never sends.
 """
 
@@ -30,7 +30,7 @@ def install_openapi(app: FastAPI) -> None:
                     for response in operation.get("responses", {}).values():
                         content = response.get("content", {})
                         if PROBLEM_MEDIA_TYPE in content:
-                            content.pop("application/json", None)
+                            response["content"] = {PROBLEM_MEDIA_TYPE: content[PROBLEM_MEDIA_TYPE]}
             app.openapi_schema = document
         return app.openapi_schema
 

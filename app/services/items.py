@@ -7,31 +7,69 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Item
 from app.db.repositories.items import ItemRepository
+from app.db.repositories.jobs import JobRepository
 from app.db.repositories.sessions import SessionRepository
-from app.domain.errors import InvalidInput
-from app.domain.items import ItemPayload, Origin, dump_payload, starts_turn
+from app.domain.errors import Conflict, InvalidInput
+from app.domain.items import ItemPayload, Origin, dump_payload, load_payload, starts_turn
+from app.services.events import record_event
 from app.services.pagination import Page, page_of
 from app.services.sessions import get_session
 
 
 async def append_item(
-    db: AsyncSession, session_id: str, payload: ItemPayload, origin: Origin
+    db: AsyncSession,
+    session_id: str,
+    payload: ItemPayload,
+    origin: Origin,
+    *,
+    turn: int | None = None,
+    job_id: str | None = None,
 ) -> Item:
-    """Append one item. The caller has checked that the session is the tenant's."""
+    """Append one item and its `item.appended` event.
+
+    The caller has checked that the session is the tenant's. A job passes the
+    turn it was given at enqueue; without one, a user message opens a new turn.
+    """
     try:
-        slot = await SessionRepository(db).allocate_seq(session_id, new_turn=starts_turn(payload))
+        slot = await SessionRepository(db).allocate_seq(
+            session_id, new_turn=turn is None and starts_turn(payload)
+        )
     except NoResultFound as exc:  # the session vanished between check and append
         raise InvalidInput(f"session {session_id!r} does not exist") from exc
     row = Item(
         session_id=session_id,
         seq=slot.seq,
-        turn=slot.turn,
+        turn=slot.turn if turn is None else turn,
         segment=slot.segment,
         kind=payload.kind,
         origin=origin.value,
         payload=dump_payload(payload),
     )
-    return await ItemRepository(db).add(row)
+    await ItemRepository(db).add(row)
+    await record_event(
+        db, session_id, "item.appended", {"seq": row.seq, "kind": row.kind}, job_id=job_id
+    )
+    return row
+
+
+async def append_client_item(
+    db: AsyncSession, tenant: str, session_id: str, payload: ItemPayload, origin: Origin
+) -> Item:
+    """An item a client appends itself; refused while an agent turn owns the session."""
+    await get_session(db, tenant, session_id)
+    item = await append_item(db, session_id, payload, origin)  # locks the session row
+    if await JobRepository(db).session_is_busy(session_id):
+        raise Conflict(
+            "the session has an agent turn queued or running; wait for it or use "
+            "POST /sessions/{id}/messages",
+            reason="session-busy",
+        )
+    return item
+
+
+async def segment_payloads(db: AsyncSession, session_id: str, segment: int) -> list[ItemPayload]:
+    rows = await ItemRepository(db).segment(session_id, segment)
+    return [load_payload(row.kind, row.payload) for row in rows]
 
 
 async def list_items(

@@ -8,7 +8,6 @@ from app.api.routes.sessions import SessionId
 from app.api.schemas.items import ItemCreate, ItemList, ItemPublic, item_public
 from app.domain.items import Origin, SystemMessage, user_text
 from app.services import items as service
-from app.services.sessions import get_session
 
 router = APIRouter(
     prefix="/sessions/{session_id}/items", tags=["items"], responses=problem_responses(401)
@@ -41,13 +40,12 @@ async def list_items(
         "For clients that drive their own agent loop: the item is only recorded, "
         "no agent turn is started."
     ),
-    responses=problem_responses(404, 413, 422),
+    responses=problem_responses(404, 409, 413, 422),
 )
 async def append_item(
     session_id: SessionId, body: ItemCreate, db: SessionDep, tenant: CurrentTenant
 ) -> ItemPublic:
-    await get_session(db, tenant, session_id)
     payload = user_text(body.text) if body.kind == "user_message" else SystemMessage(text=body.text)
     origin = Origin.user if body.kind == "user_message" else Origin.api
-    row = await service.append_item(db, session_id, payload, origin)
+    row = await service.append_client_item(db, tenant, session_id, payload, origin)
     return item_public(row)

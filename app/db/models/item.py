@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Column, ForeignKey, String, UniqueConstraint
+from sqlalchemy import Column, ForeignKey, Index, String, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from app.db.types import BigIntPK, JSONType, UTCDateTime, utcnow
@@ -13,7 +13,10 @@ class Item(SQLModel, table=True):
     """One event of a session's append-only log, `(session_id, seq, kind, payload)`."""
 
     __tablename__ = "items"
-    __table_args__ = (UniqueConstraint("session_id", "seq", name="uq_items_session_seq"),)
+    __table_args__ = (
+        UniqueConstraint("session_id", "seq", name="uq_items_session_seq"),
+        Index("ix_items_session_segment", "session_id", "segment", "seq"),
+    )
 
     id: int | None = Field(default=None, sa_type=BigIntPK, primary_key=True)
     session_id: str = Field(

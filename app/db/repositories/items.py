@@ -23,3 +23,15 @@ class ItemRepository:
             .limit(limit)
         )
         return list((await self.db.exec(query)).all())
+
+    async def segment(self, session_id: str, segment: int) -> list[Item]:
+        query = (
+            select(Item)
+            .where(Item.session_id == session_id, Item.segment == segment)
+            .order_by(col(Item.seq))
+        )
+        return list((await self.db.exec(query)).all())
+
+    async def get(self, session_id: str, seq: int) -> Item | None:
+        query = select(Item).where(Item.session_id == session_id, Item.seq == seq)
+        return (await self.db.exec(query)).first()

@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
+
+from app.api.deps import CurrentTenant, DatabaseDep, RuntimeDep, SettingsDep
+from app.api.errors import problem_responses
+from app.api.routes.sessions import SessionId
+from app.api.schemas.jobs import JobPublic, MessageAccepted, MessageCreate, MessageReply
+from app.services.chat import IfBusy, send_message
+from app.services.jobs import TERMINAL
+from app.services.waiting import wait_for_job
+
+router = APIRouter(prefix="/sessions/{session_id}", tags=["chat"], responses=problem_responses(401))
+
+
+@router.post(
+    "/messages",
+    status_code=202,
+    response_model=MessageAccepted,
+    name="send",
+    summary="Send a user message; an agent turn answers it in the background",
+    description=(
+        "Appends the user message and enqueues the `chat` job that answers it, in one "
+        "transaction (202). A message sent while a turn runs is queued behind it "
+        "(`if_busy=enqueue`, its user item is appended when its turn starts) or refused "
+        "with 409 (`if_busy=reject`). With `wait=true` the request blocks until the turn "
+        "ends (200 with the reply) or `timeout` seconds pass (202)."
+    ),
+    responses={
+        200: {"model": MessageReply, "description": "The turn ended while waiting."},
+        **problem_responses(404, 409, 413, 422),
+    },
+)
+async def send(
+    session_id: SessionId,
+    body: MessageCreate,
+    database: DatabaseDep,
+    runtime: RuntimeDep,
+    settings: SettingsDep,
+    tenant: CurrentTenant,
+    if_busy: IfBusy = IfBusy.enqueue,
+    wait: bool = False,
+    wait_seconds: Annotated[
+        float | None,
+        Query(alias="timeout", gt=0, le=600, description="Longest wait, in seconds."),
+    ] = None,
+) -> object:
+    async with database.session(write=True) as db:
+        job = await send_message(db, tenant, session_id, body.text, if_busy)
+    runtime.hub.committed(session_id, job.id)
+    if runtime.runner is not None:
+        runtime.runner.wake()
+    if wait:
+        job = await wait_for_job(
+            database,
+            runtime.hub,
+            tenant,
+            job.id,
+            within=wait_seconds or settings.chat_wait_seconds,
+            poll=settings.worker_poll_seconds,
+        )
+        if job.status in TERMINAL:
+            reply = MessageReply(
+                job_id=job.id,
+                turn=job.turn,
+                text=(job.result or {}).get("text"),
+                job=JobPublic.of(job),
+            )
+            return JSONResponse(reply.model_dump(mode="json"), status_code=200)
+    return MessageAccepted(job_id=job.id, turn=job.turn, job=JobPublic.of(job))

@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header
+from fastapi.sse import EventSourceResponse, ServerSentEvent
+
+from app.api.deps import CurrentTenant, DatabaseDep, RuntimeDep, SettingsDep
+from app.api.errors import problem_responses
+from app.api.routes.jobs import JobId
+from app.api.routes.sessions import SessionId
+from app.api.schemas.items import item_public
+from app.services.jobs import get_job
+from app.services.sessions import get_session
+from app.services.streams import StreamEvent, event_stream, parse_last_event_id
+
+router = APIRouter(tags=["events"], responses=problem_responses(401))
+
+LastEventId = Annotated[str | None, Header(alias="Last-Event-ID", max_length=100)]
+
+STREAM_DESCRIPTION = (
+    "Server-Sent Events: `item.appended` (data: the item), `job.status`, `usage`, and live "
+    "`text.delta`, `tool.started`, `tool.finished`. Reconnect with `Last-Event-ID` to "
+    "replay the durable events you missed."
+)
+
+
+def _sse(event: StreamEvent | None) -> ServerSentEvent:
+    if event is None:
+        return ServerSentEvent(comment="keep-alive")
+    data: dict[str, Any] = dict(event.data)
+    if "item" in data:
+        data["item"] = item_public(data["item"]).model_dump(mode="json")
+    return ServerSentEvent(id=event.id, event=event.type, data=data)
+
+
+@router.get(
+    "/sessions/{session_id}/events",
+    name="session_stream",
+    summary="Stream a session's events",
+    description=STREAM_DESCRIPTION,
+    response_class=EventSourceResponse,
+    responses=problem_responses(404, 422),
+)
+async def session_events(
+    session_id: SessionId,
+    database: DatabaseDep,
+    runtime: RuntimeDep,
+    settings: SettingsDep,
+    tenant: CurrentTenant,
+    last_event_id: LastEventId = None,
+) -> AsyncIterator[ServerSentEvent]:
+    async with database.session(write=False) as db:
+        await get_session(db, tenant, session_id)
+    async for event in event_stream(
+        database,
+        runtime.hub,
+        session_id=session_id,
+        job_id=None,
+        last_event_id=parse_last_event_id(last_event_id),
+        poll_seconds=settings.worker_poll_seconds,
+        keepalive_seconds=settings.sse_keepalive_seconds,
+    ):
+        yield _sse(event)
+
+
+@router.get(
+    "/jobs/{job_id}/events",
+    name="job_stream",
+    summary="Stream a job's events until it ends",
+    description=STREAM_DESCRIPTION,
+    response_class=EventSourceResponse,
+    responses=problem_responses(404, 422),
+)
+async def job_events(
+    job_id: JobId,
+    database: DatabaseDep,
+    runtime: RuntimeDep,
+    settings: SettingsDep,
+    tenant: CurrentTenant,
+    last_event_id: LastEventId = None,
+) -> AsyncIterator[ServerSentEvent]:
+    async with database.session(write=False) as db:
+        job = await get_job(db, tenant, job_id)
+    async for event in event_stream(
+        database,
+        runtime.hub,
+        session_id=job.session_id,
+        job_id=job_id,
+        last_event_id=parse_last_event_id(last_event_id),
+        poll_seconds=settings.worker_poll_seconds,
+        keepalive_seconds=settings.sse_keepalive_seconds,
+        until_job_ends=True,
+    ):
+        yield _sse(event)

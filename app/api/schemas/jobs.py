@@ -1,0 +1,94 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from app.db.models import Job
+
+JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+
+
+class UsagePublic(BaseModel):
+    input_tokens: int
+    output_tokens: int
+    cache_read_input_tokens: int
+    cache_creation_input_tokens: int
+
+
+class JobError(BaseModel):
+    """A problem document (RFC 9457) naming why the job failed."""
+
+    type: str
+    title: str
+    detail: str
+
+
+class JobPublic(BaseModel):
+    id: str
+    session_id: str
+    piece: str
+    status: JobStatus
+    turn: int | None
+    error: JobError | None
+    result_text: str | None = Field(description="The assistant's final text, once succeeded.")
+    usage: UsagePublic
+    attempts: int = Field(description="How many times a runner claimed it (>1 after a resume).")
+    cancel_requested: bool
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, row: Job) -> JobPublic:
+        return cls(
+            id=row.id,
+            session_id=row.session_id,
+            piece=row.piece,
+            status=row.status,
+            turn=row.turn,
+            error=JobError.model_validate(row.error) if row.error else None,
+            result_text=(row.result or {}).get("text"),
+            usage=UsagePublic(
+                input_tokens=row.input_tokens,
+                output_tokens=row.output_tokens,
+                cache_read_input_tokens=row.cache_read_tokens,
+                cache_creation_input_tokens=row.cache_creation_tokens,
+            ),
+            attempts=row.attempts,
+            cancel_requested=row.cancel_requested,
+            created_at=row.created_at,
+            started_at=row.started_at,
+            finished_at=row.finished_at,
+            updated_at=row.updated_at,
+        )
+
+
+class JobList(BaseModel):
+    data: list[JobPublic]
+    next_cursor: str | None = Field(
+        description="Pass as `after` to get the next (older) page; null on the last page."
+    )
+
+
+class MessageCreate(BaseModel):
+    text: str = Field(min_length=1, max_length=1_000_000)
+
+
+class MessageAccepted(BaseModel):
+    """The turn is queued or running: follow it at `/jobs/{job_id}` or its events."""
+
+    job_id: str
+    turn: int | None
+    job: JobPublic
+
+
+class MessageReply(BaseModel):
+    """The turn ended while the request waited."""
+
+    job_id: str
+    turn: int | None
+    text: str | None
+    job: JobPublic

@@ -1,0 +1,66 @@
+"""A chat message: the user's item and the job that answers it, in one transaction."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.db.models import Job
+from app.db.repositories.jobs import JobRepository
+from app.db.repositories.sessions import SessionRepository
+from app.domain.errors import Conflict
+from app.domain.ids import new_id
+from app.domain.items import Origin, user_text
+from app.services.events import record_event
+from app.services.items import append_item
+from app.services.sessions import get_session
+
+
+class IfBusy(StrEnum):
+    """What to do with a message sent while a turn runs (LangGraph's double-texting)."""
+
+    enqueue = "enqueue"
+    reject = "reject"
+
+
+async def send_message(
+    db: AsyncSession, tenant: str, session_id: str, text: str, if_busy: IfBusy
+) -> Job:
+    """Enqueue a chat turn. On an idle session the user item is appended now; behind a
+    running turn it is appended when its own turn starts, so turns never interleave."""
+    await get_session(db, tenant, session_id)
+    turn = await SessionRepository(db).reserve_turn(session_id)  # also locks the session
+    jobs = JobRepository(db)
+    busy = await jobs.session_is_busy(session_id)
+    if busy and if_busy is IfBusy.reject:
+        raise Conflict("the session is busy with another turn", reason="session-busy")
+    job = await jobs.add(
+        Job(
+            id=new_id("job"),
+            tenant=tenant,
+            session_id=session_id,
+            piece="chat",
+            status="queued",
+            turn=turn,
+            input={"text": text},
+        )
+    )
+    if not busy:
+        await append_turn_input(db, job)
+    await record_event(
+        db, session_id, "job.status", {"job_id": job.id, "status": "queued"}, job_id=job.id
+    )
+    return job
+
+
+async def append_turn_input(db: AsyncSession, job: Job) -> None:
+    """Append the job's user message once; `item_seq` records that it is in the log."""
+    if "item_seq" in job.input:
+        return
+    item = await append_item(
+        db, job.session_id, user_text(job.input["text"]), Origin.user, turn=job.turn, job_id=job.id
+    )
+    job.input = {**job.input, "item_seq": item.seq}
+    db.add(job)
+    await db.flush()

@@ -1,0 +1,23 @@
+"""Durable events: written in the transaction of the change they report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.db.models import Event
+from app.db.repositories.events import EventRepository
+
+
+async def record_event(
+    db: AsyncSession,
+    session_id: str,
+    type_: str,
+    data: dict[str, Any],
+    *,
+    job_id: str | None = None,
+) -> Event:
+    return await EventRepository(db).add(
+        Event(session_id=session_id, job_id=job_id, type=type_, data=data)
+    )

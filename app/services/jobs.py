@@ -1,0 +1,81 @@
+"""Jobs: read, list, cancel, and the status changes every job goes through."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.db.models import Job
+from app.db.repositories.jobs import JobRepository
+from app.db.types import utcnow
+from app.domain.errors import Conflict, NotFound
+from app.services.events import record_event
+from app.services.pagination import Page, page_of
+
+TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
+
+
+async def get_job(db: AsyncSession, tenant: str, job_id: str) -> Job:
+    job = await JobRepository(db).get(job_id)
+    if job is None or job.tenant != tenant:
+        raise NotFound(f"job {job_id!r} does not exist", resource="job")
+    return job
+
+
+async def list_jobs(
+    db: AsyncSession,
+    tenant: str,
+    *,
+    limit: int,
+    after: str | None,
+    session_id: str | None = None,
+    status: str | None = None,
+) -> Page[Job]:
+    rows = await JobRepository(db).list_page(
+        tenant, limit=limit + 1, before_id=after, session_id=session_id, status=status
+    )
+    return page_of(rows, limit, lambda row: row.id)
+
+
+async def set_status(
+    db: AsyncSession,
+    job: Job,
+    status: str,
+    *,
+    error: dict[str, Any] | None = None,
+    result: dict[str, Any] | None = None,
+) -> None:
+    """Every status change goes through here, so each one is also an event."""
+    now = utcnow()
+    job.status = status
+    job.updated_at = now
+    if error is not None:
+        job.error = error
+    if result is not None:
+        job.result = result
+    if status in TERMINAL:
+        job.finished_at = now
+        job.lease_owner = None
+        job.lease_expires_at = None
+    db.add(job)
+    await db.flush()
+    data: dict[str, Any] = {"job_id": job.id, "status": status, "attempt": job.attempts}
+    if error is not None:
+        data["error"] = error
+    await record_event(db, job.session_id, "job.status", data, job_id=job.id)
+
+
+async def cancel_job(db: AsyncSession, tenant: str, job_id: str) -> Job:
+    """A queued job ends at once; a running one is asked to stop at its next step."""
+    job = await get_job(db, tenant, job_id)
+    if job.status in TERMINAL:
+        raise Conflict(f"job {job_id!r} has already ended ({job.status})", status=job.status)
+    if job.status == "queued":
+        await set_status(db, job, "cancelled")
+    else:
+        job.cancel_requested = True
+        job.updated_at = utcnow()
+        db.add(job)
+        await db.flush()
+    return job

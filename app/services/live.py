@@ -1,0 +1,51 @@
+"""In-process fan-out of live signals.
+
+Durable events are read from the `events` table; this hub only wakes readers
+when something was committed, and carries the transient signals (text deltas,
+tool progress) that are not worth a row. Readers also poll, so a runner in
+another process is seen too, just later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class LiveSignal:
+    """`type` None means 'durable events were committed: read the table again'."""
+
+    type: str | None
+    session_id: str | None = None
+    job_id: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+class LiveHub:
+    def __init__(self) -> None:
+        self._queues: set[asyncio.Queue[LiveSignal]] = set()
+
+    @contextmanager
+    def subscribe(self, maxsize: int = 1000) -> Iterator[asyncio.Queue[LiveSignal]]:
+        queue: asyncio.Queue[LiveSignal] = asyncio.Queue(maxsize=maxsize)
+        self._queues.add(queue)
+        try:
+            yield queue
+        finally:
+            self._queues.discard(queue)
+
+    def committed(self, session_id: str | None = None, job_id: str | None = None) -> None:
+        self._offer(LiveSignal(type=None, session_id=session_id, job_id=job_id))
+
+    def transient(self, type_: str, session_id: str, job_id: str, data: dict[str, Any]) -> None:
+        self._offer(LiveSignal(type=type_, session_id=session_id, job_id=job_id, data=data))
+
+    def _offer(self, signal: LiveSignal) -> None:
+        for queue in list(self._queues):
+            if queue.full():  # a slow reader loses live signals, never durable events
+                continue
+            queue.put_nowait(signal)

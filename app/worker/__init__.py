@@ -1,0 +1,1 @@
+"""The job runner: claims jobs under a lease and runs them."""

@@ -1,0 +1,71 @@
+"""The agent loop's ports, backed by the database and the live hub.
+
+Every append is its own unit of work, committed before the loop goes on: what
+a client saw happen survives a crash at the next line.
+"""
+
+from __future__ import annotations
+
+from app.db.engine import Database
+from app.db.models import Job
+from app.db.repositories.jobs import JobRepository
+from app.db.repositories.sessions import SessionRepository
+from app.domain.items import ItemPayload, Origin, ToolUseBlock
+from app.engine.llm import Usage
+from app.services.events import record_event
+from app.services.items import append_item, segment_payloads
+from app.services.live import LiveHub
+from app.services.sessions import get_session
+from app.tools.registry import ToolOutput
+
+
+class DbTurnStore:
+    def __init__(self, database: Database, hub: LiveHub, job: Job) -> None:
+        self.database = database
+        self.hub = hub
+        self.job = job
+
+    async def segment(self) -> list[ItemPayload]:
+        async with self.database.session(write=False) as db:
+            session = await get_session(db, self.job.tenant, self.job.session_id)
+            return await segment_payloads(db, session.id, session.current_segment)
+
+    async def append(
+        self, payload: ItemPayload, origin: Origin, usage: Usage | None = None
+    ) -> None:
+        job = self.job
+        async with self.database.session(write=True) as db:
+            await append_item(db, job.session_id, payload, origin, turn=job.turn, job_id=job.id)
+            if usage is not None:
+                await JobRepository(db).add_usage(job.id, usage)
+                await SessionRepository(db).add_usage(job.session_id, usage)
+                await record_event(db, job.session_id, "usage", usage.model_dump(), job_id=job.id)
+        self.hub.committed(job.session_id, job.id)
+
+    async def cancel_requested(self) -> bool:
+        async with self.database.session(write=False) as db:
+            current = await JobRepository(db).get(self.job.id)
+            return current is None or current.cancel_requested
+
+
+class HubTurnEvents:
+    """Text deltas and tool progress, live only."""
+
+    def __init__(self, hub: LiveHub, job: Job) -> None:
+        self.hub = hub
+        self.job = job
+
+    def _send(self, type_: str, data: dict[str, object]) -> None:
+        self.hub.transient(type_, self.job.session_id, self.job.id, {"job_id": self.job.id, **data})
+
+    async def text_delta(self, text: str) -> None:
+        self._send("text.delta", {"text": text})
+
+    async def tool_started(self, block: ToolUseBlock) -> None:
+        self._send("tool.started", {"tool_use_id": block.id, "name": block.name})
+
+    async def tool_finished(self, block: ToolUseBlock, output: ToolOutput) -> None:
+        self._send(
+            "tool.finished",
+            {"tool_use_id": block.id, "name": block.name, "is_error": output.is_error},
+        )

@@ -1,0 +1,946 @@
+"""A fake Anthropic Messages API on loopback, for driving the real `anthropic` SDK in tests.
+
+Tests never patch the Anthropic client. They start this server, point
+`anthropic.AsyncAnthropic(base_url=fake.url, ...)` (or Strata's settings) at it, and script
+what it answers, one step per request, in order:
+
+    fake.enqueue(reply(text("Let me look."), tool_use("read_file", {"path": "a.txt"})))
+    fake.enqueue(error(529), reply("Done."))
+    ...  # run the code under test
+    assert fake.requests[1].body["messages"][-1]["role"] == "user"
+    fake.assert_all_consumed()
+
+Steps (builders return small frozen dataclasses):
+
+* `reply(*blocks, ...)`: a message. Streamed as the real SSE event sequence when the request
+  has `"stream": true`, otherwise returned as the JSON message object.
+* `error(status, ...)`: an error response in Anthropic's error format.
+* `raw_sse(text)`: a recorded SSE body served as is (see `load_sse_fixture`).
+* `hang(seconds)`: accept the request and do not answer (to trigger client timeouts).
+* `respond_with(fn)`: call `fn(request_body)` to choose the step when the request arrives.
+
+Strictness: a request with nothing scripted gets a 500 (with `x-should-retry: false`, so the
+SDK fails at once instead of retrying) and is recorded in `unexpected`; so are requests to
+other paths and requests the real API would reject (see `validate_request`).
+`assert_all_consumed()` fails on unexpected requests and on steps left in the queue.
+
+Retry timing: the SDK waits `retry-after-ms` (then `retry-after`) before retrying, and falls
+back to exponential backoff from 0.5 s when neither gives a positive wait. Error steps
+therefore carry `retry-after-ms: 1` unless their `headers` set `retry-after` or
+`retry-after-ms` themselves, so retry tests stay fast. (`retry-after: 0` is not positive, so
+with it the SDK backs off about 0.5 s.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import re
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeAlias
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+__all__ = [
+    "SSE_FIXTURES_DIR",
+    "Block",
+    "Dynamic",
+    "ErrorReply",
+    "FakeMessagesAPI",
+    "Hang",
+    "RawSSE",
+    "RecordedRequest",
+    "Reply",
+    "Step",
+    "Text",
+    "ToolUse",
+    "UnexpectedRequest",
+    "error",
+    "hang",
+    "load_sse_fixture",
+    "raw_sse",
+    "reply",
+    "respond_with",
+    "text",
+    "tool_use",
+    "validate_request",
+]
+
+SSE_FIXTURES_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "anthropic-sse"
+"""Recorded SSE bodies from the SDK's own tests (see ATTRIBUTION.md there)."""
+
+MESSAGES_PATH = "/v1/messages"
+DEFAULT_USAGE: Mapping[str, int] = {"input_tokens": 10, "output_tokens": 5}
+FAST_RETRY_HEADERS: Mapping[str, str] = {"retry-after-ms": "1"}
+
+_tool_ids = itertools.count(1)
+
+
+# --------------------------------------------------------------------------- content blocks
+
+
+@dataclass(frozen=True)
+class Text:
+    """A text content block."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolUse:
+    """A tool_use content block; `id` is filled in by `tool_use()` when not given."""
+
+    name: str
+    input: dict[str, Any]
+    id: str
+
+
+Block: TypeAlias = Text | ToolUse
+
+
+def text(value: str) -> Text:
+    return Text(value)
+
+
+def tool_use(name: str, input: Mapping[str, Any], id: str | None = None) -> ToolUse:
+    """A tool_use block. Without `id`, gets the next `toolu_fake_NNNN` (unique per test run),
+    readable as `.id` so a test can check the tool_result that comes back."""
+    return ToolUse(name=name, input=dict(input), id=id or f"toolu_fake_{next(_tool_ids):04d}")
+
+
+# --------------------------------------------------------------------------------- steps
+
+
+@dataclass(frozen=True)
+class Reply:
+    """An assistant message; see `reply()`."""
+
+    blocks: tuple[Block, ...]
+    stop_reason: str | None = None
+    stop_sequence: str | None = None
+    usage: Mapping[str, int] | None = None
+    delay: float = 0.0
+    delay_between_chunks: float = 0.0
+    chunk_text: bool = True
+
+    @property
+    def effective_stop_reason(self) -> str:
+        if self.stop_reason is not None:
+            return self.stop_reason
+        return "tool_use" if any(isinstance(b, ToolUse) for b in self.blocks) else "end_turn"
+
+    @property
+    def effective_usage(self) -> dict[str, int]:
+        return dict(DEFAULT_USAGE if self.usage is None else self.usage)
+
+
+@dataclass(frozen=True)
+class ErrorReply:
+    """An HTTP error in Anthropic's error format; see `error()`."""
+
+    status: int
+    body: Mapping[str, Any] | None = None
+    headers: Mapping[str, str] | None = None
+    delay: float = 0.0
+
+
+@dataclass(frozen=True)
+class RawSSE:
+    """A recorded SSE body served verbatim; see `raw_sse()`."""
+
+    text: str
+    delay: float = 0.0
+    delay_between_chunks: float = 0.0
+
+
+@dataclass(frozen=True)
+class Hang:
+    """Accept the request and do not answer for `seconds`; see `hang()`."""
+
+    seconds: float = 30.0
+
+
+@dataclass(frozen=True)
+class Dynamic:
+    """Choose the step when the request arrives; see `respond_with()`."""
+
+    fn: Callable[[dict[str, Any]], Step]
+
+
+Step: TypeAlias = Reply | ErrorReply | RawSSE | Hang | Dynamic
+
+
+def reply(
+    *blocks: Block | str,
+    stop_reason: str | None = None,
+    stop_sequence: str | None = None,
+    usage: Mapping[str, int] | None = None,
+    delay: float = 0.0,
+    delay_between_chunks: float = 0.0,
+    chunk_text: bool = True,
+) -> Reply:
+    """An assistant message made of `blocks` (a plain str is shorthand for `text(str)`).
+
+    `stop_reason` defaults to "tool_use" when a block is a tool_use, else "end_turn".
+    `usage` defaults to {"input_tokens": 10, "output_tokens": 5}; other keys such as
+    `cache_read_input_tokens` / `cache_creation_input_tokens` are passed through.
+    `delay` seconds pass before the response starts; `delay_between_chunks` seconds pass
+    between SSE events. With `chunk_text`, streamed text is split into deltas of two words.
+    """
+    return Reply(
+        blocks=tuple(Text(b) if isinstance(b, str) else b for b in blocks),
+        stop_reason=stop_reason,
+        stop_sequence=stop_sequence,
+        usage=dict(usage) if usage is not None else None,
+        delay=delay,
+        delay_between_chunks=delay_between_chunks,
+        chunk_text=chunk_text,
+    )
+
+
+def error(
+    status: int,
+    body: Mapping[str, Any] | None = None,
+    headers: Mapping[str, str] | None = None,
+    *,
+    delay: float = 0.0,
+) -> ErrorReply:
+    """An error response. Without `body`, the usual Anthropic body for `status` (for example
+    529 -> overloaded_error "Overloaded"). `headers` are added to the response; unless they
+    set `retry-after` or `retry-after-ms`, `retry-after-ms: 1` is added so retries are quick.
+    """
+    return ErrorReply(
+        status=status,
+        body=dict(body) if body is not None else None,
+        headers=dict(headers) if headers is not None else None,
+        delay=delay,
+    )
+
+
+def raw_sse(text: str | bytes, *, delay: float = 0.0, delay_between_chunks: float = 0.0) -> RawSSE:
+    """Serve `text` as the text/event-stream body, byte for byte. With
+    `delay_between_chunks`, it is sent one event (blank-line separated) at a time."""
+    return RawSSE(
+        text=text.decode() if isinstance(text, bytes) else text,
+        delay=delay,
+        delay_between_chunks=delay_between_chunks,
+    )
+
+
+def hang(seconds: float = 30.0) -> Hang:
+    """Accept the request and answer nothing for `seconds`. The client is expected to give up
+    first (timeout, cancellation); if it is still waiting when the time is up, it gets a 500
+    and the request is recorded as unexpected."""
+    return Hang(seconds)
+
+
+def respond_with(fn: Callable[[dict[str, Any]], Step]) -> Dynamic:
+    """A step decided at request time: `fn(request_body)` returns the step to serve."""
+    return Dynamic(fn)
+
+
+def load_sse_fixture(name: str) -> str:
+    """A recorded SSE body from tests/fixtures/anthropic-sse, e.g. "tool_use_response"
+    (the `anthropic-sdk-python__` prefix and `.sse` suffix are optional)."""
+    candidates = [name, f"{name}.sse", f"anthropic-sdk-python__{name}.sse"]
+    for candidate in candidates:
+        path = SSE_FIXTURES_DIR / candidate
+        if path.is_file():
+            return path.read_bytes().decode()
+    raise FileNotFoundError(f"no SSE fixture {name!r} in {SSE_FIXTURES_DIR}")
+
+
+# ------------------------------------------------------------------------ recorded traffic
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request the fake received. `headers` have lower-case names."""
+
+    body: dict[str, Any]
+    headers: dict[str, str]
+    method: str = "POST"
+    path: str = MESSAGES_PATH
+
+    @property
+    def stream(self) -> bool:
+        return bool(self.body.get("stream", False))
+
+    @property
+    def model(self) -> str | None:
+        value = self.body.get("model")
+        return value if isinstance(value, str) else None
+
+    @property
+    def system(self) -> Any:
+        return self.body.get("system")
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        value = self.body.get("messages")
+        return value if isinstance(value, list) else []
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        value = self.body.get("tools")
+        return value if isinstance(value, list) else []
+
+
+@dataclass(frozen=True)
+class UnexpectedRequest:
+    """A request the script did not allow for, and why."""
+
+    reason: str
+    request: RecordedRequest
+
+    def __str__(self) -> str:
+        return f"{self.request.method} {self.request.path}: {self.reason}"
+
+
+# ------------------------------------------------------------------------------ validation
+
+
+def validate_request(body: Mapping[str, Any]) -> str | None:
+    """The reason the real Messages API would reject `body` with a 400, or None.
+
+    Checks only what it can check cheaply and surely: the required fields, and the tool-use
+    pairing rules (every tool_use in an assistant message is answered by a tool_result in the
+    next message, tool_result ids match the previous assistant message, and tool_result
+    blocks come first in their message).
+    """
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        return "model: Field required"
+    max_tokens = body.get("max_tokens")
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+        return "max_tokens: Field required (a positive integer)"
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return "messages: at least one message is required"
+
+    open_tool_ids: list[str] = []
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            return f"messages.{index}: Input should be an object"
+        role = message.get("role")
+        content = message.get("content")
+        if role not in ("user", "assistant"):
+            return f"messages.{index}.role: Input should be 'user' or 'assistant'"
+        if isinstance(content, str):
+            blocks: list[Any] = []
+        elif isinstance(content, list):
+            blocks = content
+        else:
+            return f"messages.{index}.content: Input should be a string or a list of blocks"
+        types = [b.get("type") if isinstance(b, dict) else None for b in blocks]
+
+        if role == "user":
+            result_ids = [
+                b.get("tool_use_id")
+                for b, t in zip(blocks, types, strict=True)
+                if t == "tool_result"
+            ]
+            missing = [i for i in open_tool_ids if i not in result_ids]
+            if missing:
+                return (
+                    f"messages.{index}: `tool_use` ids were found without `tool_result` blocks "
+                    f"immediately after: {', '.join(missing)}. Each `tool_use` block must have a "
+                    "corresponding `tool_result` block in the next message."
+                )
+            unknown = [str(i) for i in result_ids if i not in open_tool_ids]
+            if unknown:
+                return (
+                    f"messages.{index}.content: unexpected `tool_use_id` found in `tool_result` "
+                    f"blocks: {', '.join(unknown)}. Each `tool_result` block must have a "
+                    "corresponding `tool_use` block in the previous message."
+                )
+            if result_ids:
+                last_result = max(i for i, t in enumerate(types) if t == "tool_result")
+                if any(t != "tool_result" for t in types[:last_result]):
+                    return (
+                        f"messages.{index}.content: `tool_result` blocks must come first in "
+                        "the content array; other blocks must follow all tool results."
+                    )
+            open_tool_ids = []
+        else:
+            if open_tool_ids:
+                return (
+                    f"messages.{index}: `tool_use` ids were found without `tool_result` blocks "
+                    f"immediately after: {', '.join(open_tool_ids)}. Each `tool_use` block must "
+                    "have a corresponding `tool_result` block in the next message."
+                )
+            open_tool_ids = [
+                str(b.get("id")) for b, t in zip(blocks, types, strict=True) if t == "tool_use"
+            ]
+    return None
+
+
+# ------------------------------------------------------------------------------- encoding
+
+_ERROR_DEFAULTS: dict[int, tuple[str, str]] = {
+    400: ("invalid_request_error", "Invalid request"),
+    401: ("authentication_error", "invalid x-api-key"),
+    403: ("permission_error", "Your API key does not have permission to use this resource."),
+    404: ("not_found_error", "Not found"),
+    413: ("request_too_large", "Request exceeds the maximum allowed number of bytes."),
+    429: ("rate_limit_error", "Number of requests has exceeded your rate limit."),
+    500: ("api_error", "Internal server error"),
+    529: ("overloaded_error", "Overloaded"),
+}
+
+
+def error_body(
+    status: int, message: str | None = None, request_id: str | None = None
+) -> dict[str, Any]:
+    """Anthropic's error body for `status`."""
+    if status in _ERROR_DEFAULTS:
+        kind, default_message = _ERROR_DEFAULTS[status]
+    elif status >= 500:
+        kind, default_message = "api_error", "Internal server error"
+    else:
+        kind, default_message = "invalid_request_error", "Invalid request"
+    body: dict[str, Any] = {
+        "type": "error",
+        "error": {"type": kind, "message": message or default_message},
+    }
+    if request_id is not None:
+        body["request_id"] = request_id
+    return body
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _sse(event: str, data: Mapping[str, Any]) -> str:
+    return f"event: {event}\ndata: {_json(data)}\n\n"
+
+
+_PING = 'event: ping\ndata: {"type": "ping"}\n\n'
+_WORD = re.compile(r"\s*\S+|\s+$")
+
+
+def _text_chunks(value: str, chunk: bool, words_per_chunk: int = 2) -> list[str]:
+    if not value:
+        return []
+    if not chunk:
+        return [value]
+    words = _WORD.findall(value)
+    chunks = [
+        "".join(words[i : i + words_per_chunk]) for i in range(0, len(words), words_per_chunk)
+    ]
+    return chunks if "".join(chunks) == value else [value]
+
+
+def _json_pieces(document: str, pieces: int = 3) -> list[str]:
+    """Split JSON text into `pieces` parts (at least 2 when possible), never inside an
+    escape sequence, so every prefix stays parseable by the SDK's partial-JSON parser."""
+    cuts: list[int] = []  # positions between atoms (a char, or a whole escape sequence)
+    in_string = False
+    position = 0
+    while position < len(document):
+        char = document[position]
+        step = 1
+        if in_string and char == "\\":
+            step = 6 if document[position + 1 : position + 2] == "u" else 2
+        elif char == '"':
+            in_string = not in_string
+        position += step
+        cuts.append(position)
+    inner = cuts[:-1]
+    if not inner:
+        return [document]
+    count = min(pieces - 1, len(inner))
+    chosen = sorted({inner[(len(inner) * (k + 1)) // (count + 1)] for k in range(count)})
+    bounds = [0, *chosen, len(document)]
+    return [document[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+def _block_json(block: Block) -> dict[str, Any]:
+    if isinstance(block, Text):
+        return {"type": "text", "text": block.text}
+    return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+
+
+def message_json(step: Reply, *, message_id: str, model: str) -> dict[str, Any]:
+    """The non-streamed JSON message for `step`."""
+    return {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [_block_json(b) for b in step.blocks],
+        "stop_reason": step.effective_stop_reason,
+        "stop_sequence": step.stop_sequence,
+        "usage": step.effective_usage,
+    }
+
+
+def sse_events(step: Reply, *, message_id: str, model: str) -> list[str]:
+    """The SSE events (each a complete "event: ...\\ndata: ...\\n\\n" string) for `step`,
+    in the order the real API sends them."""
+    usage = step.effective_usage
+    output_tokens = usage.get("output_tokens", 0)
+    start_usage = {**usage, "output_tokens": min(1, output_tokens)}
+    events = [
+        _sse(
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": message_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": start_usage,
+                },
+            },
+        )
+    ]
+    if not step.blocks:
+        events.append(_PING)
+    for index, block in enumerate(step.blocks):
+        if isinstance(block, Text):
+            start: dict[str, Any] = {"type": "text", "text": ""}
+            deltas = [
+                {"type": "text_delta", "text": piece}
+                for piece in _text_chunks(block.text, step.chunk_text)
+            ]
+        else:
+            start = {"type": "tool_use", "id": block.id, "name": block.name, "input": {}}
+            deltas = [
+                {"type": "input_json_delta", "partial_json": piece}
+                for piece in ["", *_json_pieces(json.dumps(block.input))]
+            ]
+        events.append(
+            _sse(
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": start},
+            )
+        )
+        if index == 0:
+            events.append(_PING)
+        events.extend(
+            _sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
+            for d in deltas
+        )
+        events.append(_sse("content_block_stop", {"type": "content_block_stop", "index": index}))
+    events.append(
+        _sse(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {
+                    "stop_reason": step.effective_stop_reason,
+                    "stop_sequence": step.stop_sequence,
+                },
+                "usage": {"output_tokens": output_tokens},
+            },
+        )
+    )
+    events.append(_sse("message_stop", {"type": "message_stop"}))
+    return events
+
+
+def _split_sse(body: str) -> list[str]:
+    """Split an SSE body after each blank line; the parts join back to `body` exactly."""
+    parts = re.split(r"(?<=\n\n)", body)
+    return [p for p in parts if p]
+
+
+# --------------------------------------------------------------------------------- server
+
+
+class FakeMessagesAPI:
+    """A scripted Anthropic Messages API served by uvicorn on 127.0.0.1 (ephemeral port),
+    in a daemon thread with its own event loop. Safe to use from the test thread while the
+    server thread answers: the queue and the records are guarded by a lock.
+
+    `validate_requests` (default True): requests the real API would reject with a 400 (see
+    `validate_request`) get that 400, consume no step, and are recorded as unexpected.
+    """
+
+    def __init__(self, *, validate_requests: bool = True) -> None:
+        self.validate_requests = validate_requests
+        self._default_validate = validate_requests
+        self._lock = threading.Lock()
+        self._queue: deque[Step] = deque()
+        self._requests: list[RecordedRequest] = []
+        self._unexpected: list[UnexpectedRequest] = []
+        self._generation = 0
+        self._message_ids = itertools.count(1)
+        self._request_ids = itertools.count(1)
+        self._socket: socket.socket | None = None
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping: asyncio.Event | None = None
+        self._thread_error: BaseException | None = None
+        self._port: int | None = None
+        self.app = Starlette(
+            routes=[
+                Route(
+                    "/{path:path}",
+                    self._handle,
+                    methods=["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
+                )
+            ]
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def url(self) -> str:
+        """Base URL to pass as the SDK's `base_url`, e.g. "http://127.0.0.1:54321"."""
+        if self._port is None:
+            raise RuntimeError("FakeMessagesAPI is not started")
+        return f"http://127.0.0.1:{self._port}"
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError("FakeMessagesAPI is not started")
+        return self._port
+
+    def start(self, timeout: float = 10.0) -> FakeMessagesAPI:
+        if self._thread is not None:
+            raise RuntimeError("FakeMessagesAPI is already started")
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        self._socket = sock
+        self._port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            self.app,
+            host="127.0.0.1",
+            port=self._port,
+            http="h11",
+            ws="none",
+            lifespan="off",
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=2,
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._run, name=f"fake-messages-api-{self._port}", daemon=True
+        )
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if self._thread_error is not None or not self._thread.is_alive():
+                self.stop()
+                raise RuntimeError("FakeMessagesAPI failed to start") from self._thread_error
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"FakeMessagesAPI did not start within {timeout} s")
+            time.sleep(0.005)
+        return self
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        self._stopping = asyncio.Event()
+        try:
+            assert self._server is not None and self._socket is not None
+            loop.run_until_complete(self._server.serve(sockets=[self._socket]))
+        except BaseException as exc:  # reported by start(); never escapes the thread
+            self._thread_error = exc
+        finally:
+            try:
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            finally:
+                loop.close()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop serving and join the thread. Idempotent."""
+        server, thread, loop, stopping = self._server, self._thread, self._loop, self._stopping
+        if server is not None:
+            server.should_exit = True
+        if loop is not None and stopping is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(stopping.set)
+            except RuntimeError:  # the loop closed in between
+                pass
+        if thread is not None:
+            thread.join(timeout)
+        if self._socket is not None:
+            self._socket.close()
+        self._server = self._thread = self._loop = self._stopping = self._socket = None
+
+    def __enter__(self) -> FakeMessagesAPI:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------- scripting
+
+    def enqueue(self, *steps: Step) -> None:
+        """Append steps to the FIFO script; each request consumes the next one."""
+        with self._lock:
+            self._queue.extend(steps)
+
+    def reply(
+        self,
+        *blocks: Block | str,
+        stop_reason: str | None = None,
+        stop_sequence: str | None = None,
+        usage: Mapping[str, int] | None = None,
+        delay: float = 0.0,
+        delay_between_chunks: float = 0.0,
+        chunk_text: bool = True,
+    ) -> Reply:
+        """Enqueue `reply(...)` and return the step."""
+        step = reply(
+            *blocks,
+            stop_reason=stop_reason,
+            stop_sequence=stop_sequence,
+            usage=usage,
+            delay=delay,
+            delay_between_chunks=delay_between_chunks,
+            chunk_text=chunk_text,
+        )
+        self.enqueue(step)
+        return step
+
+    def error(
+        self,
+        status: int,
+        body: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        *,
+        delay: float = 0.0,
+    ) -> ErrorReply:
+        """Enqueue `error(...)` and return the step."""
+        step = error(status, body, headers, delay=delay)
+        self.enqueue(step)
+        return step
+
+    def raw_sse(
+        self, text: str | bytes, *, delay: float = 0.0, delay_between_chunks: float = 0.0
+    ) -> RawSSE:
+        """Enqueue `raw_sse(...)` and return the step."""
+        step = raw_sse(text, delay=delay, delay_between_chunks=delay_between_chunks)
+        self.enqueue(step)
+        return step
+
+    def hang(self, seconds: float = 30.0) -> Hang:
+        """Enqueue `hang(...)` and return the step."""
+        step = hang(seconds)
+        self.enqueue(step)
+        return step
+
+    def respond_with(self, fn: Callable[[dict[str, Any]], Step]) -> Dynamic:
+        """Enqueue `respond_with(...)` and return the step."""
+        step = respond_with(fn)
+        self.enqueue(step)
+        return step
+
+    def reset(self) -> None:
+        """Forget the script, the records and the id counters; re-enable validation."""
+        with self._lock:
+            self._queue.clear()
+            self._requests.clear()
+            self._unexpected.clear()
+            self._generation += 1
+            self._message_ids = itertools.count(1)
+            self._request_ids = itertools.count(1)
+            self.validate_requests = self._default_validate
+
+    # ------------------------------------------------------------------- inspection
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Every request received since the last reset, oldest first (a copy)."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def unexpected(self) -> list[UnexpectedRequest]:
+        """Requests the script did not allow for (a copy)."""
+        with self._lock:
+            return list(self._unexpected)
+
+    @property
+    def pending(self) -> list[Step]:
+        """Steps not consumed yet (a copy)."""
+        with self._lock:
+            return list(self._queue)
+
+    def assert_all_consumed(self) -> None:
+        """Raise AssertionError if a step is left unconsumed or a request was unexpected."""
+        with self._lock:
+            pending = list(self._queue)
+            unexpected = list(self._unexpected)
+        problems: list[str] = []
+        if unexpected:
+            problems.append(f"{len(unexpected)} unexpected request(s):")
+            problems.extend(f"  - {u}" for u in unexpected)
+        if pending:
+            problems.append(f"{len(pending)} scripted step(s) never requested:")
+            problems.extend(f"  - {s!r}" for s in pending)
+        if problems:
+            raise AssertionError("FakeMessagesAPI: " + "\n".join(problems))
+
+    async def wait_for_requests(self, count: int, within: float = 5.0) -> list[RecordedRequest]:
+        """Wait (without blocking the event loop) until `count` requests have arrived."""
+        deadline = time.monotonic() + within
+        while True:
+            recorded = self.requests
+            if len(recorded) >= count:
+                return recorded
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"FakeMessagesAPI: {len(recorded)} request(s) after {within} s, "
+                    f"expected {count}"
+                )
+            await asyncio.sleep(0.005)
+
+    # ---------------------------------------------------------------------- serving
+
+    async def _handle(self, request: Request) -> Response:
+        raw = await request.body()
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        try:
+            parsed: Any = json.loads(raw) if raw else {}
+        except ValueError:
+            parsed = None
+        body: dict[str, Any] = parsed if isinstance(parsed, dict) else {}
+        recorded = RecordedRequest(
+            body=body, headers=headers, method=request.method, path=request.url.path
+        )
+        with self._lock:
+            generation = self._generation
+            self._requests.append(recorded)
+            request_id = f"req_fake_{next(self._request_ids):04d}"
+            validate = self.validate_requests
+
+        def reject(status: int, reason: str) -> Response:
+            with self._lock:
+                if generation == self._generation:
+                    self._unexpected.append(UnexpectedRequest(reason, recorded))
+            return self._error_response(
+                status,
+                error_body(status, f"fake Messages API: {reason}", request_id),
+                {"x-should-retry": "false"},
+                request_id,
+            )
+
+        if request.method != "POST" or request.url.path != MESSAGES_PATH:
+            return reject(404, f"only POST {MESSAGES_PATH} is served")
+        if not isinstance(parsed, dict):
+            return reject(400, "the request body is not a JSON object")
+        if validate:
+            problem = validate_request(body)
+            if problem is not None:
+                return reject(400, problem)
+
+        with self._lock:
+            step = self._queue.popleft() if self._queue else None
+            message_id = f"msg_fake_{next(self._message_ids):04d}"
+        if step is None:
+            return reject(500, "no scripted response left for this request")
+        for _ in range(10):
+            if not isinstance(step, Dynamic):
+                break
+            try:
+                step = step.fn(body)
+            except Exception as exc:
+                return reject(500, f"respond_with callable raised {exc!r}")
+        if isinstance(step, Dynamic):
+            return reject(500, "respond_with callables nested too deeply")
+
+        model = body.get("model") if isinstance(body.get("model"), str) else "claude-fake"
+        assert isinstance(model, str)
+
+        if isinstance(step, Hang):
+            if await self._pause(request, step.seconds):
+                return reject(500, f"hang({step.seconds}) ran out and the client still waited")
+            return Response(status_code=499)
+        if not await self._pause(request, step.delay):
+            return Response(status_code=499)
+        if isinstance(step, ErrorReply):
+            body_out = (
+                dict(step.body)
+                if step.body is not None
+                else error_body(step.status, request_id=request_id)
+            )
+            extra = dict(step.headers or {})
+            if not {k.lower() for k in extra} & {"retry-after", "retry-after-ms"}:
+                extra = {**FAST_RETRY_HEADERS, **extra}
+            return self._error_response(step.status, body_out, extra, request_id)
+        if isinstance(step, RawSSE):
+            return self._stream(_split_sse(step.text), step.delay_between_chunks, request_id)
+        if recorded.stream:
+            events = sse_events(step, message_id=message_id, model=model)
+            return self._stream(events, step.delay_between_chunks, request_id)
+        return Response(
+            _json(message_json(step, message_id=message_id, model=model)),
+            media_type="application/json",
+            headers={"request-id": request_id},
+        )
+
+    @staticmethod
+    def _error_response(
+        status: int, body: Mapping[str, Any], headers: Mapping[str, str], request_id: str
+    ) -> Response:
+        return Response(
+            _json(body),
+            status_code=status,
+            media_type="application/json",
+            headers={"request-id": request_id, "x-fake-messages-api": "1", **headers},
+        )
+
+    def _stream(self, chunks: Iterable[str], gap: float, request_id: str) -> StreamingResponse:
+        parts = list(chunks)
+
+        async def body() -> AsyncIterator[bytes]:
+            for index, part in enumerate(parts):
+                if index and gap > 0:
+                    await asyncio.sleep(gap)
+                yield part.encode()
+
+        return StreamingResponse(
+            body(),
+            media_type="text/event-stream; charset=utf-8",
+            headers={"request-id": request_id, "cache-control": "no-cache"},
+        )
+
+    async def _pause(self, request: Request, seconds: float) -> bool:
+        """Sleep `seconds`; False if the client disconnected or the server stops first."""
+        if seconds <= 0:
+            return True
+
+        async def disconnected() -> None:
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+
+        sleeper = asyncio.ensure_future(asyncio.sleep(seconds))
+        watchers: list[asyncio.Future[Any]] = [asyncio.ensure_future(disconnected())]
+        if self._stopping is not None:
+            watchers.append(asyncio.ensure_future(self._stopping.wait()))
+        tasks = {sleeper, *watchers}
+        done: set[asyncio.Future[Any]] = set()
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        return sleeper in done and not any(w in done for w in watchers)

@@ -1,0 +1,335 @@
+"""The fake Messages API, driven by the real `anthropic` SDK over loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from typing import Any
+
+import anthropic
+import pytest
+
+from tests.fakes.messages_api import (
+    FakeMessagesAPI,
+    Step,
+    error,
+    hang,
+    load_sse_fixture,
+    reply,
+    text,
+    tool_use,
+)
+
+MODEL = "claude-sonnet-4-5"
+HELLO: list[Any] = [{"role": "user", "content": "Hello"}]
+
+
+def make_client(fake: FakeMessagesAPI, **options: Any) -> anthropic.AsyncAnthropic:
+    options.setdefault("max_retries", 0)
+    return anthropic.AsyncAnthropic(api_key="test", base_url=fake.url, **options)
+
+
+async def test_streamed_text_arrives_in_several_deltas(fake_llm: FakeMessagesAPI) -> None:
+    sentence = "The quick brown fox jumps over the lazy dog."
+    fake_llm.reply(sentence, usage={"input_tokens": 21, "output_tokens": 9})
+
+    deltas: list[str] = []
+    async with make_client(fake_llm) as client:
+        async with client.messages.stream(model=MODEL, max_tokens=64, messages=HELLO) as stream:
+            async for event in stream:
+                if event.type == "text":
+                    deltas.append(event.text)
+            final = await stream.get_final_message()
+
+    assert len(deltas) >= 3
+    assert "".join(deltas) == sentence
+    assert final.content[0].type == "text"
+    assert final.content[0].text == sentence
+    assert final.stop_reason == "end_turn"
+    assert final.model == MODEL
+    assert final.id == "msg_fake_0001"
+    assert (final.usage.input_tokens, final.usage.output_tokens) == (21, 9)
+    [sent] = fake_llm.requests
+    assert sent.stream is True
+    assert sent.body["messages"] == HELLO
+    assert "anthropic-version" in sent.headers
+    # SDK 2.15 sends the API key as `authorization: Bearer ...`; older ones used x-api-key.
+    assert "test" in sent.headers.get("authorization", sent.headers.get("x-api-key", ""))
+
+
+async def test_streamed_tool_use_parses_to_the_exact_input(fake_llm: FakeMessagesAPI) -> None:
+    arguments = {"location": "Paris", "units": ["c", "f"], "note": 'say "bonjour", été'}
+    call = tool_use("get_weather", arguments)
+    fake_llm.reply(text("Let me check."), call)
+
+    json_events = 0
+    async with make_client(fake_llm) as client:
+        async with client.messages.stream(model=MODEL, max_tokens=64, messages=HELLO) as stream:
+            async for event in stream:
+                json_events += event.type == "input_json"
+            final = await stream.get_final_message()
+
+    assert json_events >= 2
+    assert final.stop_reason == "tool_use"
+    assert [block.type for block in final.content] == ["text", "tool_use"]
+    block = final.content[1]
+    assert block.type == "tool_use"
+    assert (block.id, block.name, block.input) == (call.id, "get_weather", arguments)
+    assert call.id.startswith("toolu_fake_")
+
+
+async def test_non_streamed_create_returns_the_message(fake_llm: FakeMessagesAPI) -> None:
+    usage = {"input_tokens": 3, "output_tokens": 4, "cache_read_input_tokens": 100}
+    fake_llm.reply("Hi there.", tool_use("noop", {}, id="toolu_given"), usage=usage)
+    system: list[Any] = [
+        {"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}
+    ]
+    tools: list[Any] = [
+        {"name": "noop", "description": "Does nothing.", "input_schema": {"type": "object"}}
+    ]
+
+    async with make_client(fake_llm) as client:
+        message = await client.messages.create(
+            model=MODEL, max_tokens=32, messages=HELLO, system=system, tools=tools
+        )
+
+    assert message.content[0].type == "text"
+    assert message.content[0].text == "Hi there."
+    assert message.content[1].type == "tool_use"
+    assert (message.content[1].id, message.content[1].input) == ("toolu_given", {})
+    assert message.stop_reason == "tool_use"
+    assert message.usage.cache_read_input_tokens == 100
+    [sent] = fake_llm.requests
+    assert sent.stream is False
+    assert sent.system == system
+    assert sent.tools == tools
+
+
+async def test_overloaded_then_reply_succeeds_after_a_retry(fake_llm: FakeMessagesAPI) -> None:
+    fake_llm.enqueue(error(529), reply("Recovered."))
+
+    async with make_client(fake_llm, max_retries=2) as client:
+        message = await client.messages.create(model=MODEL, max_tokens=32, messages=HELLO)
+
+    assert message.content[0].type == "text"
+    assert message.content[0].text == "Recovered."
+    assert len(fake_llm.requests) == 2
+
+
+async def test_rate_limit_with_retry_after_zero_is_retried(fake_llm: FakeMessagesAPI) -> None:
+    fake_llm.error(429, headers={"retry-after": "0"})
+    fake_llm.reply("Fine.")
+
+    async with make_client(fake_llm, max_retries=1) as client:
+        message = await client.messages.create(model=MODEL, max_tokens=32, messages=HELLO)
+
+    assert message.content[0].type == "text"
+    assert len(fake_llm.requests) == 2
+
+
+async def test_retries_exhausted_raises_the_status_error(fake_llm: FakeMessagesAPI) -> None:
+    fake_llm.enqueue(error(529), error(529), error(529))
+
+    async with make_client(fake_llm, max_retries=2) as client:
+        with pytest.raises(anthropic.APIStatusError) as raised:
+            await client.messages.create(model=MODEL, max_tokens=32, messages=HELLO)
+
+    assert raised.value.status_code == 529
+    assert isinstance(raised.value, anthropic.OverloadedError)
+    assert raised.value.body == {
+        "type": "error",
+        "error": {"type": "overloaded_error", "message": "Overloaded"},
+        "request_id": "req_fake_0003",
+    }
+    assert len(fake_llm.requests) == 3
+
+
+async def test_error_body_and_headers_can_be_given(fake_llm: FakeMessagesAPI) -> None:
+    body = {"type": "error", "error": {"type": "invalid_request_error", "message": "too long"}}
+    fake_llm.error(400, body, {"x-custom": "yes"})
+
+    async with make_client(fake_llm, max_retries=2) as client:
+        with pytest.raises(anthropic.BadRequestError) as raised:
+            await client.messages.create(model=MODEL, max_tokens=32, messages=HELLO)
+
+    assert raised.value.body == body
+    assert raised.value.response.headers["x-custom"] == "yes"
+    assert len(fake_llm.requests) == 1
+
+
+async def test_hang_makes_the_client_time_out(fake_llm: FakeMessagesAPI) -> None:
+    fake_llm.enqueue(hang(30), reply("Still here."))
+
+    async with make_client(fake_llm, timeout=0.5) as client:
+        started = time.monotonic()
+        with pytest.raises(anthropic.APITimeoutError):
+            await client.messages.create(model=MODEL, max_tokens=32, messages=HELLO)
+        assert time.monotonic() - started < 5
+        message = await client.messages.create(model=MODEL, max_tokens=32, messages=HELLO)
+
+    assert message.content[0].type == "text"
+    assert message.content[0].text == "Still here."
+
+
+async def test_a_delayed_reply_can_be_cut_by_the_client_timeout(
+    fake_llm: FakeMessagesAPI,
+) -> None:
+    fake_llm.reply("Too late.", delay=5)
+
+    async with make_client(fake_llm, timeout=0.3) as client:
+        with pytest.raises(anthropic.APITimeoutError):
+            await client.messages.create(model=MODEL, max_tokens=32, messages=HELLO)
+
+
+async def test_abandoning_a_slow_stream_leaves_the_server_usable(
+    fake_llm: FakeMessagesAPI,
+) -> None:
+    fake_llm.reply("one two three four five six seven eight", delay_between_chunks=0.2)
+    fake_llm.reply("Next.")
+
+    async with make_client(fake_llm) as client:
+        async with client.messages.stream(model=MODEL, max_tokens=64, messages=HELLO) as stream:
+            async for event in stream:
+                if event.type == "text":
+                    break
+        message = await client.messages.create(model=MODEL, max_tokens=32, messages=HELLO)
+
+    assert message.content[0].type == "text"
+    assert message.content[0].text == "Next."
+
+
+@pytest.mark.parametrize(
+    ("fixture", "stop_reason", "types"),
+    [
+        ("basic_response", "end_turn", ["text"]),
+        ("tool_use_response", "tool_use", ["text", "tool_use"]),
+        ("incomplete_partial_json_response", "max_tokens", ["text", "tool_use"]),
+    ],
+)
+async def test_recorded_sse_bodies_parse_with_the_sdk(
+    fake_llm: FakeMessagesAPI, fixture: str, stop_reason: str, types: list[str]
+) -> None:
+    fake_llm.raw_sse(load_sse_fixture(fixture))
+
+    async with make_client(fake_llm) as client:
+        async with client.messages.stream(model=MODEL, max_tokens=64, messages=HELLO) as stream:
+            final = await stream.get_final_message()
+
+    assert final.stop_reason == stop_reason
+    assert [block.type for block in final.content] == types
+    first, last = final.content[0], final.content[-1]
+    if fixture == "basic_response":
+        assert first.type == "text"
+        assert first.text == "Hello there!"
+        assert final.model == "claude-3-opus-latest"
+    elif fixture == "tool_use_response":
+        assert last.type == "tool_use"
+        assert (last.name, last.input) == ("get_weather", {"location": "Paris"})
+        assert final.usage.output_tokens == 65
+    else:
+        assert last.type == "tool_use"
+        assert last.name == "make_file"
+        assert isinstance(last.input, dict)
+        assert last.input["filename"] == "taxes.txt"
+
+
+async def test_respond_with_decides_at_request_time(fake_llm: FakeMessagesAPI) -> None:
+    def echo(body: dict[str, Any]) -> Step:
+        return reply(f"You said: {body['messages'][-1]['content']}")
+
+    fake_llm.respond_with(echo)
+
+    async with make_client(fake_llm) as client:
+        message = await client.messages.create(model=MODEL, max_tokens=32, messages=HELLO)
+
+    assert message.content[0].type == "text"
+    assert message.content[0].text == "You said: Hello"
+
+
+async def test_an_unscripted_request_fails_fast_and_is_reported(
+    fake_llm: FakeMessagesAPI,
+) -> None:
+    async with make_client(fake_llm, max_retries=2) as client:
+        with pytest.raises(anthropic.InternalServerError):
+            await client.messages.create(model=MODEL, max_tokens=32, messages=HELLO)
+
+    assert len(fake_llm.requests) == 1  # x-should-retry: false, so no retries
+    [unexpected] = fake_llm.unexpected
+    assert "no scripted response" in unexpected.reason
+    with pytest.raises(AssertionError, match="1 unexpected request"):
+        fake_llm.assert_all_consumed()
+    fake_llm.reset()
+
+
+def test_an_unused_step_is_reported(fake_llm: FakeMessagesAPI) -> None:
+    fake_llm.reply("never asked for")
+
+    with pytest.raises(AssertionError, match="1 scripted step"):
+        fake_llm.assert_all_consumed()
+    fake_llm.reset()
+
+
+async def test_a_request_the_real_api_would_reject_gets_a_400(
+    fake_llm: FakeMessagesAPI,
+) -> None:
+    fake_llm.reply("unused")
+    orphan_result: list[Any] = [
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_x"}]}
+    ]
+
+    async with make_client(fake_llm) as client:
+        with pytest.raises(anthropic.BadRequestError, match="tool_use_id"):
+            await client.messages.create(model=MODEL, max_tokens=32, messages=orphan_result)
+
+    assert len(fake_llm.pending) == 1
+    assert len(fake_llm.unexpected) == 1
+    fake_llm.reset()
+
+
+async def test_a_tool_round_trip_passes_validation(fake_llm: FakeMessagesAPI) -> None:
+    call = tool_use("read_file", {"path": "a.txt"})
+    fake_llm.reply(call)
+    fake_llm.reply("The file says hi.")
+
+    async with make_client(fake_llm) as client:
+        first = await client.messages.create(model=MODEL, max_tokens=32, messages=HELLO)
+        history: list[Any] = [
+            *HELLO,
+            {"role": "assistant", "content": [b.model_dump() for b in first.content]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": call.id, "content": "hi"},
+                    {"type": "text", "text": "Go on."},
+                ],
+            },
+        ]
+        second = await client.messages.create(model=MODEL, max_tokens=32, messages=history)
+
+    assert second.content[0].type == "text"
+    assert fake_llm.requests[1].messages[2]["content"][0]["tool_use_id"] == call.id
+
+
+async def test_wait_for_requests_sees_a_request_in_flight(fake_llm: FakeMessagesAPI) -> None:
+    fake_llm.hang(30)
+
+    async with make_client(fake_llm, timeout=1.0) as client:
+        task = asyncio.create_task(
+            client.messages.create(model=MODEL, max_tokens=32, messages=HELLO)
+        )
+        [seen] = await fake_llm.wait_for_requests(1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    assert seen.body["model"] == MODEL
+
+
+def test_a_standalone_server_starts_and_stops() -> None:
+    with FakeMessagesAPI() as fake:
+        assert fake.url == f"http://127.0.0.1:{fake.port}"
+        socket.create_connection(("127.0.0.1", fake.port), timeout=1).close()
+
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", fake.port), timeout=1).close()
