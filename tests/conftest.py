@@ -19,6 +19,7 @@ from fastapi import FastAPI
 from app.db.migrate import upgrade_to_head
 from app.main import create_app
 from app.settings import Settings
+from tests.support.tools import test_tools
 
 pytest_plugins = ["tests.fakes.fixtures"]
 
@@ -72,5 +73,32 @@ async def app(settings: Settings) -> AsyncIterator[FastAPI]:
 @pytest.fixture
 async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://strata.test") as c:
+        yield c
+
+
+@pytest.fixture
+def agent_settings(make_settings: Any, fake_llm: Any) -> Settings:
+    """Settings for real agent turns: the SDK points at the fake Messages API."""
+    return make_settings(
+        anthropic_base_url=fake_llm.url,
+        llm_max_retries=2,
+        llm_timeout_seconds=10.0,
+        job_heartbeat_seconds=0.1,
+        job_lease_seconds=5.0,
+        worker_poll_seconds=0.05,
+    )
+
+
+@pytest.fixture
+async def agent_app(agent_settings: Settings) -> AsyncIterator[FastAPI]:
+    application = create_app(agent_settings, tools=test_tools())
+    async with application.router.lifespan_context(application):
+        yield application
+
+
+@pytest.fixture
+async def agent_client(agent_app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=agent_app, raise_app_exceptions=False)
     async with httpx.AsyncClient(transport=transport, base_url="http://strata.test") as c:
         yield c

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from app.domain.usage import Usage
+
 
 class Origin(StrEnum):
     """Who caused an item: the model, a human, an API client, Strata itself, or an import."""
@@ -70,6 +72,7 @@ class AssistantMessage(_Payload):
     content: list[ContentBlock]
     model: str | None = None
     stop_reason: str | None = None
+    usage: Usage | None = None
 
 
 class ToolResult(_Payload):

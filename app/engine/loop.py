@@ -109,7 +109,10 @@ async def run_turn(
         response = await llm.complete(outbound, on_text=events.text_delta)
         outcome.usage = outcome.usage + response.usage
         assistant = AssistantMessage(
-            content=response.content, model=response.model, stop_reason=response.stop_reason
+            content=response.content,
+            model=response.model,
+            stop_reason=response.stop_reason,
+            usage=response.usage,
         )
         await store.append(assistant, Origin.llm, response.usage)
 

@@ -33,6 +33,9 @@ def to_messages(items: Iterable[ItemPayload]) -> list[Message]:
             messages[-1].content.extend(blocks)
         else:
             messages.append(Message(role=role, content=blocks))
+    for message in messages:
+        # The API rejects a user message whose tool_result blocks do not come first.
+        message.content.sort(key=lambda block: not isinstance(block, ToolResultBlock))
     return messages
 
 

@@ -11,7 +11,7 @@ from app.db.models import Job
 from app.db.repositories.jobs import JobRepository
 from app.db.repositories.sessions import SessionRepository
 from app.domain.items import ItemPayload, Origin, ToolUseBlock
-from app.engine.llm import Usage
+from app.domain.usage import Usage
 from app.services.events import record_event
 from app.services.items import append_item, segment_payloads
 from app.services.live import LiveHub

@@ -420,7 +420,7 @@ def error_body(
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def _sse(event: str, data: Mapping[str, Any]) -> str:
@@ -524,7 +524,7 @@ def sse_events(step: Reply, *, message_id: str, model: str) -> list[str]:
             start = {"type": "tool_use", "id": block.id, "name": block.name, "input": {}}
             deltas = [
                 {"type": "input_json_delta", "partial_json": piece}
-                for piece in ["", *_json_pieces(json.dumps(block.input))]
+                for piece in ["", *_json_pieces(json.dumps(block.input, ensure_ascii=False))]
             ]
         events.append(
             _sse(

@@ -6,6 +6,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.db.models import Session
+from app.domain.usage import Usage
 
 
 class SessionCreate(BaseModel):
@@ -35,6 +36,7 @@ class SessionPublic(BaseModel):
     item_count: int = Field(description="Items in the event log (the last `seq`).")
     turn_count: int
     segment: int = Field(description="The current segment: what the next LLM request sees.")
+    usage: Usage = Field(description="Tokens of every LLM request of this session, summed.")
     created_at: datetime
     updated_at: datetime
 
@@ -49,6 +51,12 @@ class SessionPublic(BaseModel):
             item_count=row.last_seq,
             turn_count=row.current_turn,
             segment=row.current_segment,
+            usage=Usage(
+                input_tokens=row.input_tokens,
+                output_tokens=row.output_tokens,
+                cache_read_input_tokens=row.cache_read_tokens,
+                cache_creation_input_tokens=row.cache_creation_tokens,
+            ),
             created_at=row.created_at,
             updated_at=row.updated_at,
         )

@@ -9,7 +9,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Job
 from app.db.types import utcnow
-from app.engine.llm import Usage
+from app.domain.usage import Usage
 
 ACTIVE = ("queued", "running")
 

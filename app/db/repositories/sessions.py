@@ -8,7 +8,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Session
 from app.db.types import utcnow
-from app.engine.llm import Usage
+from app.domain.usage import Usage
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,59 @@
+"""Tools the tests offer to the agent: small, typed, each with one clear behaviour."""
+
+from __future__ import annotations
+
+import asyncio
+
+from pydantic import BaseModel
+
+from app.tools.registry import Tool, ToolContext, ToolError, ToolRegistry
+
+
+class EchoInput(BaseModel):
+    text: str
+
+
+class AddInput(BaseModel):
+    a: int
+    b: int
+
+
+class SlowInput(BaseModel):
+    seconds: float
+
+
+class Empty(BaseModel):
+    pass
+
+
+async def _echo(ctx: ToolContext, args: EchoInput) -> str:
+    return args.text
+
+
+async def _add(ctx: ToolContext, args: AddInput) -> str:
+    return str(args.a + args.b)
+
+
+async def _slow(ctx: ToolContext, args: SlowInput) -> str:
+    await asyncio.sleep(args.seconds)
+    return f"slept {args.seconds}s"
+
+
+async def _boom(ctx: ToolContext, args: Empty) -> str:
+    raise RuntimeError("the disk is on fire")
+
+
+async def _refuse(ctx: ToolContext, args: Empty) -> str:
+    raise ToolError("not allowed here")
+
+
+def test_tools() -> ToolRegistry:
+    return ToolRegistry(
+        [
+            Tool("echo", "Repeat the text.", EchoInput, _echo),
+            Tool("add", "Add two integers.", AddInput, _add),
+            Tool("slow", "Sleep, then answer.", SlowInput, _slow),
+            Tool("boom", "Always crashes.", Empty, _boom),
+            Tool("refuse", "Always refuses.", Empty, _refuse),
+        ]
+    )
