@@ -70,7 +70,7 @@ async def cancel_job(db: AsyncSession, tenant: str, job_id: str) -> Job:
     """A queued job ends at once; a running one is asked to stop at its next step."""
     job = await get_job(db, tenant, job_id)
     if job.status in TERMINAL:
-        raise Conflict(f"job {job_id!r} has already ended ({job.status})", status=job.status)
+        raise Conflict(f"job {job_id!r} has already ended ({job.status})", job_status=job.status)
     if job.status == "queued":
         await set_status(db, job, "cancelled")
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -9,7 +10,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.db.models import Session
 from app.db.repositories.sessions import SessionRepository
 from app.db.types import utcnow
-from app.domain.errors import NotFound
+from app.domain.errors import InvalidInput, NotFound
 from app.domain.ids import new_id
 from app.services.pagination import Page, page_of
 
@@ -22,6 +23,8 @@ async def create_session(
     system_prompt: str | None = None,
     model: str | None = None,
     metadata: dict[str, Any] | None = None,
+    tools: list[str] | None = None,
+    known_tools: Collection[str] = (),
 ) -> Session:
     row = Session(
         id=new_id("ses"),
@@ -30,8 +33,21 @@ async def create_session(
         system_prompt=system_prompt,
         model=model,
         metadata_=metadata or {},
+        tools=check_tools(tools, known_tools),
     )
     return await SessionRepository(db).add(row)
+
+
+def check_tools(tools: list[str] | None, known: Collection[str]) -> list[str] | None:
+    """None offers every registered tool; a list offers exactly those."""
+    if tools is None:
+        return None
+    unknown = [name for name in tools if name not in known]
+    if unknown:
+        raise InvalidInput(
+            f"unknown tools {unknown}; this server has {sorted(known)}", field="tools"
+        )
+    return list(dict.fromkeys(tools))
 
 
 async def get_session(db: AsyncSession, tenant: str, session_id: str) -> Session:
@@ -49,10 +65,16 @@ async def list_sessions(
 
 
 async def update_session(
-    db: AsyncSession, tenant: str, session_id: str, changes: dict[str, Any]
+    db: AsyncSession,
+    tenant: str,
+    session_id: str,
+    changes: dict[str, Any],
+    known_tools: Collection[str] = (),
 ) -> Session:
-    """Apply only the fields the client sent; `metadata` is replaced whole."""
+    """Apply only the fields the client sent; `metadata` and `tools` are replaced whole."""
     row = await get_session(db, tenant, session_id)
+    if "tools" in changes:
+        row.tools = check_tools(changes["tools"], known_tools)
     if "title" in changes:
         row.title = changes["title"]
     if "metadata" in changes:

@@ -279,3 +279,28 @@ async def test_appending_items_while_a_turn_runs_is_409(
 
     assert response.status_code == 409
     await wait_job(agent_client, first.json()["job_id"])
+
+
+async def test_a_session_offers_only_the_tools_it_names(
+    agent_client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
+) -> None:
+    fake_llm.reply(tool_use("add", {"a": 1, "b": 1}))
+    fake_llm.reply(text("no add for me"))
+    session_id = await new_session(agent_client, tools=["echo"])
+
+    await agent_client.post(
+        f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": "add"}
+    )
+
+    assert [tool["name"] for tool in fake_llm.requests[0].body["tools"]] == ["echo"]
+    result = next(i for i in await items(agent_client, session_id) if i["kind"] == "tool_result")
+    assert result["is_error"] is True and "unknown tool 'add'" in result["content"]
+
+
+async def test_unknown_tool_names_are_refused_with_422(agent_client: httpx.AsyncClient) -> None:
+    created = await agent_client.post("/sessions", json={"tools": ["echo", "warp"]})
+    session_id = await new_session(agent_client)
+    patched = await agent_client.patch(f"/sessions/{session_id}", json={"tools": ["warp"]})
+
+    assert created.status_code == 422 and "warp" in created.json()["detail"]
+    assert patched.status_code == 422

@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path
 
-from app.api.deps import AfterCursor, CurrentTenant, PageLimit, SessionDep
+from app.api.deps import AfterCursor, CurrentTenant, PageLimit, RuntimeDep, SessionDep
 from app.api.errors import problem_responses
 from app.api.schemas.sessions import SessionCreate, SessionList, SessionPublic, SessionUpdate
 from app.services import sessions as service
@@ -22,7 +22,7 @@ SessionId = Annotated[str, Path(max_length=40, description="A session id (`ses_â
     responses=problem_responses(413, 422),
 )
 async def create_session(
-    body: SessionCreate, db: SessionDep, tenant: CurrentTenant
+    body: SessionCreate, db: SessionDep, tenant: CurrentTenant, runtime: RuntimeDep
 ) -> SessionPublic:
     row = await service.create_session(
         db,
@@ -31,6 +31,8 @@ async def create_session(
         system_prompt=body.system_prompt,
         model=body.model,
         metadata=body.metadata,
+        tools=body.tools,
+        known_tools=runtime.tools.names,
     )
     return SessionPublic.of(row)
 
@@ -67,7 +69,12 @@ async def get_session(
     responses=problem_responses(404, 413, 422),
 )
 async def update_session(
-    session_id: SessionId, body: SessionUpdate, db: SessionDep, tenant: CurrentTenant
+    session_id: SessionId,
+    body: SessionUpdate,
+    db: SessionDep,
+    tenant: CurrentTenant,
+    runtime: RuntimeDep,
 ) -> SessionPublic:
     changes = body.model_dump(exclude_unset=True)
-    return SessionPublic.of(await service.update_session(db, tenant, session_id, changes))
+    row = await service.update_session(db, tenant, session_id, changes, runtime.tools.names)
+    return SessionPublic.of(row)

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.db.models import Session
 from app.domain.usage import Usage
+
+ToolName = Annotated[str, Field(min_length=1, max_length=100)]
 
 
 class SessionCreate(BaseModel):
@@ -16,15 +18,19 @@ class SessionCreate(BaseModel):
     system_prompt: str | None = Field(default=None, max_length=200_000)
     model: str | None = Field(default=None, min_length=1, max_length=200)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    tools: list[ToolName] | None = Field(
+        default=None, description="Tools the agent is offered; null offers every tool."
+    )
 
 
 class SessionUpdate(BaseModel):
-    """Only the fields sent are changed; `metadata` is replaced whole."""
+    """Only the fields sent are changed; `metadata` and `tools` are replaced whole."""
 
     model_config = ConfigDict(extra="forbid")
 
     title: str | None = Field(default=None, max_length=500)
     metadata: dict[str, Any] | None = None
+    tools: list[ToolName] | None = None
 
 
 class SessionPublic(BaseModel):
@@ -33,6 +39,7 @@ class SessionPublic(BaseModel):
     system_prompt: str | None
     model: str | None
     metadata: dict[str, Any]
+    tools: list[str] | None
     item_count: int = Field(description="Items in the event log (the last `seq`).")
     turn_count: int
     segment: int = Field(description="The current segment: what the next LLM request sees.")
@@ -48,6 +55,7 @@ class SessionPublic(BaseModel):
             system_prompt=row.system_prompt,
             model=row.model,
             metadata=row.metadata_,
+            tools=row.tools,
             item_count=row.last_seq,
             turn_count=row.current_turn,
             segment=row.current_segment,

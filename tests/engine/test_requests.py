@@ -1,0 +1,270 @@
+"""From log items to request messages, and the questions the loop asks of a log."""
+
+from __future__ import annotations
+
+from app.domain.items import (
+    AssistantMessage,
+    CompactSummary,
+    ImageBlock,
+    ItemPayload,
+    SystemMessage,
+    TextBlock,
+    ThinkingBlock,
+    ToolResult,
+    ToolUseBlock,
+    UserMessage,
+    user_text,
+)
+from app.engine.llm import LLMRequest, Message, ToolResultBlock, ToolSpec
+from app.engine.requests import to_messages, turn_is_answered, unanswered_tool_uses
+
+
+def asks(*ids: str) -> AssistantMessage:
+    return AssistantMessage(content=[ToolUseBlock(id=i, name="echo", input={"text": i}) for i in ids])
+
+
+def said(text: str) -> AssistantMessage:
+    return AssistantMessage(content=[TextBlock(text=text)])
+
+
+def result(tool_use_id: str, content: str = "ok", *, is_error: bool = False) -> ToolResult:
+    return ToolResult(tool_use_id=tool_use_id, content=content, is_error=is_error)
+
+
+# ---------------------------------------------------------------------------- to_messages
+
+
+def test_a_plain_exchange_maps_role_for_role() -> None:
+    messages = to_messages([user_text("hi"), said("hello")])
+
+    assert messages == [
+        Message(role="user", content=[TextBlock(text="hi")]),
+        Message(role="assistant", content=[TextBlock(text="hello")]),
+    ]
+
+
+def test_consecutive_tool_results_become_one_user_message_after_the_assistant() -> None:
+    messages = to_messages(
+        [user_text("go"), asks("t1", "t2"), result("t1", "a"), result("t2", "b", is_error=True)]
+    )
+
+    assert [m.role for m in messages] == ["user", "assistant", "user"]
+    assert messages[2].content == [
+        ToolResultBlock(tool_use_id="t1", content="a"),
+        ToolResultBlock(tool_use_id="t2", content="b", is_error=True),
+    ]
+
+
+def test_a_user_message_after_tool_results_joins_them_after_the_results() -> None:
+    messages = to_messages([user_text("go"), asks("t1"), result("t1"), user_text("and now?")])
+
+    assert [m.role for m in messages] == ["user", "assistant", "user"]
+    assert messages[2].content == [
+        ToolResultBlock(tool_use_id="t1", content="ok"),
+        TextBlock(text="and now?"),
+    ]
+
+
+def test_tool_results_stay_first_when_text_was_logged_between_them() -> None:
+    messages = to_messages(
+        [
+            user_text("go"),
+            asks("t1", "t2"),
+            result("t1"),
+            SystemMessage(text="note"),
+            user_text("hurry"),
+            result("t2"),
+        ]
+    )
+
+    content = messages[-1].content
+    assert [b.type for b in content] == ["tool_result", "tool_result", "text", "text"]
+    assert [b.tool_use_id for b in content if isinstance(b, ToolResultBlock)] == ["t1", "t2"]
+    assert [b.text for b in content if isinstance(b, TextBlock)] == [
+        "<system-message>\nnote\n</system-message>",
+        "hurry",
+    ]
+
+
+def test_a_system_item_travels_as_tagged_user_text() -> None:
+    [message] = to_messages([SystemMessage(text="Be careful.")])
+
+    assert message == Message(
+        role="user", content=[TextBlock(text="<system-message>\nBe careful.\n</system-message>")]
+    )
+
+
+def test_a_compact_summary_travels_as_tagged_user_text() -> None:
+    [message] = to_messages([CompactSummary(text="We did things.")])
+
+    assert message == Message(
+        role="user",
+        content=[TextBlock(text="<conversation-summary>\nWe did things.\n</conversation-summary>")],
+    )
+
+
+def test_consecutive_user_items_merge_into_one_message() -> None:
+    messages = to_messages(
+        [CompactSummary(text="S"), SystemMessage(text="N"), user_text("a"), user_text("b")]
+    )
+
+    [message] = messages
+    assert message.role == "user"
+    assert [b.text for b in message.content if isinstance(b, TextBlock)] == [
+        "<conversation-summary>\nS\n</conversation-summary>",
+        "<system-message>\nN\n</system-message>",
+        "a",
+        "b",
+    ]
+
+
+def test_consecutive_assistant_items_merge_into_one_message() -> None:
+    messages = to_messages([user_text("hi"), said("one"), said("two")])
+
+    assert messages[1] == Message(
+        role="assistant", content=[TextBlock(text="one"), TextBlock(text="two")]
+    )
+
+
+def test_roles_alternate_across_a_long_log() -> None:
+    messages = to_messages(
+        [
+            CompactSummary(text="S"),
+            user_text("go"),
+            asks("t1"),
+            result("t1"),
+            asks("t2"),
+            result("t2"),
+            SystemMessage(text="N"),
+            said("done"),
+        ]
+    )
+
+    roles = [m.role for m in messages]
+    assert roles == ["user", "assistant", "user", "assistant", "user", "assistant"]
+
+
+def test_images_and_thinking_blocks_are_kept_as_logged() -> None:
+    image = ImageBlock(source={"type": "base64", "media_type": "image/png", "data": "AA=="})
+    thinking = ThinkingBlock(thinking="hmm", signature="sig")
+    messages = to_messages(
+        [
+            UserMessage(content=[TextBlock(text="look"), image]),
+            AssistantMessage(content=[thinking, TextBlock(text="a cat")]),
+        ]
+    )
+
+    assert messages[0].content == [TextBlock(text="look"), image]
+    assert messages[1].content == [thinking, TextBlock(text="a cat")]
+
+
+def test_to_messages_leaves_the_items_untouched() -> None:
+    items: list[ItemPayload] = [user_text("a"), user_text("b"), asks("t1"), result("t1")]
+    before = [i.model_dump() for i in items]
+
+    messages = to_messages(items)
+    messages[0].content.append(TextBlock(text="extra"))
+
+    assert [i.model_dump() for i in items] == before
+
+
+def test_an_empty_log_gives_no_messages() -> None:
+    assert to_messages([]) == []
+
+
+# ------------------------------------------------------------------- unanswered_tool_uses
+
+
+def test_no_tool_use_is_unanswered_in_a_log_without_assistant_messages() -> None:
+    assert unanswered_tool_uses([user_text("go")]) == []
+
+
+def test_a_tool_use_without_a_result_is_unanswered() -> None:
+    assert [b.id for b in unanswered_tool_uses([user_text("go"), asks("t1")])] == ["t1"]
+
+
+def test_only_the_tool_uses_without_results_are_unanswered_in_call_order() -> None:
+    log = [user_text("go"), asks("t1", "t2", "t3"), result("t2")]
+
+    assert [b.id for b in unanswered_tool_uses(log)] == ["t1", "t3"]
+
+
+def test_only_the_last_assistant_message_counts() -> None:
+    log = [user_text("go"), asks("t1"), user_text("never mind"), asks("t2"), result("t2")]
+
+    assert unanswered_tool_uses(log) == []
+
+
+def test_an_error_result_answers_a_tool_use() -> None:
+    log = [user_text("go"), asks("t1"), result("t1", "boom", is_error=True)]
+
+    assert unanswered_tool_uses(log) == []
+
+
+# ------------------------------------------------------------------------ turn_is_answered
+
+
+def test_an_empty_log_is_not_answered() -> None:
+    assert not turn_is_answered([])
+
+
+def test_a_final_assistant_text_answers_the_turn() -> None:
+    assert turn_is_answered([user_text("hi"), said("hello")])
+
+
+def test_a_user_message_after_the_answer_opens_the_turn_again() -> None:
+    assert not turn_is_answered([user_text("hi"), said("hello"), user_text("more")])
+
+
+def test_an_assistant_tool_use_does_not_answer_the_turn() -> None:
+    assert not turn_is_answered([user_text("go"), asks("t1")])
+
+
+def test_a_tool_result_as_the_last_word_leaves_the_turn_open() -> None:
+    assert not turn_is_answered([user_text("go"), asks("t1"), result("t1")])
+
+
+def test_system_items_after_the_answer_do_not_reopen_the_turn() -> None:
+    log = [user_text("hi"), said("hello"), SystemMessage(text="N"), CompactSummary(text="S")]
+
+    assert turn_is_answered(log)
+
+
+# ------------------------------------------------------------------------- LLMRequest.copy
+
+
+def test_llm_request_copy_is_deep() -> None:
+    original = LLMRequest(
+        model="m",
+        system="sys",
+        messages=[Message(role="user", content=[TextBlock(text="hi")])],
+        tools=[ToolSpec(name="echo", description="d", input_schema={"type": "object"})],
+        max_tokens=10,
+    )
+    before = (original.model, original.system, original.max_tokens)
+    dumped = [m.model_dump() for m in original.messages], [t.model_dump() for t in original.tools]
+
+    clone = original.copy()
+    clone.system = "changed"
+    clone.max_tokens = 99
+    clone.messages.append(Message(role="assistant", content=[TextBlock(text="x")]))
+    clone.messages[0].content.append(TextBlock(text="extra"))
+    first = clone.messages[0].content[0]
+    assert isinstance(first, TextBlock)
+    first.text = "mutated"
+    clone.tools[0].input_schema["properties"] = {}
+    clone.tools.append(ToolSpec(name="other", description="", input_schema={}))
+
+    assert (original.model, original.system, original.max_tokens) == before
+    after = [m.model_dump() for m in original.messages], [t.model_dump() for t in original.tools]
+    assert after == dumped
+
+
+def test_llm_request_copy_is_equal_to_the_original() -> None:
+    original = LLMRequest(
+        model="m",
+        system=None,
+        messages=[Message(role="user", content=[TextBlock(text="hi")])],
+    )
+
+    assert original.copy() == original
