@@ -14,11 +14,12 @@ from app.services.live import LiveHub
 from app.settings import Settings
 from app.tools.clock import current_time_tool
 from app.tools.registry import ToolRegistry
+from app.tools.tasks import task_tools
 from app.worker.runner import Runner
 
 
 def builtin_tools(settings: Settings) -> ToolRegistry:
-    return ToolRegistry([current_time_tool(settings.display_timezone)])
+    return ToolRegistry([*task_tools(), current_time_tool(settings.display_timezone)])
 
 
 @dataclass

@@ -80,6 +80,11 @@ class ToolResult(_Payload):
     tool_use_id: str
     content: str | list[UserBlock]
     is_error: bool = False
+    name: str | None = Field(default=None, description="The tool that produced it.")
+    input: dict[str, Any] | None = Field(
+        default=None,
+        description="The call's arguments, kept for calls whose effect is replayed (task tools).",
+    )
 
 
 class SystemMessage(_Payload):
@@ -92,11 +97,22 @@ class CompactSummary(_Payload):
     text: str
 
 
+class TaskEvent(_Payload):
+    """A task change made over REST: replayed exactly like the TaskCreate/TaskUpdate call."""
+
+    kind: Literal["task_event"] = "task_event"
+    op: Literal["TaskCreate", "TaskUpdate"]
+    input: dict[str, Any]
+    taskid: int = Field(description="The task the change was applied to.")
+
+
 ItemPayload = Annotated[
-    UserMessage | AssistantMessage | ToolResult | SystemMessage | CompactSummary,
+    UserMessage | AssistantMessage | ToolResult | SystemMessage | CompactSummary | TaskEvent,
     Field(discriminator="kind"),
 ]
-ItemKind = Literal["user_message", "assistant_message", "tool_result", "system", "compact_summary"]
+ItemKind = Literal[
+    "user_message", "assistant_message", "tool_result", "system", "compact_summary", "task_event"
+]
 
 payload_adapter: TypeAdapter[ItemPayload] = TypeAdapter(ItemPayload)
 
@@ -108,6 +124,15 @@ def user_text(text: str) -> UserMessage:
 def starts_turn(payload: ItemPayload) -> bool:
     """A user message opens a new turn; everything else belongs to the current one."""
     return isinstance(payload, UserMessage)
+
+
+def tool_name_of(payload: ItemPayload) -> str | None:
+    """The indexed tool name of an item: what task replay and memory look items up by."""
+    if isinstance(payload, ToolResult):
+        return payload.name
+    if isinstance(payload, TaskEvent):
+        return payload.op
+    return None
 
 
 def dump_payload(payload: ItemPayload) -> dict[str, Any]:

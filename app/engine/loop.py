@@ -68,9 +68,8 @@ class TurnOutcome:
 async def close_dangling_tool_uses(store: TurnStore, reason: str) -> None:
     """Give every unanswered tool call a result, so the log stays a valid conversation."""
     for block in unanswered_tool_uses(await store.segment()):
-        await store.append(
-            ToolResult(tool_use_id=block.id, content=reason, is_error=True), Origin.system
-        )
+        result = ToolResult(tool_use_id=block.id, content=reason, is_error=True, name=block.name)
+        await store.append(result, Origin.system)
 
 
 async def run_turn(
@@ -120,11 +119,15 @@ async def run_turn(
             if await store.cancel_requested():
                 break
             await events.tool_started(block)
-            output = await tools.run(ctx, block.name, block.input, config.tool_names)
-            result = ToolResult(
-                tool_use_id=block.id, content=output.content, is_error=output.is_error
-            )
-            await store.append(result, Origin.system)
+            output = await tools.run(ctx, block.name, block.input, config.tool_names, block.id)
+            if not output.recorded:
+                result = ToolResult(
+                    tool_use_id=block.id,
+                    content=output.content,
+                    is_error=output.is_error,
+                    name=block.name,
+                )
+                await store.append(result, Origin.system)
             await events.tool_finished(block, output)
         if not any(isinstance(b, ToolUseBlock) for b in response.content):
             outcome.final_text = text_of(response.content)

@@ -15,6 +15,7 @@ from app.domain.items import (
     CompactSummary,
     ItemPayload,
     SystemMessage,
+    TaskEvent,
     TextBlock,
     ToolResult,
     ToolUseBlock,
@@ -39,6 +40,20 @@ def to_messages(items: Iterable[ItemPayload]) -> list[Message]:
     return messages
 
 
+def append_to_last_user_text(messages: list[Message], text: str) -> None:
+    """Add `text` to the last text part of the last user message (after any tool results)."""
+    for message in reversed(messages):
+        if message.role != "user":
+            continue
+        last = message.content[-1] if message.content else None
+        if isinstance(last, TextBlock):
+            last.text = f"{last.text}\n\n{text}"
+        else:
+            message.content.append(TextBlock(text=text))
+        return
+    messages.append(Message(role="user", content=[TextBlock(text=text)]))
+
+
 def _wire_blocks(item: ItemPayload) -> tuple[str, list[MessageBlock]]:
     if isinstance(item, UserMessage):
         return "user", list(item.content)
@@ -54,7 +69,19 @@ def _wire_blocks(item: ItemPayload) -> tuple[str, list[MessageBlock]]:
     if isinstance(item, CompactSummary):
         text = f"<conversation-summary>\n{item.text}\n</conversation-summary>"
         return "user", [TextBlock(text=text)]
+    if isinstance(item, TaskEvent):
+        return "user", [TextBlock(text=task_event_note(item))]
     raise TypeError(f"unknown item {type(item).__name__}")
+
+
+def task_event_note(event: TaskEvent) -> str:
+    """The short note that tells the agent a human changed its task list."""
+    if event.op == "TaskCreate":
+        change = f"created task {event.taskid}: {event.input.get('subject', '')}"
+    else:
+        fields = ", ".join(f"{k}={v!r}" for k, v in event.input.items() if k != "taskid")
+        change = f"updated task {event.taskid}: {fields}"
+    return f"<task-note>A user {change} (via the API).</task-note>"
 
 
 def unanswered_tool_uses(items: Sequence[ItemPayload]) -> list[ToolUseBlock]:

@@ -10,7 +10,14 @@ from app.db.repositories.items import ItemRepository
 from app.db.repositories.jobs import JobRepository
 from app.db.repositories.sessions import SessionRepository
 from app.domain.errors import Conflict, InvalidInput
-from app.domain.items import ItemPayload, Origin, dump_payload, load_payload, starts_turn
+from app.domain.items import (
+    ItemPayload,
+    Origin,
+    dump_payload,
+    load_payload,
+    starts_turn,
+    tool_name_of,
+)
 from app.services.events import record_event
 from app.services.pagination import Page, page_of
 from app.services.sessions import get_session
@@ -43,6 +50,7 @@ async def append_item(
         segment=slot.segment,
         kind=payload.kind,
         origin=origin.value,
+        tool_name=tool_name_of(payload),
         payload=dump_payload(payload),
     )
     await ItemRepository(db).add(row)

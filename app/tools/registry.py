@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from dataclasses import dataclass, field, replace
+from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -22,11 +22,13 @@ ArgsT = TypeVar("ArgsT", bound=BaseModel)
 
 @dataclass
 class ToolContext:
-    """What a tool may know about where it runs."""
+    """What a tool may know about where it runs, and the services it may use."""
 
     tenant: str
     session_id: str
     job_id: str
+    tool_use_id: str | None = None
+    tasks: TaskGateway | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 
 
@@ -34,6 +36,17 @@ class ToolContext:
 class ToolOutput:
     content: str
     is_error: bool = False
+    # True when the tool wrote its own result to the log, in the same transaction as
+    # its effect (task tools): the loop must not append it a second time.
+    recorded: bool = False
+
+
+class TaskGateway(Protocol):
+    """Task operations for the task tools; implemented over the log (app.services.tasks)."""
+
+    async def write(self, tool_use_id: str, op: str, args: dict[str, Any]) -> ToolOutput: ...
+
+    async def read(self, taskid: int | None) -> str: ...
 
 
 class ToolError(Exception):
@@ -45,7 +58,7 @@ class Tool(Generic[ArgsT]):
     name: str
     description: str
     input_model: type[ArgsT]
-    invoke: Callable[[ToolContext, ArgsT], Awaitable[str]]
+    invoke: Callable[[ToolContext, ArgsT], Awaitable[str | ToolOutput]]
 
     def spec(self) -> ToolSpec:
         schema = self.input_model.model_json_schema()
@@ -75,8 +88,15 @@ class ToolRegistry:
         return [self._tools[name].spec() for name in names if name in self._tools]
 
     async def run(
-        self, ctx: ToolContext, name: str, raw_input: dict[str, Any], allowed: Iterable[str]
+        self,
+        ctx: ToolContext,
+        name: str,
+        raw_input: dict[str, Any],
+        allowed: Iterable[str],
+        tool_use_id: str | None = None,
     ) -> ToolOutput:
+        allowed = list(allowed)
+        ctx = replace(ctx, tool_use_id=tool_use_id)
         tool = self._tools.get(name)
         if tool is None or name not in set(allowed):
             return ToolOutput(f"unknown tool {name!r}; available: {', '.join(allowed)}", True)
@@ -85,7 +105,8 @@ class ToolRegistry:
         except ValidationError as exc:
             return ToolOutput(f"invalid input for {name}: {_describe(exc)}", True)
         try:
-            return ToolOutput(await tool.invoke(ctx, args))
+            answer = await tool.invoke(ctx, args)
+            return answer if isinstance(answer, ToolOutput) else ToolOutput(answer)
         except ToolError as exc:
             return ToolOutput(str(exc), True)
         except Exception as exc:

@@ -27,8 +27,10 @@ from app.services.chat import append_turn_input
 from app.services.jobs import set_status
 from app.services.live import LiveHub
 from app.services.sessions import get_session
+from app.services.tasks import LogTaskGateway
 from app.settings import Settings
 from app.tools.registry import ToolContext, ToolRegistry
+from app.worker.reminder import TaskReminder
 from app.worker.turn_store import DbTurnStore, HubTurnEvents
 
 logger = logging.getLogger("strata.runner")
@@ -183,8 +185,14 @@ class Runner:
             tool_names=tool_names,
             max_iterations=self.settings.agent_max_iterations,
             max_tokens=self.settings.llm_max_tokens,
+            interceptors=[TaskReminder(self.settings, self.database, job.session_id)],
         )
-        ctx = ToolContext(tenant=job.tenant, session_id=job.session_id, job_id=job.id)
+        ctx = ToolContext(
+            tenant=job.tenant,
+            session_id=job.session_id,
+            job_id=job.id,
+            tasks=LogTaskGateway(self.database, self.hub, job),
+        )
         outcome = await run_turn(
             self.llm, store, self.tools, ctx, config, HubTurnEvents(self.hub, job)
         )

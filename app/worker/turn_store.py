@@ -10,13 +10,21 @@ from app.db.engine import Database
 from app.db.models import Job
 from app.db.repositories.jobs import JobRepository
 from app.db.repositories.sessions import SessionRepository
-from app.domain.items import ItemPayload, Origin, ToolUseBlock
+from app.domain.items import AssistantMessage, ItemPayload, Origin, ToolUseBlock
+from app.domain.tasks import TASK_WRITE_TOOLS
 from app.domain.usage import Usage
 from app.services.events import record_event
 from app.services.items import append_item, segment_payloads
 from app.services.live import LiveHub
 from app.services.sessions import get_session
 from app.tools.registry import ToolOutput
+
+
+def writes_tasks(message: AssistantMessage) -> bool:
+    return any(
+        isinstance(block, ToolUseBlock) and block.name in TASK_WRITE_TOOLS
+        for block in message.content
+    )
 
 
 class DbTurnStore:
@@ -36,6 +44,10 @@ class DbTurnStore:
         job = self.job
         async with self.database.session(write=True) as db:
             await append_item(db, job.session_id, payload, origin, turn=job.turn, job_id=job.id)
+            if isinstance(payload, AssistantMessage) and origin is Origin.llm:
+                await SessionRepository(db).count_request(
+                    job.session_id, wrote_tasks=writes_tasks(payload)
+                )
             if usage is not None:
                 await JobRepository(db).add_usage(job.id, usage)
                 await SessionRepository(db).add_usage(job.session_id, usage)

@@ -72,9 +72,7 @@ class Harness:
 CTX = ToolContext(tenant="acme", session_id="s1", job_id="j1")
 
 
-def config(
-    *, max_iterations: int = 10, interceptors: tuple[Interceptor, ...] = ()
-) -> TurnConfig:
+def config(*, max_iterations: int = 10, interceptors: tuple[Interceptor, ...] = ()) -> TurnConfig:
     return TurnConfig(
         model="test-model",
         system=SYSTEM,
@@ -437,7 +435,12 @@ async def test_resuming_answers_an_unanswered_tool_use_as_interrupted_then_conti
     assert harness.ran == []
     first = store.appended[0]
     assert first.origin is Origin.system
-    assert first.payload == ToolResult(tool_use_id="t1", content=INTERRUPTED, is_error=True)
+    assert isinstance(first.payload, ToolResult)
+    assert (first.payload.tool_use_id, first.payload.content, first.payload.is_error) == (
+        "t1",
+        INTERRUPTED,
+        True,
+    )
     assert llm.requests[0].messages[-1].content == [
         ToolResultBlock(tool_use_id="t1", content=INTERRUPTED, is_error=True)
     ]
@@ -552,3 +555,27 @@ async def test_an_interceptor_that_fires_every_time_adds_its_text_once_per_reque
     assert sum(all_text(m).count(REMINDER) for m in second.messages) == 1
     assert second.messages[-1].content[-1] == TextBlock(text=REMINDER)
     assert isinstance(second.messages[-1].content[0], ToolResultBlock)
+
+
+async def test_an_interceptor_editing_a_block_in_place_does_not_edit_the_log() -> None:
+    calls: list[int] = []
+
+    async def rewrite(request: LLMRequest) -> LLMRequest:
+        calls.append(1)
+        if len(calls) == 1:
+            for message in request.messages:
+                for block in message.content:
+                    if isinstance(block, TextBlock):
+                        block.text = "rewritten"
+        return request
+
+    llm = two_step_llm()
+    seed: list[ItemPayload] = [user_text("hi")]
+    store = InMemoryStore(seed)
+    before = snapshot(seed)
+
+    await run(llm, store, cfg=config(interceptors=(rewrite,)))
+
+    assert llm.requests[0].messages[0].content == [TextBlock(text="rewritten")]
+    assert snapshot(store.payloads[: len(before)]) == before
+    assert llm.requests[1].messages[0].content == [TextBlock(text="hi")]

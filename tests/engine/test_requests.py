@@ -20,7 +20,9 @@ from app.engine.requests import to_messages, turn_is_answered, unanswered_tool_u
 
 
 def asks(*ids: str) -> AssistantMessage:
-    return AssistantMessage(content=[ToolUseBlock(id=i, name="echo", input={"text": i}) for i in ids])
+    return AssistantMessage(
+        content=[ToolUseBlock(id=i, name="echo", input={"text": i}) for i in ids]
+    )
 
 
 def said(text: str) -> AssistantMessage:
@@ -184,19 +186,25 @@ def test_a_tool_use_without_a_result_is_unanswered() -> None:
 
 
 def test_only_the_tool_uses_without_results_are_unanswered_in_call_order() -> None:
-    log = [user_text("go"), asks("t1", "t2", "t3"), result("t2")]
+    log: list[ItemPayload] = [user_text("go"), asks("t1", "t2", "t3"), result("t2")]
 
     assert [b.id for b in unanswered_tool_uses(log)] == ["t1", "t3"]
 
 
 def test_only_the_last_assistant_message_counts() -> None:
-    log = [user_text("go"), asks("t1"), user_text("never mind"), asks("t2"), result("t2")]
+    log: list[ItemPayload] = [
+        user_text("go"),
+        asks("t1"),
+        user_text("never mind"),
+        asks("t2"),
+        result("t2"),
+    ]
 
     assert unanswered_tool_uses(log) == []
 
 
 def test_an_error_result_answers_a_tool_use() -> None:
-    log = [user_text("go"), asks("t1"), result("t1", "boom", is_error=True)]
+    log: list[ItemPayload] = [user_text("go"), asks("t1"), result("t1", "boom", is_error=True)]
 
     assert unanswered_tool_uses(log) == []
 
@@ -225,7 +233,12 @@ def test_a_tool_result_as_the_last_word_leaves_the_turn_open() -> None:
 
 
 def test_system_items_after_the_answer_do_not_reopen_the_turn() -> None:
-    log = [user_text("hi"), said("hello"), SystemMessage(text="N"), CompactSummary(text="S")]
+    log: list[ItemPayload] = [
+        user_text("hi"),
+        said("hello"),
+        SystemMessage(text="N"),
+        CompactSummary(text="S"),
+    ]
 
     assert turn_is_answered(log)
 

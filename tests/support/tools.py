@@ -7,6 +7,7 @@ import asyncio
 from pydantic import BaseModel
 
 from app.tools.registry import Tool, ToolContext, ToolError, ToolRegistry
+from app.tools.tasks import task_tools
 
 
 class EchoInput(BaseModel):
@@ -50,6 +51,7 @@ async def _refuse(ctx: ToolContext, args: Empty) -> str:
 def test_tools() -> ToolRegistry:
     return ToolRegistry(
         [
+            *task_tools(),
             Tool("echo", "Repeat the text.", EchoInput, _echo),
             Tool("add", "Add two integers.", AddInput, _add),
             Tool("slow", "Sleep, then answer.", SlowInput, _slow),

@@ -16,6 +16,7 @@ class Item(SQLModel, table=True):
     __table_args__ = (
         UniqueConstraint("session_id", "seq", name="uq_items_session_seq"),
         Index("ix_items_session_segment", "session_id", "segment", "seq"),
+        Index("ix_items_session_tool", "session_id", "tool_name", "seq"),
     )
 
     id: int | None = Field(default=None, sa_type=BigIntPK, primary_key=True)
@@ -27,5 +28,6 @@ class Item(SQLModel, table=True):
     segment: int
     kind: str = Field(max_length=40)
     origin: str = Field(max_length=20)
+    tool_name: str | None = Field(default=None, max_length=100)
     payload: dict[str, Any] = Field(sa_column=Column(JSONType, nullable=False))
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)

@@ -30,5 +30,10 @@ class Session(SQLModel, table=True):
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_creation_tokens: int = 0
+    # the task reminder's state: main-thread LLM requests so far, and the request
+    # numbers of the last task write and of the last reminder (0 = never)
+    llm_requests: int = 0
+    last_task_write_request: int = 0
+    last_reminder_request: int = 0
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)

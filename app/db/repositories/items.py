@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -35,3 +37,11 @@ class ItemRepository:
     async def get(self, session_id: str, seq: int) -> Item | None:
         query = select(Item).where(Item.session_id == session_id, Item.seq == seq)
         return (await self.db.exec(query)).first()
+
+    async def by_tool_names(self, session_id: str, names: Sequence[str]) -> list[Item]:
+        query = (
+            select(Item)
+            .where(Item.session_id == session_id, col(Item.tool_name).in_(names))
+            .order_by(col(Item.seq))
+        )
+        return list((await self.db.exec(query)).all())

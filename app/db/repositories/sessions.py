@@ -89,3 +89,23 @@ class SessionRepository:
                 + usage.cache_creation_input_tokens,
             )
         )
+
+    async def lock(self, session_id: str) -> Session | None:
+        """Hold the session row for this transaction (a no-op on SQLite, whose writing
+        transactions are exclusive already)."""
+        query = select(Session).where(col(Session.id) == session_id).with_for_update()
+        return (await self.db.exec(query)).first()
+
+    async def count_request(self, session_id: str, *, wrote_tasks: bool) -> None:
+        """One more main-thread LLM request answered; remember it if it wrote tasks."""
+        values: dict[str, object] = {"llm_requests": col(Session.llm_requests) + 1}
+        if wrote_tasks:
+            values["last_task_write_request"] = col(Session.llm_requests) + 1
+        await self.db.exec(update(Session).where(col(Session.id) == session_id).values(**values))
+
+    async def mark_reminder(self, session_id: str, request: int) -> None:
+        await self.db.exec(
+            update(Session)
+            .where(col(Session.id) == session_id)
+            .values(last_reminder_request=request)
+        )

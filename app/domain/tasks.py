@@ -1,0 +1,161 @@
+"""The session TaskStore: pure, rebuilt by replaying the log's task operations.
+
+There is no task table: a store is what replaying the session's TaskCreate /
+TaskUpdate calls (and REST task events) in log order produces. Every live
+operation goes through the same `apply`, so live and replayed stores cannot
+disagree. An operation whose arguments no longer validate (an old log format)
+is skipped on replay, as the seed allows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+TaskStatus = Literal["pending", "inprogress", "completed", "deleted"]
+ACTIVE_STATUSES: frozenset[str] = frozenset({"pending", "inprogress"})
+TaskOpName = Literal["TaskCreate", "TaskUpdate"]
+TASK_WRITE_TOOLS: frozenset[str] = frozenset({"TaskCreate", "TaskUpdate"})
+
+
+class TaskError(Exception):
+    """An operation the store refuses; the message is written for the model to read."""
+
+
+class UnknownTask(TaskError):
+    pass
+
+
+class TaskCreateArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    subject: str = Field(min_length=1, max_length=500, description="A one-line subject.")
+    description: str = Field(default="", max_length=20_000, description="The details.")
+
+
+class TaskUpdateArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    taskid: int = Field(ge=1, description="The task to change (it cannot be changed itself).")
+    status: TaskStatus | None = None
+    subject: str | None = Field(default=None, min_length=1, max_length=500)
+    description: str | None = Field(default=None, max_length=20_000)
+
+    @model_validator(mode="after")
+    def _changes_something(self) -> TaskUpdateArgs:
+        if self.status is None and self.subject is None and self.description is None:
+            raise ValueError("give at least one of status, subject, description")
+        return self
+
+
+class Task(BaseModel):
+    taskid: int
+    status: TaskStatus
+    subject: str
+    description: str
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class TaskOp:
+    """One recorded task operation, as replay reads it from the log."""
+
+    name: str
+    args: dict[str, Any]
+    at: datetime | None = None
+
+
+class TaskStore:
+    def __init__(self) -> None:
+        self._tasks: dict[int, Task] = {}
+        self._next_id = 1
+
+    # --- operations ---------------------------------------------------------
+    def create(self, args: TaskCreateArgs, at: datetime | None = None) -> Task:
+        task = Task(
+            taskid=self._next_id,
+            status="pending",
+            subject=args.subject,
+            description=args.description,
+            created_at=at,
+            updated_at=at,
+        )
+        self._tasks[task.taskid] = task
+        self._next_id += 1
+        return task
+
+    def update(self, args: TaskUpdateArgs, at: datetime | None = None) -> Task:
+        current = self.get(args.taskid)
+        changes = args.model_dump(exclude_none=True, exclude={"taskid"})
+        task = current.model_copy(update={**changes, "updated_at": at or current.updated_at})
+        self._tasks[task.taskid] = task
+        return task
+
+    def apply(self, op: TaskOp) -> Task:
+        """Validate and apply one operation; raises ValidationError or TaskError."""
+        if op.name == "TaskCreate":
+            return self.create(TaskCreateArgs.model_validate(op.args), op.at)
+        if op.name == "TaskUpdate":
+            return self.update(TaskUpdateArgs.model_validate(op.args), op.at)
+        raise TaskError(f"{op.name} is not a task operation")
+
+    # --- reads --------------------------------------------------------------
+    def get(self, taskid: int) -> Task:
+        task = self._tasks.get(taskid)
+        if task is None:
+            raise UnknownTask(f"task {taskid} does not exist (TaskList shows every task)")
+        return task
+
+    def all(self) -> list[Task]:
+        return list(self._tasks.values())
+
+    def active(self) -> list[Task]:
+        return [t for t in self._tasks.values() if t.status in ACTIVE_STATUSES]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TaskStore) and self.all() == other.all()
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def replay(ops: Iterable[TaskOp]) -> TaskStore:
+    """The store the operations produce; unreadable or refused ones are skipped."""
+    store = TaskStore()
+    for op in ops:
+        try:
+            store.apply(op)
+        except (ValidationError, TaskError):
+            continue
+    return store
+
+
+# --- text for the model -----------------------------------------------------
+def render_task(task: Task) -> str:
+    lines = [f"[{task.taskid}] {task.status}: {task.subject}"]
+    if task.description:
+        lines.append(f"    {task.description}")
+    return "\n".join(lines)
+
+
+def render_summary(store: TaskStore) -> str:
+    tasks = store.all()
+    counts = {
+        s: sum(1 for t in tasks if t.status == s)
+        for s in ("pending", "inprogress", "completed", "deleted")
+    }
+    head = f"{len(tasks)} tasks: " + ", ".join(f"{n} {s}" for s, n in counts.items())
+    brief = "\n".join(f"[{t.taskid}] {t.status}: {t.subject}" for t in tasks)
+    return f"{head}\n{brief}" if brief else head
+
+
+def render_snapshot(store: TaskStore) -> str:
+    """Every task, every status, with descriptions: what survives a compaction."""
+    tasks = store.all()
+    if not tasks:
+        return "The task list is empty."
+    return "\n".join(render_task(t) for t in tasks)

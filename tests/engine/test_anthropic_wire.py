@@ -1,0 +1,306 @@
+"""The Anthropic adapter: the request body it builds and the errors it reports."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import anthropic
+import httpx2
+import pytest
+
+from app.domain.items import ImageBlock, TextBlock, ThinkingBlock, ToolUseBlock
+from app.engine.anthropic import AnthropicLLM, _as_llm_error, wire_params
+from app.engine.llm import LLMError, LLMRequest, Message, ToolResultBlock, ToolSpec, Usage
+from app.settings import Settings
+from tests.fakes.messages_api import FakeMessagesAPI
+
+EPHEMERAL = {"type": "ephemeral"}
+SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+ECHO = ToolSpec(name="echo", description="Repeat the text.", input_schema=SCHEMA)
+
+
+def request(
+    messages: list[Message] | None = None,
+    *,
+    system: str | None = "You are terse.",
+    tools: list[ToolSpec] | None = None,
+) -> LLMRequest:
+    return LLMRequest(
+        model="claude-test",
+        system=system,
+        messages=messages
+        if messages is not None
+        else [Message(role="user", content=[TextBlock(text="hi")])],
+        tools=tools if tools is not None else [],
+        max_tokens=256,
+    )
+
+
+def conversation() -> list[Message]:
+    return [
+        Message(role="user", content=[TextBlock(text="look at this")]),
+        Message(
+            role="assistant",
+            content=[
+                ThinkingBlock(thinking="let me think", signature="sig"),
+                TextBlock(text="Echoing."),
+                ToolUseBlock(id="t1", name="echo", input={"text": "a"}),
+            ],
+        ),
+        Message(
+            role="user",
+            content=[
+                ToolResultBlock(tool_use_id="t1", content="a"),
+                TextBlock(text="go on"),
+            ],
+        ),
+    ]
+
+
+def cache_control_paths(value: Any, path: str = "") -> Iterator[str]:
+    """Where in a JSON-like value a `cache_control` key sits."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "cache_control":
+                yield path
+            yield from cache_control_paths(item, f"{path}.{key}" if path else key)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from cache_control_paths(item, f"{path}[{index}]")
+
+
+# ----------------------------------------------------------------------------- wire_params
+
+
+def test_the_system_prompt_is_one_cached_text_block() -> None:
+    params = wire_params(request())
+
+    assert params["system"] == [
+        {"type": "text", "text": "You are terse.", "cache_control": EPHEMERAL}
+    ]
+
+
+def test_the_last_block_of_the_last_message_is_cached() -> None:
+    params = wire_params(request(conversation()))
+
+    last = params["messages"][-1]["content"][-1]
+    assert last == {"type": "text", "text": "go on", "cache_control": EPHEMERAL}
+
+
+def test_cache_control_is_set_on_the_system_and_the_last_block_only() -> None:
+    params = wire_params(request(conversation(), tools=[ECHO]))
+
+    assert sorted(cache_control_paths(params)) == ["messages[2].content[1]", "system[0]"]
+
+
+def test_without_system_only_the_last_block_is_cached() -> None:
+    params = wire_params(request(conversation(), system=None))
+
+    assert "system" not in params
+    assert list(cache_control_paths(params)) == ["messages[2].content[1]"]
+
+
+def test_an_empty_system_prompt_is_not_sent() -> None:
+    assert "system" not in wire_params(request(system=""))
+
+
+def test_the_request_is_not_mutated_by_setting_cache_breakpoints() -> None:
+    req = request(conversation())
+    before = [m.model_dump() for m in req.messages]
+
+    wire_params(req)
+    wire_params(req)
+
+    assert [m.model_dump() for m in req.messages] == before
+
+
+def test_thinking_blocks_are_not_sent() -> None:
+    params = wire_params(request(conversation()))
+
+    assistant = params["messages"][1]
+    assert [b["type"] for b in assistant["content"]] == ["text", "tool_use"]
+
+
+def test_a_message_of_only_thinking_is_dropped() -> None:
+    messages = [
+        Message(role="user", content=[TextBlock(text="hi")]),
+        Message(role="assistant", content=[ThinkingBlock(thinking="hmm")]),
+    ]
+
+    params = wire_params(request(messages))
+
+    assert [m["role"] for m in params["messages"]] == ["user"]
+    assert params["messages"][0]["content"][-1]["cache_control"] == EPHEMERAL
+
+
+def test_messages_keep_their_roles_and_block_shapes() -> None:
+    params = wire_params(request(conversation()))
+
+    assert params["model"] == "claude-test"
+    assert params["max_tokens"] == 256
+    assert params["messages"][0] == {
+        "role": "user",
+        "content": [{"type": "text", "text": "look at this"}],
+    }
+    assert params["messages"][1]["content"][1] == {
+        "type": "tool_use",
+        "id": "t1",
+        "name": "echo",
+        "input": {"text": "a"},
+    }
+    assert params["messages"][2]["content"][0] == {
+        "type": "tool_result",
+        "tool_use_id": "t1",
+        "content": "a",
+        "is_error": False,
+    }
+
+
+def test_images_in_tool_results_are_sent_as_blocks() -> None:
+    image = ImageBlock(source={"type": "base64", "media_type": "image/png", "data": "AA=="})
+    messages = [
+        Message(role="user", content=[TextBlock(text="go")]),
+        Message(role="assistant", content=[ToolUseBlock(id="t1", name="shot")]),
+        Message(role="user", content=[ToolResultBlock(tool_use_id="t1", content=[image])]),
+    ]
+
+    params = wire_params(request(messages))
+
+    [block] = params["messages"][2]["content"]
+    assert block["content"] == [image.model_dump(mode="json")]
+
+
+def test_tools_are_sent_with_name_description_and_input_schema() -> None:
+    params = wire_params(request(tools=[ECHO]))
+
+    assert params["tools"] == [
+        {"name": "echo", "description": "Repeat the text.", "input_schema": SCHEMA}
+    ]
+
+
+def test_no_tools_key_without_tools() -> None:
+    assert "tools" not in wire_params(request())
+
+
+# ---------------------------------------------------------------------------- _as_llm_error
+
+URL = "https://api.anthropic.com/v1/messages"
+
+
+def status_error(cls: type[anthropic.APIStatusError], status: int) -> anthropic.APIStatusError:
+    body = {"type": "error", "error": {"type": "some_error", "message": "went wrong"}}
+    response = httpx2.Response(status, request=httpx2.Request("POST", URL), json=body)
+    return cls("went wrong", response=response, body=body)
+
+
+@pytest.mark.parametrize(
+    ("cls", "status", "slug"),
+    [
+        (anthropic.OverloadedError, 529, "llm-overloaded"),
+        (anthropic.RateLimitError, 429, "llm-rate-limited"),
+        (anthropic.InternalServerError, 500, "llm-server-error"),
+        (anthropic.InternalServerError, 503, "llm-server-error"),
+        (anthropic.BadRequestError, 400, "llm-request-rejected"),
+        (anthropic.NotFoundError, 404, "llm-request-rejected"),
+        (anthropic.AuthenticationError, 401, "llm-authentication"),
+        (anthropic.PermissionDeniedError, 403, "llm-permission"),
+    ],
+)
+def test_status_errors_map_to_slugs(
+    cls: type[anthropic.APIStatusError], status: int, slug: str
+) -> None:
+    error = _as_llm_error(status_error(cls, status), retries=2)
+
+    assert error.slug == slug
+    assert error.status == status
+    assert str(status) in error.detail
+    assert "went wrong" in error.detail
+
+
+@pytest.mark.parametrize("status", [429, 500, 529])
+def test_retried_statuses_say_how_many_attempts_were_made(status: int) -> None:
+    error = _as_llm_error(status_error(anthropic.APIStatusError, status), retries=2)
+
+    assert "after 3 attempts" in error.detail
+
+
+def test_a_rejected_request_does_not_claim_retries() -> None:
+    error = _as_llm_error(status_error(anthropic.BadRequestError, 400), retries=2)
+
+    assert "attempts" not in error.detail
+
+
+def test_a_timeout_maps_to_llm_timeout() -> None:
+    exc = anthropic.APITimeoutError(request=httpx2.Request("POST", URL))
+
+    error = _as_llm_error(exc, retries=0)
+
+    assert error.slug == "llm-timeout"
+    assert error.status is None
+
+
+def test_a_connection_failure_maps_to_llm_unreachable() -> None:
+    exc = anthropic.APIConnectionError(request=httpx2.Request("POST", URL))
+
+    assert _as_llm_error(exc, retries=0).slug == "llm-unreachable"
+
+
+# ---------------------------------------------------------------------------- AnthropicLLM
+
+
+def fake_settings(fake: FakeMessagesAPI) -> Settings:
+    return Settings(_env_file=None, anthropic_base_url=fake.url, llm_max_retries=0)
+
+
+async def test_without_key_or_base_url_the_llm_is_not_configured() -> None:
+    llm = AnthropicLLM(Settings(_env_file=None))
+
+    assert not llm.configured
+    with pytest.raises(LLMError) as caught:
+        await llm.complete(request())
+
+    assert caught.value.slug == "llm-not-configured"
+    assert "ANTHROPIC_API_KEY" in caught.value.detail
+
+
+async def test_a_529_from_the_api_is_reported_as_overloaded(fake_llm: FakeMessagesAPI) -> None:
+    fake_llm.error(529)
+    llm = AnthropicLLM(fake_settings(fake_llm))
+    try:
+        with pytest.raises(LLMError) as caught:
+            await llm.complete(request())
+    finally:
+        await llm.close()
+
+    assert caught.value.slug == "llm-overloaded"
+    assert caught.value.status == 529
+
+
+async def test_complete_streams_text_and_sends_the_wire_params(
+    fake_llm: FakeMessagesAPI,
+) -> None:
+    fake_llm.reply(
+        "The quick brown fox jumps.",
+        usage={"input_tokens": 12, "output_tokens": 6, "cache_read_input_tokens": 4},
+    )
+    deltas: list[str] = []
+
+    async def sink(text: str) -> None:
+        deltas.append(text)
+
+    llm = AnthropicLLM(fake_settings(fake_llm))
+    try:
+        response = await llm.complete(request(conversation(), tools=[ECHO]), on_text=sink)
+    finally:
+        await llm.close()
+
+    assert response.content == [TextBlock(text="The quick brown fox jumps.")]
+    assert response.stop_reason == "end_turn"
+    assert response.usage == Usage(input_tokens=12, output_tokens=6, cache_read_input_tokens=4)
+    assert len(deltas) >= 2
+    assert "".join(deltas) == "The quick brown fox jumps."
+    [sent] = fake_llm.requests
+    assert sent.stream
+    expected = wire_params(request(conversation(), tools=[ECHO]))
+    assert {key: sent.body[key] for key in expected} == expected
