@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from logging.config import fileConfig
 
+from alembic import context
 from sqlalchemy import engine_from_config, pool
 from sqlmodel import SQLModel
 
 import app.db.models  # noqa: F401  (registers every table)
-from alembic import context
 from app.db.engine import ensure_sqlite_dir, sync_url
 from app.settings import Settings
 

@@ -11,9 +11,8 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 import sqlmodel
-from sqlalchemy.dialects import postgresql
-
 from alembic import op
+from sqlalchemy.dialects import postgresql
 
 revision: str = "21da65c0a1dc"
 down_revision: str | None = None

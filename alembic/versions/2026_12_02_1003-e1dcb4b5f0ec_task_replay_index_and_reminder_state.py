@@ -13,7 +13,6 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-
 revision: str = "e1dcb4b5f0ec"
 down_revision: str | None = "3cdd7faafcfa"
 branch_labels: str | Sequence[str] | None = None

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from alembic import command
 from app.db.engine import ensure_sqlite_dir, sync_url
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
