@@ -80,6 +80,7 @@ class Settings(BaseSettings):
     summary_retries: int = 2
     summary_concurrency: int = 2
     display_timezone: str = "UTC"
+    compaction_item_max_chars: int = 4000
 
     # --- jobs, comments, lessons (seed 004) ---------------------------------
     job_comments_in_prompt: int = 5

@@ -19,7 +19,7 @@ from fastapi import FastAPI
 from app.db.migrate import upgrade_to_head
 from app.main import create_app
 from app.settings import Settings
-from tests.support.tools import test_tools
+from tests.support.tools import agent_tools
 
 pytest_plugins = ["tests.fakes.fixtures"]
 
@@ -92,7 +92,7 @@ def agent_settings(make_settings: Any, fake_llm: Any) -> Settings:
 
 @pytest.fixture
 async def agent_app(agent_settings: Settings) -> AsyncIterator[FastAPI]:
-    application = create_app(agent_settings, tools=test_tools())
+    application = create_app(agent_settings, tools=agent_tools())
     async with application.router.lifespan_context(application):
         yield application
 

@@ -159,3 +159,8 @@ def render_snapshot(store: TaskStore) -> str:
     if not tasks:
         return "The task list is empty."
     return "\n".join(render_task(t) for t in tasks)
+
+
+def render_task_list(store: TaskStore) -> str:
+    """What TaskList answers: the snapshot and the counts."""
+    return f"{render_snapshot(store)}\n\n{render_summary(store).splitlines()[0]}"

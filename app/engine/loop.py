@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from app.domain.items import AssistantMessage, ItemPayload, Origin, ToolResult, ToolUseBlock
+from app.engine.compaction import context_ratio
 from app.engine.llm import LLM, LLMRequest, Usage, text_of
 from app.engine.requests import to_messages, turn_is_answered, unanswered_tool_uses
 from app.tools.registry import ToolContext, ToolOutput, ToolRegistry
@@ -55,6 +56,11 @@ class TurnConfig:
     max_iterations: int
     max_tokens: int
     interceptors: Sequence[Interceptor] = field(default_factory=tuple)
+    # Automatic compaction: called before the next request once a response used
+    # `compact_ratio` of `context_window` tokens.
+    context_window: int = 0
+    compact_ratio: float = 1.0
+    compact: Callable[[], Awaitable[None]] | None = None
 
 
 @dataclass
@@ -132,6 +138,10 @@ async def run_turn(
         if not any(isinstance(b, ToolUseBlock) for b in response.content):
             outcome.final_text = text_of(response.content)
             return outcome
+        if config.compact is not None and (
+            context_ratio(response.usage, config.context_window) >= config.compact_ratio
+        ):
+            await config.compact()
 
 
 def _last_text(items: Sequence[ItemPayload]) -> str:

@@ -54,6 +54,26 @@ async def send_message(
     return job
 
 
+async def enqueue_compaction(db: AsyncSession, tenant: str, session_id: str) -> Job:
+    """Compaction runs as a job in the session's queue, so it never cuts a turn in half."""
+    session = await get_session(db, tenant, session_id)
+    await SessionRepository(db).lock(session_id)
+    job = await JobRepository(db).add(
+        Job(
+            id=new_id("job"),
+            tenant=tenant,
+            session_id=session_id,
+            piece="compact",
+            status="queued",
+            turn=session.current_turn,
+        )
+    )
+    await record_event(
+        db, session_id, "job.status", {"job_id": job.id, "status": "queued"}, job_id=job.id
+    )
+    return job
+
+
 async def append_turn_input(db: AsyncSession, job: Job) -> None:
     """Append the job's user message once; `item_seq` records that it is in the log."""
     if "item_seq" in job.input:

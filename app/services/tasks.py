@@ -25,9 +25,9 @@ from app.domain.tasks import (
     TaskOp,
     TaskStore,
     UnknownTask,
-    render_snapshot,
     render_summary,
     render_task,
+    render_task_list,
     replay,
 )
 from app.services.events import record_event
@@ -88,11 +88,12 @@ async def change_task(
     except (TaskError, ValidationError) as exc:
         raise InvalidInput(str(exc)) from exc
     event = TaskEvent(op=op, input=args, taskid=task.taskid)
-    item = await append_item(db, session_id, event, Origin.api)
+    await append_item(db, session_id, event, Origin.api)
     await record_event(
         db, session_id, "task.updated", {"taskid": task.taskid, "op": op, "origin": "api"}
     )
-    return task.model_copy(update={"created_at": task.created_at or item.created_at})
+    # Answer with what replay now says, timestamps included: one truth, not two.
+    return (await load_store(db, session_id)).get(task.taskid)
 
 
 # --- the task tools' gateway ----------------------------------------------------
@@ -139,7 +140,7 @@ class LogTaskGateway:
         async with self.database.session(write=False) as db:
             store = await load_store(db, self.job.session_id)
         if taskid is None:
-            return f"{render_snapshot(store)}\n\n{render_summary(store).splitlines()[0]}"
+            return render_task_list(store)
         try:
             return render_task(store.get(taskid))
         except UnknownTask as exc:

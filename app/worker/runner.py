@@ -24,6 +24,7 @@ from app.domain.ids import new_id
 from app.engine.llm import LLM, LLMError
 from app.engine.loop import CANCELLED, TurnConfig, close_dangling_tool_uses, run_turn
 from app.services.chat import append_turn_input
+from app.services.compaction import CompactionFailed, compact_session
 from app.services.jobs import set_status
 from app.services.live import LiveHub
 from app.services.sessions import get_session
@@ -173,6 +174,40 @@ class Runner:
             self.wake()
 
     async def _execute(self, job: Job) -> None:
+        if job.piece == "compact":
+            await self._compact(job)
+        else:
+            await self._chat(job)
+
+    async def _compact(self, job: Job) -> None:
+        try:
+            segment = await self._compact_now(job)
+        except CompactionFailed as exc:
+            error = problem("compaction-failed", "Compaction failed", exc.detail)
+            await self._finish(job, "failed", error=error)
+        else:
+            await self._finish(job, "succeeded", result={"segment": segment})
+
+    async def _compact_now(self, job: Job) -> int:
+        return await compact_session(
+            settings=self.settings,
+            database=self.database,
+            hub=self.hub,
+            llm=self.llm,
+            tenant=job.tenant,
+            session_id=job.session_id,
+            job_id=job.id,
+            turn=job.turn,
+        )
+
+    async def _auto_compact(self, job: Job) -> None:
+        """Mid-turn compaction; if it fails the turn goes on (the failure is an event)."""
+        try:
+            await self._compact_now(job)
+        except CompactionFailed as exc:
+            logger.warning("job %s: automatic compaction failed: %s", job.id, exc.detail)
+
+    async def _chat(self, job: Job) -> None:
         async with self.database.session(write=True) as db:
             session = await get_session(db, job.tenant, job.session_id)
             await append_turn_input(db, job)
@@ -186,6 +221,9 @@ class Runner:
             max_iterations=self.settings.agent_max_iterations,
             max_tokens=self.settings.llm_max_tokens,
             interceptors=[TaskReminder(self.settings, self.database, job.session_id)],
+            context_window=self.settings.context_window_tokens,
+            compact_ratio=self.settings.context_force_ratio,
+            compact=lambda: self._auto_compact(job),
         )
         ctx = ToolContext(
             tenant=job.tenant,

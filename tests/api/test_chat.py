@@ -158,12 +158,12 @@ async def test_max_iterations_fail_the_job_with_a_clear_error(
     make_settings: object, fake_llm: FakeMessagesAPI
 ) -> None:
     from app.main import create_app
-    from tests.support.tools import test_tools
+    from tests.support.tools import agent_tools
 
     settings = make_settings(  # type: ignore[operator]
         anthropic_base_url=fake_llm.url, agent_max_iterations=2, worker_poll_seconds=0.05
     )
-    app = create_app(settings, tools=test_tools())
+    app = create_app(settings, tools=agent_tools())
     fake_llm.reply(tool_use("echo", {"text": "1"}))
     fake_llm.reply(tool_use("echo", {"text": "2"}))
     async with app.router.lifespan_context(app):

@@ -48,7 +48,7 @@ async def _refuse(ctx: ToolContext, args: Empty) -> str:
     raise ToolError("not allowed here")
 
 
-def test_tools() -> ToolRegistry:
+def agent_tools() -> ToolRegistry:
     return ToolRegistry(
         [
             *task_tools(),

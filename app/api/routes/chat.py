@@ -9,7 +9,7 @@ from app.api.deps import CurrentTenant, DatabaseDep, RuntimeDep, SettingsDep
 from app.api.errors import problem_responses
 from app.api.routes.sessions import SessionId
 from app.api.schemas.jobs import JobPublic, MessageAccepted, MessageCreate, MessageReply
-from app.services.chat import IfBusy, send_message
+from app.services.chat import IfBusy, enqueue_compaction, send_message
 from app.services.jobs import TERMINAL
 from app.services.waiting import wait_for_job
 
@@ -71,3 +71,48 @@ async def send(
             )
             return JSONResponse(reply.model_dump(mode="json"), status_code=200)
     return MessageAccepted(job_id=job.id, turn=job.turn, job=JobPublic.of(job))
+
+
+@router.post(
+    "/compact",
+    status_code=202,
+    response_model=JobPublic,
+    name="compact",
+    summary="Compact the session's context now",
+    description=(
+        "Enqueues a `compact` job behind any running turn: the summary model summarizes "
+        "the current segment (it sees the whole task list but cannot change it) and a new "
+        "segment starts with the summary, the full task snapshot and a TaskList call with "
+        "its result. On failure (after 2 retries) the job fails and nothing changes. "
+        "With `wait=true`, answers 200 once the job ended."
+    ),
+    responses={
+        200: {"model": JobPublic, "description": "The compaction ended."},
+        **problem_responses(404, 422),
+    },
+)
+async def compact(
+    session_id: SessionId,
+    database: DatabaseDep,
+    runtime: RuntimeDep,
+    settings: SettingsDep,
+    tenant: CurrentTenant,
+    wait: bool = False,
+) -> object:
+    async with database.session(write=True) as db:
+        job = await enqueue_compaction(db, tenant, session_id)
+    runtime.hub.committed(session_id, job.id)
+    if runtime.runner is not None:
+        runtime.runner.wake()
+    if wait:
+        job = await wait_for_job(
+            database,
+            runtime.hub,
+            tenant,
+            job.id,
+            within=settings.chat_wait_seconds,
+            poll=settings.worker_poll_seconds,
+        )
+        if job.status in TERMINAL:
+            return JSONResponse(JobPublic.of(job).model_dump(mode="json"), status_code=200)
+    return JobPublic.of(job)

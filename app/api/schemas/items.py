@@ -13,6 +13,7 @@ from app.domain.items import (
     CompactSummary,
     Origin,
     SystemMessage,
+    TaskEvent,
     ToolResult,
     UserMessage,
 )
@@ -47,8 +48,17 @@ class CompactSummaryItem(ItemMeta, CompactSummary):
     pass
 
 
+class TaskEventItem(ItemMeta, TaskEvent):
+    pass
+
+
 ItemPublic = Annotated[
-    UserMessageItem | AssistantMessageItem | ToolResultItem | SystemItem | CompactSummaryItem,
+    UserMessageItem
+    | AssistantMessageItem
+    | ToolResultItem
+    | SystemItem
+    | CompactSummaryItem
+    | TaskEventItem,
     Field(discriminator="kind"),
 ]
 _item_adapter: TypeAdapter[ItemPublic] = TypeAdapter(ItemPublic)

@@ -109,3 +109,13 @@ class SessionRepository:
             .where(col(Session.id) == session_id)
             .values(last_reminder_request=request)
         )
+
+    async def start_segment(self, session_id: str) -> int:
+        """Open the next segment: items appended from now on belong to it."""
+        stmt = (
+            update(Session)
+            .where(col(Session.id) == session_id)
+            .values(current_segment=col(Session.current_segment) + 1, updated_at=utcnow())
+            .returning(col(Session.current_segment))
+        )
+        return int((await self.db.exec(stmt)).one()[0])

@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path
+
+from app.api.deps import CurrentTenant, SessionDep
+from app.api.errors import problem_responses
+from app.api.routes.sessions import SessionId
+from app.api.schemas.tasks import Task, TaskCreate, TaskList, TaskPatch
+from app.domain.tasks import TaskStatus
+from app.services import tasks as service
+
+router = APIRouter(
+    prefix="/sessions/{session_id}/tasks", tags=["tasks"], responses=problem_responses(401)
+)
+
+TaskId = Annotated[int, Path(ge=1, description="The task's id in its session.")]
+
+RECORDED = (
+    " The change is recorded in the session's log as a task event (origin `api`), "
+    "replayed like the agent's own TaskCreate/TaskUpdate calls, and shown to the agent "
+    "as a short note in its next request."
+)
+
+
+@router.post(
+    "",
+    status_code=201,
+    name="create",
+    summary="Add a task to the session's task list",
+    description="The task starts `pending`; its `taskid` is the next one." + RECORDED,
+    responses=problem_responses(404, 413, 422),
+)
+async def create_task(
+    session_id: SessionId, body: TaskCreate, db: SessionDep, tenant: CurrentTenant
+) -> Task:
+    return await service.change_task(db, tenant, session_id, "TaskCreate", body.model_dump())
+
+
+@router.get(
+    "",
+    name="list",
+    summary="The session's tasks, every status, in taskid order",
+    responses=problem_responses(404, 422),
+)
+async def list_tasks(
+    session_id: SessionId, db: SessionDep, tenant: CurrentTenant, status: TaskStatus | None = None
+) -> TaskList:
+    return TaskList(data=await service.list_tasks(db, tenant, session_id, status))
+
+
+@router.get("/{taskid}", name="get", summary="One task", responses=problem_responses(404, 422))
+async def get_task(
+    session_id: SessionId, taskid: TaskId, db: SessionDep, tenant: CurrentTenant
+) -> Task:
+    return await service.get_task(db, tenant, session_id, taskid)
+
+
+@router.patch(
+    "/{taskid}",
+    name="update",
+    summary="Change a task's status, subject or description",
+    description="`status=deleted` deletes; the task stays in the list." + RECORDED,
+    responses=problem_responses(404, 413, 422),
+)
+async def update_task(
+    session_id: SessionId,
+    taskid: TaskId,
+    body: TaskPatch,
+    db: SessionDep,
+    tenant: CurrentTenant,
+) -> Task:
+    args = {"taskid": taskid, **body.model_dump(exclude_none=True)}
+    return await service.change_task(db, tenant, session_id, "TaskUpdate", args)

@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from app.domain.tasks import Task, TaskStatus
+
+
+class TaskCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    subject: str = Field(min_length=1, max_length=500)
+    description: str = Field(default="", max_length=20_000)
+
+
+class TaskPatch(BaseModel):
+    """At least one field; `status=deleted` deletes (the task stays listed)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: TaskStatus | None = None
+    subject: str | None = Field(default=None, min_length=1, max_length=500)
+    description: str | None = Field(default=None, max_length=20_000)
+
+    @model_validator(mode="after")
+    def _changes_something(self) -> TaskPatch:
+        if self.status is None and self.subject is None and self.description is None:
+            raise ValueError("give at least one of status, subject, description")
+        return self
+
+
+class TaskList(BaseModel):
+    data: list[Task]
+
+
+__all__ = ["Task", "TaskCreate", "TaskList", "TaskPatch"]

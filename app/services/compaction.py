@@ -1,0 +1,105 @@
+"""Compaction: summarize the current segment and open a new one that keeps every task.
+
+Nothing is written until the summary exists; then the new segment's opening is
+written in one transaction. A summary that fails after its retries leaves the
+session exactly as it was.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from app.db.engine import Database
+from app.db.repositories.sessions import SessionRepository
+from app.domain.ids import new_id
+from app.domain.items import Origin
+from app.domain.tasks import render_snapshot, render_task_list
+from app.engine.compaction import opening_items, summary_request
+from app.engine.llm import LLM, LLMError, LLMRequest, text_of
+from app.services.events import record_event
+from app.services.items import append_item, segment_payloads
+from app.services.live import LiveHub
+from app.services.sessions import get_session
+from app.services.tasks import load_store
+from app.settings import Settings
+
+logger = logging.getLogger("strata.compaction")
+
+
+class CompactionFailed(Exception):
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+async def compact_session(
+    *,
+    settings: Settings,
+    database: Database,
+    hub: LiveHub,
+    llm: LLM,
+    tenant: str,
+    session_id: str,
+    job_id: str | None,
+    turn: int | None,
+) -> int:
+    """Compact the session's current segment; returns the new segment number."""
+    async with database.session(write=False) as db:
+        session = await get_session(db, tenant, session_id)
+        items = await segment_payloads(db, session_id, session.current_segment)
+        snapshot = render_snapshot(await load_store(db, session_id))
+    request = summary_request(
+        items,
+        snapshot,
+        model=settings.summary_model,
+        max_tokens=settings.llm_max_tokens,
+        item_max_chars=settings.compaction_item_max_chars,
+    )
+    summary = await _summarize(llm, request, settings.summary_retries)
+    if summary is None:
+        async with database.session(write=True) as db:
+            await record_event(
+                db,
+                session_id,
+                "compaction.failed",
+                {"segment": session.current_segment},
+                job_id=job_id,
+            )
+        hub.committed(session_id, job_id)
+        raise CompactionFailed(
+            f"the summary model failed {settings.summary_retries + 1} times; "
+            "the session is unchanged"
+        )
+    async with database.session(write=True) as db:
+        sessions = SessionRepository(db)
+        await sessions.lock(session_id)
+        store = await load_store(db, session_id)  # tasks may have changed meanwhile
+        segment = await sessions.start_segment(session_id)
+        opening = opening_items(
+            summary, render_snapshot(store), render_task_list(store), new_id("toolu_strata")
+        )
+        for payload in opening:
+            await append_item(db, session_id, payload, Origin.system, turn=turn, job_id=job_id)
+        await record_event(
+            db,
+            session_id,
+            "session.compacted",
+            {"segment": segment, "summarized_items": len(items), "tasks": len(store.all())},
+            job_id=job_id,
+        )
+    hub.committed(session_id, job_id)
+    return segment
+
+
+async def _summarize(llm: LLM, request: LLMRequest, retries: int) -> str | None:
+    for attempt in range(retries + 1):
+        try:
+            response = await llm.complete(request)
+        except LLMError as exc:
+            logger.warning("compaction summary attempt %s failed: %s", attempt + 1, exc.detail)
+            continue
+        text = text_of(response.content).strip()
+        if text:
+            return text
+        logger.warning("compaction summary attempt %s was empty", attempt + 1)
+    return None

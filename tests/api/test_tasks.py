@@ -1,0 +1,125 @@
+"""The REST task endpoints: the same store as the tools, recorded in the log."""
+
+from __future__ import annotations
+
+import httpx
+
+from tests.support.chat import items, new_session
+
+
+async def _create(client: httpx.AsyncClient, session_id: str, subject: str) -> dict[str, object]:
+    response = await client.post(
+        f"/sessions/{session_id}/tasks", json={"subject": subject, "description": f"{subject}!"}
+    )
+    assert response.status_code == 201, response.text
+    return dict(response.json())
+
+
+async def test_created_tasks_are_pending_with_increasing_ids(client: httpx.AsyncClient) -> None:
+    session_id = await new_session(client)
+
+    first = await _create(client, session_id, "plan")
+    second = await _create(client, session_id, "build")
+
+    assert (first["taskid"], second["taskid"]) == (1, 2)
+    assert first["status"] == "pending"
+    assert first["description"] == "plan!"
+    assert first["created_at"] is not None
+
+
+async def test_a_taskid_in_the_body_is_refused(client: httpx.AsyncClient) -> None:
+    session_id = await new_session(client)
+
+    response = await client.post(
+        f"/sessions/{session_id}/tasks", json={"subject": "x", "taskid": 7}
+    )
+
+    assert response.status_code == 422
+
+
+async def test_list_returns_every_status_and_filters(client: httpx.AsyncClient) -> None:
+    session_id = await new_session(client)
+    for subject in ("a", "b", "c"):
+        await _create(client, session_id, subject)
+    await client.patch(f"/sessions/{session_id}/tasks/2", json={"status": "completed"})
+    await client.patch(f"/sessions/{session_id}/tasks/3", json={"status": "deleted"})
+
+    everything = (await client.get(f"/sessions/{session_id}/tasks")).json()["data"]
+    completed = (
+        await client.get(f"/sessions/{session_id}/tasks", params={"status": "completed"})
+    ).json()["data"]
+
+    assert [(t["taskid"], t["status"]) for t in everything] == [
+        (1, "pending"),
+        (2, "completed"),
+        (3, "deleted"),
+    ]
+    assert [t["taskid"] for t in completed] == [2]
+
+
+async def test_patch_changes_only_the_given_fields(client: httpx.AsyncClient) -> None:
+    session_id = await new_session(client)
+    await _create(client, session_id, "write")
+
+    response = await client.patch(f"/sessions/{session_id}/tasks/1", json={"status": "inprogress"})
+
+    assert response.status_code == 200
+    task = response.json()
+    assert (task["status"], task["subject"], task["description"]) == (
+        "inprogress",
+        "write",
+        "write!",
+    )
+    assert (await client.get(f"/sessions/{session_id}/tasks/1")).json() == task
+
+
+async def test_unknown_taskid_is_404_on_get_and_patch(client: httpx.AsyncClient) -> None:
+    session_id = await new_session(client)
+
+    got = await client.get(f"/sessions/{session_id}/tasks/9")
+    patched = await client.patch(f"/sessions/{session_id}/tasks/9", json={"status": "completed"})
+
+    assert (got.status_code, patched.status_code) == (404, 404)
+    assert patched.headers["content-type"] == "application/problem+json"
+
+
+async def test_empty_update_and_bad_status_are_422(client: httpx.AsyncClient) -> None:
+    session_id = await new_session(client)
+    await _create(client, session_id, "x")
+
+    empty = await client.patch(f"/sessions/{session_id}/tasks/1", json={})
+    bad = await client.patch(f"/sessions/{session_id}/tasks/1", json={"status": "done"})
+    bad_filter = await client.get(f"/sessions/{session_id}/tasks", params={"status": "done"})
+
+    assert (empty.status_code, bad.status_code, bad_filter.status_code) == (422, 422, 422)
+
+
+async def test_tasks_of_an_unknown_session_are_404(client: httpx.AsyncClient) -> None:
+    response = await client.get("/sessions/ses_nope/tasks")
+
+    assert response.status_code == 404
+
+
+async def test_rest_changes_are_task_events_in_the_log_not_assistant_messages(
+    client: httpx.AsyncClient,
+) -> None:
+    session_id = await new_session(client)
+    await _create(client, session_id, "review")
+    await client.patch(f"/sessions/{session_id}/tasks/1", json={"status": "completed"})
+
+    log = await items(client, session_id)
+
+    assert [(i["kind"], i["origin"], i["op"], i["taskid"]) for i in log] == [
+        ("task_event", "api", "TaskCreate", 1),
+        ("task_event", "api", "TaskUpdate", 1),
+    ]
+
+
+async def test_rest_changes_do_not_wait_for_a_running_turn(client: httpx.AsyncClient) -> None:
+    """Unlike raw item appends, task edits are allowed while the agent works."""
+    session_id = await new_session(client)
+    await client.post(f"/sessions/{session_id}/messages", json={"text": "hi"})
+
+    response = await client.post(f"/sessions/{session_id}/tasks", json={"subject": "x"})
+
+    assert response.status_code == 201
