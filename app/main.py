@@ -90,7 +90,11 @@ def create_app(
     app.state.llm_override = llm
     app.state.tools_override = tools
     install_error_handlers(app)
-    app.add_middleware(BodyLimitMiddleware, default_limit=settings.max_body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        default_limit=settings.max_body_bytes,
+        prefix_limits={"/hooks/": settings.hook_max_body_bytes},
+    )
     app.include_router(api_router)
     install_openapi(app)
     return app

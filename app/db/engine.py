@@ -5,6 +5,11 @@ driver's own transaction handling is switched off and `BEGIN` is issued by us, s
 that writing units of work can start with `BEGIN IMMEDIATE`: a deferred
 transaction that reads first and writes later can fail with SQLITE_BUSY without
 waiting, which is exactly the race concurrent appends would hit.
+
+PostgreSQL notes (psycopg 3, `postgresql+psycopg://`): pooled connections are
+pinged before use, so a restarted server or a dropped idle connection costs a
+reconnect instead of a failed request. Writers need no special BEGIN: row locks
+(`FOR UPDATE`, `UPDATE … RETURNING`) serialise what must be serialised.
 """
 
 from __future__ import annotations
@@ -73,7 +78,8 @@ class Database:
     def __init__(self, settings: Settings) -> None:
         ensure_sqlite_dir(settings.database_url)
         self.is_sqlite = is_sqlite(settings.database_url)
-        self.engine = create_async_engine(async_url(settings.database_url))
+        options: dict[str, Any] = {} if self.is_sqlite else {"pool_pre_ping": True}
+        self.engine = create_async_engine(async_url(settings.database_url), **options)
         if self.is_sqlite:
             _install_sqlite_hooks(self.engine, settings.sqlite_busy_timeout_ms)
         writer = self.engine.execution_options(sqlite_immediate=True)

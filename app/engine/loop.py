@@ -23,7 +23,7 @@ INTERRUPTED = (
     "interrupted: the worker running this tool stopped before its result was recorded; "
     "the tool may or may not have run"
 )
-CANCELLED = "cancelled: the job was cancelled before this tool ran"
+CANCELLED = "cancelled: the job was cancelled before this tool finished; it may not have run"
 
 
 class TurnStore(Protocol):

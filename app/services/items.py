@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from sqlalchemy.exc import NoResultFound
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -9,6 +11,7 @@ from app.db.models import Item
 from app.db.repositories.items import ItemRepository
 from app.db.repositories.jobs import JobRepository
 from app.db.repositories.sessions import SessionRepository
+from app.db.types import utcnow
 from app.domain.errors import Conflict, InvalidInput
 from app.domain.items import (
     ItemPayload,
@@ -31,6 +34,8 @@ async def append_item(
     *,
     turn: int | None = None,
     job_id: str | None = None,
+    at: datetime | None = None,
+    source_id: str | None = None,
 ) -> Item:
     """Append one item and its `item.appended` event.
 
@@ -51,7 +56,9 @@ async def append_item(
         kind=payload.kind,
         origin=origin.value,
         tool_name=tool_name_of(payload),
+        source_id=source_id,
         payload=dump_payload(payload),
+        created_at=at or utcnow(),
     )
     await ItemRepository(db).add(row)
     await record_event(

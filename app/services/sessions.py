@@ -25,7 +25,18 @@ async def create_session(
     metadata: dict[str, Any] | None = None,
     tools: list[str] | None = None,
     known_tools: Collection[str] = (),
+    continues_from: str | None = None,
+    source: str = "strata",
+    external_id: str | None = None,
+    project: str | None = None,
 ) -> Session:
+    if (
+        continues_from is not None
+        and await SessionRepository(db).get(tenant, continues_from) is None
+    ):
+        raise InvalidInput(
+            f"continues_from: session {continues_from!r} does not exist", field="continues_from"
+        )
     row = Session(
         id=new_id("ses"),
         tenant=tenant,
@@ -34,6 +45,10 @@ async def create_session(
         model=model,
         metadata_=metadata or {},
         tools=check_tools(tools, known_tools),
+        continues_from=continues_from,
+        source=source,
+        external_id=external_id,
+        project=project,
     )
     return await SessionRepository(db).add(row)
 

@@ -29,6 +29,7 @@ class ToolContext:
     job_id: str
     tool_use_id: str | None = None
     tasks: TaskGateway | None = None
+    memory: MemoryGateway | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 
 
@@ -47,6 +48,12 @@ class TaskGateway(Protocol):
     async def write(self, tool_use_id: str, op: str, args: dict[str, Any]) -> ToolOutput: ...
 
     async def read(self, taskid: int | None) -> str: ...
+
+
+class MemoryGateway(Protocol):
+    """Detail look-ups for the Detail tool; implemented over the memory tables."""
+
+    async def detail(self, reference: str) -> str: ...
 
 
 class ToolError(Exception):

@@ -22,26 +22,17 @@ from app.db.repositories.jobs import JobRepository
 from app.db.types import utcnow
 from app.domain.ids import new_id
 from app.engine.llm import LLM, LLMError
-from app.engine.loop import CANCELLED, TurnConfig, close_dangling_tool_uses, run_turn
-from app.services.chat import append_turn_input
-from app.services.compaction import CompactionFailed, compact_session
+from app.engine.loop import CANCELLED, close_dangling_tool_uses
 from app.services.jobs import set_status
 from app.services.live import LiveHub
-from app.services.sessions import get_session
-from app.services.tasks import LogTaskGateway
 from app.settings import Settings
-from app.tools.registry import ToolContext, ToolRegistry
-from app.worker.reminder import TaskReminder
-from app.worker.turn_store import DbTurnStore, HubTurnEvents
+from app.tools.registry import ToolRegistry
+from app.worker.handlers import HANDLERS, Deps, Outcome, problem, remember_turn
+from app.worker.turn_store import DbTurnStore
 
 logger = logging.getLogger("strata.runner")
 
 StopReason = Literal["cancel", "lease_lost", "shutdown"]
-PROBLEM_PREFIX = "urn:strata:problem:"
-
-
-def problem(slug: str, title: str, detail: str) -> dict[str, Any]:
-    return {"type": PROBLEM_PREFIX + slug, "title": title, "detail": detail}
 
 
 @dataclass
@@ -49,7 +40,7 @@ class _Running:
     job: Job
     task: asyncio.Task[None] | None = None
     stop_reason: StopReason | None = None
-    heartbeat: asyncio.Task[None] | None = field(default=None)
+    done: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class Runner:
@@ -69,6 +60,7 @@ class Runner:
         self.tools = tools
         self.hub = hub
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{new_id('w')[-6:]}"
+        self.deps = Deps(settings, database, hub, llm, tools)
         self._running: dict[str, _Running] = {}
         self._wake = asyncio.Event()
 
@@ -135,9 +127,18 @@ class Runner:
             running.task.cancel()
 
     async def _heartbeat(self, running: _Running) -> None:
+        """Renew the lease until the job is done. It is stopped by an event, never
+        cancelled: a cancel in the middle of a database call would leave its
+        connection half-closed."""
         job = running.job
         while True:
-            await asyncio.sleep(self.settings.job_heartbeat_seconds)
+            try:
+                await asyncio.wait_for(
+                    running.done.wait(), timeout=self.settings.job_heartbeat_seconds
+                )
+                return
+            except TimeoutError:
+                pass
             async with self.database.session(write=True) as db:
                 repo = JobRepository(db)
                 held = await repo.renew_lease(job.id, self.worker_id, self._lease_until())
@@ -152,107 +153,43 @@ class Runner:
 
     async def _run_job(self, running: _Running) -> None:
         job = running.job
-        heartbeat = asyncio.create_task(self._heartbeat(running))
+        heartbeat = asyncio.create_task(self._heartbeat(running), name=f"heartbeat-{job.id}")
         try:
             await self._execute(job)
         except asyncio.CancelledError:
             await asyncio.shield(self._after_stop(running))
         except LLMError as exc:
-            await self._finish(
-                job, "failed", error=problem(exc.slug, "LLM call failed", exc.detail)
-            )
+            error = problem(exc.slug, "LLM call failed", exc.detail)
+            also = remember_turn(self.deps, job) if job.piece == "chat" else None
+            await self._finish(job, Outcome("failed", error=error, also=also))
         except Exception as exc:
             logger.exception("job %s failed", job.id)
+            detail = f"{type(exc).__name__}: {exc}"
             await self._finish(
-                job,
-                "failed",
-                error=problem("job-crashed", "Job failed", f"{type(exc).__name__}: {exc}"),
+                job, Outcome("failed", error=problem("job-crashed", "Job failed", detail))
             )
         finally:
-            heartbeat.cancel()
+            running.done.set()
+            await heartbeat
             self._running.pop(job.id, None)
             self.wake()
 
     async def _execute(self, job: Job) -> None:
-        if job.piece == "compact":
-            await self._compact(job)
-        else:
-            await self._chat(job)
-
-    async def _compact(self, job: Job) -> None:
-        try:
-            segment = await self._compact_now(job)
-        except CompactionFailed as exc:
-            error = problem("compaction-failed", "Compaction failed", exc.detail)
-            await self._finish(job, "failed", error=error)
-        else:
-            await self._finish(job, "succeeded", result={"segment": segment})
-
-    async def _compact_now(self, job: Job) -> int:
-        return await compact_session(
-            settings=self.settings,
-            database=self.database,
-            hub=self.hub,
-            llm=self.llm,
-            tenant=job.tenant,
-            session_id=job.session_id,
-            job_id=job.id,
-            turn=job.turn,
-        )
-
-    async def _auto_compact(self, job: Job) -> None:
-        """Mid-turn compaction; if it fails the turn goes on (the failure is an event)."""
-        try:
-            await self._compact_now(job)
-        except CompactionFailed as exc:
-            logger.warning("job %s: automatic compaction failed: %s", job.id, exc.detail)
-
-    async def _chat(self, job: Job) -> None:
-        async with self.database.session(write=True) as db:
-            session = await get_session(db, job.tenant, job.session_id)
-            await append_turn_input(db, job)
-        self.hub.committed(job.session_id, job.id)
-        store = DbTurnStore(self.database, self.hub, job)
-        tool_names = session.tools if session.tools is not None else self.tools.names
-        config = TurnConfig(
-            model=session.model or self.settings.model,
-            system=session.system_prompt,
-            tool_names=tool_names,
-            max_iterations=self.settings.agent_max_iterations,
-            max_tokens=self.settings.llm_max_tokens,
-            interceptors=[TaskReminder(self.settings, self.database, job.session_id)],
-            context_window=self.settings.context_window_tokens,
-            compact_ratio=self.settings.context_force_ratio,
-            compact=lambda: self._auto_compact(job),
-        )
-        ctx = ToolContext(
-            tenant=job.tenant,
-            session_id=job.session_id,
-            job_id=job.id,
-            tasks=LogTaskGateway(self.database, self.hub, job),
-        )
-        outcome = await run_turn(
-            self.llm, store, self.tools, ctx, config, HubTurnEvents(self.hub, job)
-        )
-        if outcome.status == "cancelled":
-            await close_dangling_tool_uses(store, CANCELLED)
-            await self._finish(job, "cancelled")
-        elif outcome.status == "max_iterations":
-            detail = (
-                f"the agent made {outcome.iterations} LLM calls without ending its turn "
-                f"(STRATA_AGENT_MAX_ITERATIONS={self.settings.agent_max_iterations})"
-            )
+        handler = HANDLERS.get(job.piece)
+        if handler is None:
+            detail = f"this server has no handler for jobs of piece {job.piece!r}"
             await self._finish(
-                job, "failed", error=problem("agent-max-iterations", "Too many iterations", detail)
+                job, Outcome("failed", error=problem("unknown-piece", "Unknown piece", detail))
             )
-        else:
-            await self._finish(job, "succeeded", result={"text": outcome.final_text})
+            return
+        await self._finish(job, await handler(self.deps, job))
 
     async def _after_stop(self, running: _Running) -> None:
         job = running.job
         if running.stop_reason == "cancel":
             await close_dangling_tool_uses(DbTurnStore(self.database, self.hub, job), CANCELLED)
-            await self._finish(job, "cancelled")
+            also = remember_turn(self.deps, job) if job.piece == "chat" else None
+            await self._finish(job, Outcome("cancelled", also=also))
         elif running.stop_reason == "shutdown":
             await self._hand_back(job)
         # lease_lost: another runner owns the job now; touch nothing
@@ -268,17 +205,15 @@ class Runner:
             await set_status(db, current, "queued")
         self.hub.committed(job.session_id, job.id)
 
-    async def _finish(
-        self,
-        job: Job,
-        status: str,
-        *,
-        error: dict[str, Any] | None = None,
-        result: dict[str, Any] | None = None,
-    ) -> None:
+    async def _finish(self, job: Job, outcome: Outcome) -> None:
         async with self.database.session(write=True) as db:
             current = await JobRepository(db).get(job.id)
             if current is None or current.lease_owner != self.worker_id:
                 return  # the lease was lost meanwhile; the new owner decides
-            await set_status(db, current, status, error=error, result=result)
+            if outcome.also is not None:
+                await outcome.also(db)
+            await set_status(
+                db, current, outcome.status, error=outcome.error, result=outcome.result
+            )
         self.hub.committed(job.session_id, job.id)
+        self.wake()  # a finished job may have queued another (summaries)

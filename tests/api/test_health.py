@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -57,10 +56,9 @@ async def test_readyz_reports_a_configured_llm(make_settings: Any) -> None:
 
 
 async def test_readyz_is_503_on_a_database_never_migrated(
-    make_settings: Any, tmp_path: Path
+    make_settings: Any, empty_database_url: str
 ) -> None:
-    empty = tmp_path / "empty.db"
-    settings = make_settings(database_url=f"sqlite:///{empty}")
+    settings = make_settings(database_url=empty_database_url)
 
     async with serve(settings) as c:
         response = await c.get("/readyz")

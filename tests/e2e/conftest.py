@@ -1,6 +1,7 @@
 """Real processes on loopback: `strata serve` and `strata worker`, against the fake LLM.
 
-Each test gets its own SQLite file (a copy of the migrated template) and starts the
+Each test gets its own migrated database (`database_url`: a SQLite file, or a
+PostgreSQL database under STRATA_TEST_DATABASE=postgresql) and starts the
 processes it needs through `strata_procs`; every process is stopped at teardown, killed
 if it does not stop in time. Timings are short so that leases expire within a test:
 heartbeat 0.2 s, lease 1.5 s, poll 0.05 s.

@@ -33,6 +33,7 @@ async def create_session(
         metadata=body.metadata,
         tools=body.tools,
         known_tools=runtime.tools.names,
+        continues_from=body.continues_from,
     )
     return SessionPublic.of(row)
 

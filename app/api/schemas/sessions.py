@@ -21,6 +21,14 @@ class SessionCreate(BaseModel):
     tools: list[ToolName] | None = Field(
         default=None, description="Tools the agent is offered; null offers every tool."
     )
+    continues_from: str | None = Field(
+        default=None,
+        max_length=40,
+        description=(
+            "A predecessor session: this session's requests start with the memory block "
+            "of the predecessor chain (its last 20 turns whole, older ones as summaries)."
+        ),
+    )
 
 
 class SessionUpdate(BaseModel):
@@ -40,6 +48,13 @@ class SessionPublic(BaseModel):
     model: str | None
     metadata: dict[str, Any]
     tools: list[str] | None
+    continues_from: str | None
+    merged_into: str | None = Field(description="Set once merged: reads go through that session.")
+    source: str = Field(
+        description="`strata`, or `claude-code` for a mirrored Claude Code session."
+    )
+    external_id: str | None = Field(description="The mirrored session's own id (Claude Code).")
+    project: str | None = Field(description="The mirrored session's project folder (`cwd`).")
     item_count: int = Field(description="Items in the event log (the last `seq`).")
     turn_count: int
     segment: int = Field(description="The current segment: what the next LLM request sees.")
@@ -56,6 +71,11 @@ class SessionPublic(BaseModel):
             model=row.model,
             metadata=row.metadata_,
             tools=row.tools,
+            continues_from=row.continues_from,
+            merged_into=row.merged_into,
+            source=row.source,
+            external_id=row.external_id,
+            project=row.project,
             item_count=row.last_seq,
             turn_count=row.current_turn,
             segment=row.current_segment,

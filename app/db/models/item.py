@@ -17,6 +17,7 @@ class Item(SQLModel, table=True):
         UniqueConstraint("session_id", "seq", name="uq_items_session_seq"),
         Index("ix_items_session_segment", "session_id", "segment", "seq"),
         Index("ix_items_session_tool", "session_id", "tool_name", "seq"),
+        UniqueConstraint("session_id", "source_id", name="uq_items_session_source"),
     )
 
     id: int | None = Field(default=None, sa_type=BigIntPK, primary_key=True)
@@ -29,5 +30,7 @@ class Item(SQLModel, table=True):
     kind: str = Field(max_length=40)
     origin: str = Field(max_length=20)
     tool_name: str | None = Field(default=None, max_length=100)
+    # the id of an imported entry (Claude Code uuid / tool_use id): imports are idempotent
+    source_id: str | None = Field(default=None, max_length=200)
     payload: dict[str, Any] = Field(sa_column=Column(JSONType, nullable=False))
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)

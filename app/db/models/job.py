@@ -28,6 +28,9 @@ class Job(SQLModel, table=True):
         sa_column=Column(String(40), ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False)
     )
     piece: str = Field(default="chat", max_length=100)
+    # "session": runs alone and in order within its session (turns, compaction);
+    # "background": runs beside them (memory summaries), never delaying a reply
+    lane: str = Field(default="session", max_length=20)
     status: str = Field(max_length=30)
     turn: int | None = None
     input: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSONType, nullable=False))

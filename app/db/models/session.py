@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Column, Text
+from sqlalchemy import Column, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from app.db.types import JSONType, UTCDateTime, utcnow
@@ -13,6 +13,10 @@ class Session(SQLModel, table=True):
     """One agent conversation. The counters make appends O(1) and race-free."""
 
     __tablename__ = "sessions"
+    __table_args__ = (
+        UniqueConstraint("tenant", "source", "external_id", name="uq_sessions_external"),
+        Index("ix_sessions_project", "tenant", "project"),
+    )
 
     id: str = Field(primary_key=True, max_length=40)
     tenant: str = Field(index=True, max_length=100)
@@ -35,5 +39,13 @@ class Session(SQLModel, table=True):
     llm_requests: int = 0
     last_task_write_request: int = 0
     last_reminder_request: int = 0
+    # chains: a continuation, a merge target, a subagent's parent
+    continues_from: str | None = Field(default=None, max_length=40, index=True)
+    merged_into: str | None = Field(default=None, max_length=40)
+    parent_session_id: str | None = Field(default=None, max_length=40, index=True)
+    # a session mirrored from another agent (Claude Code): its own id and project folder
+    source: str = Field(default="strata", max_length=20)
+    external_id: str | None = Field(default=None, max_length=200)
+    project: str | None = Field(default=None, max_length=1000)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)

@@ -45,3 +45,21 @@ class ItemRepository:
             .order_by(col(Item.seq))
         )
         return list((await self.db.exec(query)).all())
+
+    async def of_turns(self, session_id: str, turns: Sequence[int]) -> list[Item]:
+        query = (
+            select(Item)
+            .where(Item.session_id == session_id, col(Item.turn).in_(turns))
+            .order_by(col(Item.seq))
+        )
+        return list((await self.db.exec(query)).all())
+
+    async def known_source_ids(self, session_id: str, source_ids: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        for start in range(0, len(source_ids), 500):
+            chunk = source_ids[start : start + 500]
+            query = select(Item.source_id).where(
+                Item.session_id == session_id, col(Item.source_id).in_(chunk)
+            )
+            found.update(s for s in (await self.db.exec(query)).all() if s is not None)
+        return found

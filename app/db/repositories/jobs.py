@@ -28,12 +28,19 @@ class JobRepository:
         return result.first()
 
     async def session_is_busy(self, session_id: str) -> bool:
-        query = select(Job.id).where(Job.session_id == session_id, col(Job.status).in_(ACTIVE))
+        query = select(Job.id).where(
+            Job.session_id == session_id, Job.lane == "session", col(Job.status).in_(ACTIVE)
+        )
         return (await self.db.exec(query.limit(1))).first() is not None
 
     async def claimable(self, now: datetime) -> Job | None:
         """The first job a runner may take: queued, or running with an expired lease,
-        and not behind an unfinished earlier job of its session."""
+        and not behind an unfinished earlier job of its session.
+
+        The row is locked `FOR UPDATE SKIP LOCKED` (PostgreSQL): a job another
+        worker is claiming right now is passed over, never claimed twice. SQLite
+        renders no lock clause; its writing transactions (`BEGIN IMMEDIATE`) are
+        exclusive already, so the second claimer sees the job taken."""
         earlier = aliased(Job)
         ready = or_(
             col(Job.status) == "queued",
@@ -43,8 +50,11 @@ class JobRepository:
             col(earlier.session_id) == col(Job.session_id),
             col(earlier.number) < col(Job.number),
             col(earlier.status).in_(ACTIVE),
+            col(earlier.lane) == "session",
         )
-        query = select(Job).where(ready, ~blocked).order_by(col(Job.number)).limit(1)
+        runnable = or_(col(Job.lane) != "session", ~blocked)
+        query = select(Job).where(ready, runnable).order_by(col(Job.number)).limit(1)
+        query = query.with_for_update(skip_locked=True)
         return (await self.db.exec(query)).first()
 
     async def take(self, job: Job, owner: str, until: datetime) -> None:
@@ -100,3 +110,9 @@ class JobRepository:
             query = query.where(col(Job.id) < before_id)
         query = query.order_by(col(Job.id).desc()).limit(limit)
         return list((await self.db.exec(query)).all())
+
+    async def active_in_lane(self, session_id: str, piece: str) -> Job | None:
+        query = select(Job).where(
+            Job.session_id == session_id, Job.piece == piece, col(Job.status).in_(ACTIVE)
+        )
+        return (await self.db.exec(query.limit(1))).first()

@@ -1,0 +1,120 @@
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.api.deps import CurrentTenant, SessionDep, SettingsDep
+from app.api.errors import problem_responses
+from app.domain.errors import InvalidInput
+from app.services.claude_code import ingest_transcript, session_start
+from app.settings import Settings
+
+router = APIRouter(prefix="/hooks", tags=["hooks"], responses=problem_responses(401))
+
+TRANSCRIPT_EVENTS = frozenset({"Stop", "SubagentStop"})
+
+
+class ClaudeCodeHook(BaseModel):
+    """A Claude Code hook payload as it arrives on a hook's stdin or an `http` hook's body,
+    plus Strata's optional `transcript` (the new JSONL lines) for command hooks."""
+
+    model_config = ConfigDict(extra="allow")
+
+    hook_event_name: str = Field(max_length=100)
+    session_id: str = Field(min_length=1, max_length=150)
+    cwd: str | None = Field(default=None, max_length=4096)
+    source: str | None = Field(default=None, max_length=50)
+    transcript_path: str | None = Field(default=None, max_length=4096)
+    agent_transcript_path: str | None = Field(default=None, max_length=4096)
+    transcript: str | None = Field(default=None, description="New transcript lines (JSONL).")
+    transcript_first_line: int = Field(default=1, ge=1, description="Line number of the first.")
+
+
+class HookSpecificOutput(BaseModel):
+    hookEventName: str
+    additionalContext: str
+
+
+class HookAnswer(BaseModel):
+    """What Claude Code reads back: SessionStart context, or a message about skipped lines."""
+
+    hookSpecificOutput: HookSpecificOutput | None = None
+    systemMessage: str | None = None
+
+
+def _read_transcript(settings: Settings, hook: ClaudeCodeHook) -> str | None:
+    """Only for a server on the same machine, and only when a setting allows it."""
+    path_text = hook.agent_transcript_path if hook.hook_event_name == "SubagentStop" else None
+    path_text = path_text or hook.transcript_path
+    if not settings.hook_read_transcript_path or not path_text:
+        return None
+    path = Path(path_text).expanduser()
+    if not path.is_file():
+        raise InvalidInput(
+            f"transcript_path {path_text!r} is not a readable file", field="transcript_path"
+        )
+    if path.stat().st_size > settings.hook_max_body_bytes:
+        raise InvalidInput("the transcript file is larger than STRATA_HOOK_MAX_BODY_BYTES")
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
+@router.post(
+    "/claude-code",
+    name="claude_code",
+    summary="Take a Claude Code hook payload",
+    description=(
+        "`Stop` / `SubagentStop`: the new transcript lines (`transcript`, JSONL) are imported "
+        "into the mirrored session idempotently (by entry uuid / tool_use id) and projected "
+        "into memory; malformed lines are skipped and reported in `systemMessage`. "
+        "`SessionStart` (`startup`, `clear`, `compact`; `resume` keeps the session) links the "
+        "session to the latest one of the same project (`cwd`) and answers the memory block "
+        "as `hookSpecificOutput.additionalContext`. Other events are accepted and ignored. "
+        "The answer's `Strata-Session` header names the mirrored session."
+    ),
+    response_model_exclude_none=True,
+    responses=problem_responses(413, 422),
+)
+async def claude_code(
+    hook: ClaudeCodeHook,
+    response: Response,
+    db: SessionDep,
+    tenant: CurrentTenant,
+    settings: SettingsDep,
+) -> HookAnswer:
+    payload: dict[str, Any] = hook.model_dump()
+    if hook.hook_event_name == "SessionStart":
+        session, text = await session_start(db, settings, tenant, payload)
+        response.headers["Strata-Session"] = session.id
+        return HookAnswer(
+            hookSpecificOutput=HookSpecificOutput(
+                hookEventName="SessionStart", additionalContext=text
+            )
+        )
+    if hook.hook_event_name not in TRANSCRIPT_EVENTS:
+        return HookAnswer()
+    transcript = hook.transcript
+    if transcript is None:
+        transcript = await asyncio.to_thread(_read_transcript, settings, hook)
+    if transcript is None:
+        raise InvalidInput(
+            "no transcript lines: send them as `transcript` (or enable "
+            "STRATA_HOOK_READ_TRANSCRIPT_PATH on a server on the same machine)",
+            field="transcript",
+        )
+    report = await ingest_transcript(
+        db, settings, tenant, payload, transcript, first_line=hook.transcript_first_line
+    )
+    response.headers["Strata-Session"] = report.session_id
+    response.headers["Strata-Imported"] = str(report.imported)
+    response.headers["Strata-Already-Known"] = str(report.already_known)
+    if not report.problems:
+        return HookAnswer()
+    shown = "; ".join(f"line {p.line}: {p.reason}" for p in report.problems[:5])
+    more = f" (and {len(report.problems) - 5} more)" if len(report.problems) > 5 else ""
+    return HookAnswer(
+        systemMessage=f"Strata skipped {len(report.problems)} transcript lines: {shown}{more}"
+    )

@@ -1,0 +1,111 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path
+
+from app.api.deps import CurrentTenant, SessionDep, SettingsDep
+from app.api.errors import problem_responses
+from app.api.routes.sessions import SessionId
+from app.api.schemas.memory import (
+    DetailEntryPublic,
+    DetailList,
+    MemoryCounts,
+    MemoryPublic,
+    MergeRequest,
+    TurnDetailPublic,
+)
+from app.api.schemas.sessions import SessionPublic
+from app.services import memory as service
+
+router = APIRouter(
+    prefix="/sessions/{session_id}", tags=["memory"], responses=problem_responses(401)
+)
+
+TimeRef = Annotated[
+    str,
+    Path(
+        max_length=60,
+        description="`HH:MM:SS`, `HH:MM`, `HH:MM:SS-HH:MM:SS`, `HH:MM-HH:MM` or an ISO timestamp.",
+    ),
+]
+
+
+@router.get(
+    "/memory",
+    name="get",
+    summary="The memory block a continuation of this session starts with",
+    description=(
+        "The predecessor chain's last 20 turns whole (L2), older turns as one-line "
+        "summaries (L1), times as `[HH:MM:SS]` in the display time zone, and a last line "
+        "saying how to fetch details. The session's own turns are not in it."
+    ),
+    responses=problem_responses(404, 422),
+)
+async def get_memory(
+    session_id: SessionId, db: SessionDep, tenant: CurrentTenant, settings: SettingsDep
+) -> MemoryPublic:
+    block = await service.memory_block(
+        db, tenant, session_id, window=settings.memory_l2_window_turns, tz=settings.zone
+    )
+    return MemoryPublic(
+        session_id=block.session_id,
+        text=block.text,
+        counts=MemoryCounts.model_validate(block.counts),
+        chain=block.chain,
+    )
+
+
+@router.get(
+    "/detail/{time}",
+    name="detail",
+    summary="L2 and L3 of the turns at a time, across the chain",
+    description=(
+        "A turn is addressed by the time it ended, as the memory block shows it. A time of "
+        "day matches every day it occurs on (newest first); a range matches every turn "
+        "inside it. 404 when nothing matches, 422 for a malformed time."
+    ),
+    responses=problem_responses(404, 422),
+)
+async def get_detail(
+    session_id: SessionId,
+    time: TimeRef,
+    db: SessionDep,
+    tenant: CurrentTenant,
+    settings: SettingsDep,
+) -> DetailList:
+    turns = await service.detail(db, tenant, session_id, time, tz=settings.zone)
+    return DetailList(
+        data=[
+            TurnDetailPublic(
+                session_id=t.session_id,
+                turn=t.turn,
+                ended_at=t.ended_at,
+                time=f"{t.ended_at.astimezone(settings.zone):%H:%M:%S}",
+                user_text=t.user_text,
+                assistant_text=t.assistant_text,
+                l1=t.l1,
+                details={
+                    kind: [DetailEntryPublic(**vars(e)) for e in entries]
+                    for kind, entries in t.details.items()
+                },
+            )
+            for t in turns
+        ]
+    )
+
+
+@router.post(
+    "/merge",
+    name="merge",
+    summary="Move this session's turns and chain link into another session",
+    description=(
+        "One transaction: the turns (L1/L2/L3) and the predecessor link move to `into`, "
+        "and this session answers its memory and detail reads through it from then on."
+    ),
+    responses=problem_responses(404, 409, 422),
+)
+async def merge(
+    session_id: SessionId, body: MergeRequest, db: SessionDep, tenant: CurrentTenant
+) -> SessionPublic:
+    return SessionPublic.of(await service.merge_sessions(db, tenant, session_id, body.into))

@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Column, ForeignKey, Index, String, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+from app.db.types import BigIntPK, UTCDateTime, utcnow
+
+
+class MemoryTurn(SQLModel, table=True):
+    """One turn's L2 body and L1 skeleton. `ended_at` is its stable, time-addressable id.
+
+    `session_id` is the owner (a merge moves turns); `origin_session_id` and `turn`
+    say where it happened and never change, which keeps re-projection idempotent.
+    """
+
+    __tablename__ = "memory_turns"
+    __table_args__ = (
+        UniqueConstraint("origin_session_id", "turn", name="uq_memory_turns_origin_turn"),
+        Index("ix_memory_turns_session_ended", "session_id", "ended_at"),
+    )
+
+    id: int | None = Field(default=None, sa_type=BigIntPK, primary_key=True)
+    session_id: str = Field(
+        sa_column=Column(String(40), ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False)
+    )
+    origin_session_id: str = Field(max_length=40)
+    turn: int
+    ended_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+    user_text: str = Field(default="", sa_column=Column(Text, nullable=False))
+    assistant_text: str = Field(default="", sa_column=Column(Text, nullable=False))
+    l1: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    l1_fallback: bool = False
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+
+
+class MemoryDetail(SQLModel, table=True):
+    """L3: a tool input, tool output, system message or image placeholder of a turn."""
+
+    __tablename__ = "memory_details"
+    __table_args__ = (
+        UniqueConstraint("origin_session_id", "source_id", name="uq_memory_details_source"),
+        Index("ix_memory_details_turn", "turn_id"),
+    )
+
+    id: int | None = Field(default=None, sa_type=BigIntPK, primary_key=True)
+    turn_id: int = Field(
+        sa_column=Column(
+            BigIntPK, ForeignKey("memory_turns.id", ondelete="CASCADE"), nullable=False
+        )
+    )
+    origin_session_id: str = Field(max_length=40)
+    kind: str = Field(max_length=20)
+    source_id: str = Field(max_length=200)
+    tool_name: str | None = Field(default=None, max_length=100)
+    text: str = Field(sa_column=Column(Text, nullable=False))

@@ -1,0 +1,201 @@
+"""Turn projection: one turn of the log split into L2 (conversation) and L3 (everything else).
+
+The seed's layers are complementary, never overlapping: L2 is what the user and the assistant
+said to each other, L3 is what L2 left out (tool inputs, tool outputs, system messages,
+images). Thinking is stored in neither: the model never sees its old thinking again either,
+and memory is a subtraction from that baseline. Noise rules apply to both layers.
+
+Projection is pure and idempotent: every L3 detail carries a source id that is stable across
+re-projections (the tool-use id, `<tool_use_id>:result`, the item's key), so a store keyed by
+source id can take the same turn twice and change nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal, assert_never
+
+from app.domain.items import (
+    AssistantMessage,
+    CompactSummary,
+    ImageBlock,
+    ItemPayload,
+    SystemMessage,
+    TaskEvent,
+    TextBlock,
+    ThinkingBlock,
+    ToolResult,
+    ToolUseBlock,
+    UserBlock,
+    UserMessage,
+)
+from app.memory.noise import Boilerplate, clean
+
+__all__ = [
+    "IMAGE_PLACEHOLDER",
+    "Detail",
+    "DetailKind",
+    "TurnItem",
+    "TurnProjection",
+    "project_turn",
+]
+
+DetailKind = Literal["tool_input", "tool_output", "system", "image"]
+IMAGE_PLACEHOLDER = "[image]"  # image data is never stored; its place in the turn is
+
+
+@dataclass(frozen=True)
+class Detail:
+    """One L3 record: what L2 left out, under a source id unique within its turn."""
+
+    kind: DetailKind
+    source_id: str
+    tool_name: str | None
+    text: str
+
+
+@dataclass(frozen=True)
+class TurnItem:
+    """An item of the turn as the projection needs it.
+
+    `key` is stable per item (its source id, or `item:<seq>`): it names L3 details that have no
+    id of their own (system messages, images). `at` must be timezone-aware; it is kept in UTC.
+    """
+
+    key: str
+    payload: ItemPayload
+    at: datetime
+
+    def __post_init__(self) -> None:
+        if self.at.tzinfo is None or self.at.utcoffset() is None:
+            raise ValueError(f"TurnItem {self.key!r}: `at` must be timezone-aware")
+        object.__setattr__(self, "at", self.at.astimezone(UTC))
+
+
+@dataclass(frozen=True)
+class TurnProjection:
+    """A turn's L2 (user and assistant text, one turn number for the pair) and its L3."""
+
+    turn: int
+    user_text: str
+    assistant_text: str
+    ended_at: datetime
+    details: list[Detail]
+
+
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _result_text(content: str | list[UserBlock]) -> str:
+    """A tool result as text: its text parts in order, an image as the placeholder."""
+    if isinstance(content, str):
+        return content
+    parts = [block.text if isinstance(block, TextBlock) else IMAGE_PLACEHOLDER for block in content]
+    return "\n".join(parts)
+
+
+def _task_line(event: TaskEvent) -> str:
+    return f"{event.op} task #{event.taskid} (over REST): {_compact_json(event.input)}"
+
+
+class _Projector:
+    """Collects one turn's L2 parts and L3 details in log order."""
+
+    def __init__(self, boilerplate: Boilerplate | None) -> None:
+        self.boilerplate = boilerplate
+        self.user_parts: list[str] = []
+        self.assistant_parts: list[str] = []
+        self.details: list[Detail] = []
+        self.source_ids: set[str] = set()
+        self.last_text_at: datetime | None = None
+
+    def detail(self, kind: DetailKind, source_id: str, tool_name: str | None, text: str) -> None:
+        """Add an L3 detail unless it is empty or its source id is already in the turn.
+
+        A source id seen twice (a replayed tool call, a transcript posted twice) is the same
+        record: the first occurrence wins.
+        """
+        if not text or source_id in self.source_ids:
+            return
+        self.source_ids.add(source_id)
+        self.details.append(Detail(kind, source_id, tool_name, text))
+
+    def system(self, item: TurnItem, text: str, tool_name: str | None) -> None:
+        """A system text, unless the boilerplate memory knows it as a repeat."""
+        cleaned = clean(text)
+        if not cleaned or item.key in self.source_ids:
+            return
+        if self.boilerplate is not None and self.boilerplate.seen(cleaned, owner=item.key):
+            return
+        self.detail("system", item.key, tool_name, cleaned)
+
+    def image(self, item: TurnItem, index: int) -> None:
+        self.detail("image", f"{item.key}:image:{index}", None, IMAGE_PLACEHOLDER)
+
+    def add(self, item: TurnItem) -> None:
+        payload = item.payload
+        if isinstance(payload, UserMessage):
+            for index, user_block in enumerate(payload.content):
+                if isinstance(user_block, TextBlock):
+                    self.text(self.user_parts, user_block.text)
+                else:
+                    self.image(item, index)
+        elif isinstance(payload, AssistantMessage):
+            for index, block in enumerate(payload.content):
+                if isinstance(block, TextBlock):
+                    if self.text(self.assistant_parts, block.text):
+                        self.last_text_at = item.at
+                elif isinstance(block, ToolUseBlock):
+                    self.detail("tool_input", block.id, block.name, _compact_json(block.input))
+                elif isinstance(block, ImageBlock):
+                    self.image(item, index)
+                elif isinstance(block, ThinkingBlock):
+                    pass  # dropped everywhere: the model never sees old thinking either
+                else:
+                    assert_never(block)
+        elif isinstance(payload, ToolResult):
+            text = clean(_result_text(payload.content))
+            self.detail("tool_output", f"{payload.tool_use_id}:result", payload.name, text)
+        elif isinstance(payload, SystemMessage):
+            self.system(item, payload.text, None)
+        elif isinstance(payload, CompactSummary):
+            self.system(item, payload.text, "compact_summary")
+        elif isinstance(payload, TaskEvent):
+            # Every task change is a state change worth keeping, never boilerplate.
+            self.detail("system", item.key, payload.op, _task_line(payload))
+        else:
+            assert_never(payload)
+
+    @staticmethod
+    def text(parts: list[str], text: str) -> bool:
+        cleaned = clean(text)
+        if cleaned:
+            parts.append(cleaned)
+        return bool(cleaned)
+
+
+def project_turn(
+    turn: int, items: Sequence[TurnItem], boilerplate: Boilerplate | None = None
+) -> TurnProjection | None:
+    """Project a turn's items (in log order) into L2 and L3; None when there are no items.
+
+    The turn's stable time (`ended_at`, what detail look-ups address it by) is the time of its
+    last assistant item with text: the moment the reply was finished. A turn without one (cut
+    off, or tool calls only) ends at its last item.
+    """
+    if not items:
+        return None
+    projector = _Projector(boilerplate)
+    for item in items:
+        projector.add(item)
+    return TurnProjection(
+        turn=turn,
+        user_text="\n\n".join(projector.user_parts),
+        assistant_text="\n\n".join(projector.assistant_parts),
+        ended_at=projector.last_text_at or items[-1].at,
+        details=projector.details,
+    )

@@ -1,0 +1,119 @@
+"""Time references for detail look-ups: the times the memory block shows, passed back.
+
+Seed 003 addresses turns by time rather than by number: a turn's end time is stored, so it
+stays the same id however the chain grows, and it is readable and naturally ranged. The block
+shows `HH:MM:SS` in the display time zone, so a time of day is matched in that zone, on any
+day: a chain spanning several days may have several turns at one `HH:MM:SS`, and all of them
+are answers. An ISO 8601 timestamp names one moment exactly.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, time, timedelta
+from zoneinfo import ZoneInfo
+
+__all__ = ["TimeRef", "parse_time_ref"]
+
+_CLOCK = r"(\d{2}):(\d{2})(?::(\d{2}))?"
+_SINGLE = re.compile(_CLOCK)
+_RANGE = re.compile(rf"{_CLOCK}\s*[-\u2013]\s*{_CLOCK}")
+_ISO = re.compile(
+    r"\d{4}-\d{2}-\d{2}[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,]\d+)?)?(?:Z|z|[+-]\d{2}(?::?\d{2})?)?"
+)
+_FORMS = (
+    "HH:MM:SS, HH:MM, a range HH:MM[:SS]-HH:MM[:SS], or an ISO 8601 timestamp "
+    "such as 2026-04-16T14:23:05Z"
+)
+
+
+@dataclass(frozen=True)
+class TimeRef:
+    """An inclusive span: times of day (any day, in the display zone) or UTC moments.
+
+    A span of times of day whose end is before its start wraps past midnight
+    (`23:58-00:02`). Bounds are whole seconds; a moment matches by its second.
+    """
+
+    start: time | datetime
+    end: time | datetime
+
+    def __post_init__(self) -> None:
+        if isinstance(self.start, datetime) != isinstance(self.end, datetime):
+            raise ValueError("a time reference's bounds must both be times or both moments")
+        if isinstance(self.start, datetime) and isinstance(self.end, datetime):
+            if self.start.tzinfo is None or self.end.tzinfo is None:
+                raise ValueError("a time reference's moments must be timezone-aware")
+            if self.end < self.start:
+                raise ValueError("a time reference's end is before its start")
+
+    @property
+    def is_moment(self) -> bool:
+        """Whether the bounds are absolute moments (from an ISO timestamp)."""
+        return isinstance(self.start, datetime)
+
+    def matches(self, moment_utc: datetime, tz: ZoneInfo) -> bool:
+        """Whether a turn that ended at `moment_utc` is meant; times of day are read in `tz`."""
+        if moment_utc.tzinfo is None or moment_utc.utcoffset() is None:
+            raise ValueError("the moment to match must be timezone-aware")
+        second = moment_utc.replace(microsecond=0)
+        start, end = self.start, self.end
+        if isinstance(start, datetime) and isinstance(end, datetime):
+            return start <= second <= end
+        if isinstance(start, time) and isinstance(end, time):
+            local = second.astimezone(tz).time().replace(tzinfo=None)
+            if start <= end:
+                return start <= local <= end
+            return local >= start or local <= end
+        raise AssertionError("unreachable: bounds checked in __post_init__")
+
+
+def _clock(text: str, hour: str, minute: str, second: str | None, *, end: bool) -> time:
+    """A time of day; a bound without seconds covers its whole minute."""
+    h, m = int(hour), int(minute)
+    if h > 23:
+        raise ValueError(f"invalid time {text!r}: hour {h} is out of range (00-23)")
+    if m > 59:
+        raise ValueError(f"invalid time {text!r}: minute {m} is out of range (00-59)")
+    if second is None:
+        return time(h, m, 59 if end else 0)
+    s = int(second)
+    if s > 59:
+        raise ValueError(f"invalid time {text!r}: second {s} is out of range (00-59)")
+    return time(h, m, s)
+
+
+def _iso(text: str, match: re.Match[str]) -> TimeRef:
+    try:
+        moment = datetime.fromisoformat(text.replace("z", "Z"))
+    except ValueError as exc:
+        raise ValueError(f"invalid timestamp {text!r}: {exc}") from exc
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)  # naive means UTC, the zone times are stored in
+    start = moment.astimezone(UTC).replace(microsecond=0)
+    end = start if match.group(3) is not None else start + timedelta(seconds=59)
+    return TimeRef(start, end)
+
+
+def parse_time_ref(text: str) -> TimeRef:
+    """Parse what a detail look-up was given; ValueError (saying what is accepted) if malformed.
+
+    `HH:MM:SS` is that second and `HH:MM` that minute, on any day; `A-B` is the inclusive span
+    from A to B (B's whole minute when it has no seconds, past midnight when B is before A);
+    an ISO timestamp (naive means UTC) is that second, or that minute without seconds.
+    """
+    s = text.strip()
+    if not s:
+        raise ValueError(f"empty time reference: expected {_FORMS}")
+    if (single := _SINGLE.fullmatch(s)) is not None:
+        hour, minute, second = single.groups()
+        return TimeRef(
+            _clock(s, hour, minute, second, end=False), _clock(s, hour, minute, second, end=True)
+        )
+    if (span := _RANGE.fullmatch(s)) is not None:
+        h1, m1, s1, h2, m2, s2 = span.groups()
+        return TimeRef(_clock(s, h1, m1, s1, end=False), _clock(s, h2, m2, s2, end=True))
+    if (iso := _ISO.fullmatch(s)) is not None:
+        return _iso(s, iso)
+    raise ValueError(f"malformed time reference {text!r}: expected {_FORMS}")

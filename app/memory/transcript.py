@@ -1,0 +1,444 @@
+"""Claude Code transcripts (JSONL) turned into Strata log items: a pure, line-wise import.
+
+Claude Code appends one JSON object per line to `~/.claude/projects/<dir>/<session>.jsonl`.
+`parse_transcript` maps those entries onto the item payloads of `app.domain.items`:
+
+- `user` entries: text and image blocks become one `UserMessage` (a string content becomes
+  one text block; `isCompactSummary` entries become a `CompactSummary`), and every
+  `tool_result` block becomes its own `ToolResult`, emitted before the user message of the
+  same entry (the API wants tool results first, and the user message opens a new turn);
+- `assistant` entries: one `AssistantMessage` per line. Claude Code writes one content block
+  per line and repeats `message.id` and `usage` on each, so the usage goes on the first
+  emitted line of a `message.id` only. Older versions (1.0.x, 2.0.x) repeat a *growing*
+  `output_tokens` (3, then 263 on the next line), so the usage kept is the field-wise maximum
+  over the lines of that `message.id`: for versions that repeat one value it is that value;
+  `redacted_thinking` and unknown block types are dropped;
+- `attachment` entries (newer Claude Code: hook output, context it injects) become a
+  `SystemMessage` with a readable text;
+- every other entry type (`system`, `summary`, `progress`, `queue-operation`,
+  `file-history-snapshot`, `last-prompt`, ...) is opaque and skipped without a word.
+
+Bad lines (not JSON, not an object, no usable timestamp, malformed message) are reported as
+`TranscriptProblem`s and skipped; nothing here raises on data. Text is kept as written
+(ANSI escapes, `<system-reminder>` tags): cleaning is the noise rules' job. Thinking blocks
+are kept too; the memory projection decides what to drop.
+
+Each line maps to its items on its own, except the usage de-duplication, so parsing a
+transcript in chunks split at line boundaries (`first_line` giving the chunk's position)
+yields the items of parsing it whole, as long as no split falls between two lines of one
+API message (a split there puts that message's usage on the second chunk's first line too).
+`ToolResult.name` is left empty for the same reason: the `tool_use` naming it may lie in an
+earlier chunk; the caller can fill it in from the `ToolUseBlock` with that id.
+
+`source_id`s are stable: the entry `uuid` (a hash of the line when an entry lacks one) and
+`<tool_use_id>:result` for tool results. Claude Code rewrites history on some resumes with
+new `uuid`s but the original timestamps, `message.id`s and tool ids, so replayed tool results
+share a `source_id` with their originals while replayed messages do not; the output is not
+de-duplicated here, since idempotent ingestion by `source_id` belongs to the caller.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TypeGuard
+
+from app.domain.items import (
+    AssistantMessage,
+    CompactSummary,
+    ContentBlock,
+    ImageBlock,
+    ItemPayload,
+    SystemMessage,
+    TextBlock,
+    ThinkingBlock,
+    ToolResult,
+    ToolUseBlock,
+    UserMessage,
+)
+from app.domain.usage import Usage
+
+_USAGE_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+)
+_JSON_TYPE_NAMES: dict[type, str] = {
+    list: "array",
+    str: "string",
+    int: "number",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+}
+
+
+@dataclass(frozen=True)
+class ImportedItem:
+    source_id: str  # stable id for idempotent ingestion
+    payload: ItemPayload
+    at: datetime  # entry timestamp, timezone-aware UTC
+    sidechain: bool  # isSidechain entries (subagent threads), kept apart by the caller
+    agent_id: str | None  # entry "agentId" when present
+
+
+@dataclass(frozen=True)
+class TranscriptProblem:
+    line: int  # 1-based line number (offset by first_line - 1)
+    reason: str  # short, e.g. "not JSON: Expecting value", "no timestamp"
+
+
+@dataclass(frozen=True)
+class ParsedTranscript:
+    items: list[ImportedItem]
+    problems: list[TranscriptProblem]
+    session_id: str | None  # the Claude Code sessionId seen in the entries (first one)
+    cwd: str | None
+
+
+@dataclass(frozen=True)
+class _Entry:
+    line: int
+    raw: str
+    data: dict[str, Any]
+
+
+class _EntryProblem(Exception):
+    """An entry that cannot become items; its message is the problem's reason."""
+
+
+def parse_transcript(text: str, *, first_line: int = 1) -> ParsedTranscript:
+    """Turn Claude Code transcript JSONL into log items, reporting the lines it skipped."""
+    entries, problems = _decode(text, first_line)
+    usage_by_message = _usage_by_message(entries)
+    usage_claimed: set[str] = set()
+    items: list[ImportedItem] = []
+    for entry in entries:
+        kind = entry.data.get("type")
+        if kind not in ("user", "assistant", "attachment"):
+            continue
+        try:
+            at = _timestamp(entry.data)
+            if kind == "user":
+                payloads, block_problems = _user_payloads(entry)
+                problems.extend(TranscriptProblem(entry.line, p) for p in block_problems)
+            elif kind == "assistant":
+                payloads = _assistant_payloads(entry, usage_by_message, usage_claimed)
+            else:
+                payloads = _attachment_payloads(entry)
+        except _EntryProblem as exc:
+            problems.append(TranscriptProblem(entry.line, str(exc)))
+            continue
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            problems.append(TranscriptProblem(entry.line, f"malformed {kind} entry: {exc}"[:200]))
+            continue
+        sidechain = entry.data.get("isSidechain") is True
+        agent_id = _str_or_none(entry.data.get("agentId"))
+        items.extend(
+            ImportedItem(source_id, payload, at, sidechain, agent_id)
+            for source_id, payload in payloads
+        )
+    problems.sort(key=lambda p: p.line)
+    return ParsedTranscript(
+        items=items,
+        problems=problems,
+        session_id=_first_str(entries, "sessionId"),
+        cwd=_first_str(entries, "cwd"),
+    )
+
+
+def _decode(text: str, first_line: int) -> tuple[list[_Entry], list[TranscriptProblem]]:
+    entries: list[_Entry] = []
+    problems: list[TranscriptProblem] = []
+    # Only "\n" ends a line: str.splitlines would also split on U+2028 and friends, which
+    # JSON allows raw inside strings.
+    for index, raw in enumerate(text.split("\n")):
+        line_number = first_line + index
+        line = raw.rstrip("\r").lstrip("\ufeff")
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.append(TranscriptProblem(line_number, f"not JSON: {exc.msg}"))
+            continue
+        except RecursionError:
+            problems.append(TranscriptProblem(line_number, "not JSON: nested too deeply"))
+            continue
+        if not isinstance(data, dict):
+            name = _JSON_TYPE_NAMES.get(type(data), type(data).__name__)
+            problems.append(TranscriptProblem(line_number, f"not a JSON object: {name}"))
+            continue
+        entries.append(_Entry(line_number, line, data))
+    return entries, problems
+
+
+def _first_str(entries: list[_Entry], key: str) -> str | None:
+    for entry in entries:
+        value = entry.data.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _timestamp(data: dict[str, Any]) -> datetime:
+    raw = data.get("timestamp")
+    if not isinstance(raw, str) or not raw.strip():
+        raise _EntryProblem("no timestamp")
+    try:
+        at = datetime.fromisoformat(raw.strip())
+    except ValueError:
+        raise _EntryProblem(f"bad timestamp: {raw[:40]!r}") from None
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    return at.astimezone(UTC)
+
+
+def _source_id(entry: _Entry) -> str:
+    uuid = entry.data.get("uuid")
+    if isinstance(uuid, str) and uuid:
+        return uuid
+    return "sha256:" + hashlib.sha256(entry.raw.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def _message(entry: _Entry) -> dict[str, Any]:
+    message = entry.data.get("message")
+    if not isinstance(message, dict):
+        raise _EntryProblem(f"{entry.data.get('type')} entry without a message")
+    return message
+
+
+def _json_text(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _blank(text: str) -> bool:
+    return not text.strip()
+
+
+def _block_text(block: object) -> str:
+    """A content block of a type with no counterpart here, as text."""
+    if isinstance(block, str):
+        return block
+    if isinstance(block, dict) and isinstance(block.get("text"), str):
+        return str(block["text"])
+    return _json_text(block)
+
+
+def _user_block(block: object) -> TextBlock | ImageBlock | None:
+    """A text or image block; other types as text; None for blank text."""
+    if isinstance(block, dict) and block.get("type") == "image":
+        source = block.get("source")
+        if isinstance(source, dict):
+            return ImageBlock(source=source)
+    if isinstance(block, dict) and block.get("type") == "text":
+        text = _str_or_none(block.get("text")) or ""
+    else:
+        text = _block_text(block)
+    return None if _blank(text) else TextBlock(text=text)
+
+
+# --- user entries ---------------------------------------------------------------------
+
+
+def _user_payloads(entry: _Entry) -> tuple[list[tuple[str, ItemPayload]], list[str]]:
+    content = _message(entry).get("content")
+    source_id = _source_id(entry)
+    if entry.data.get("isCompactSummary") is True:
+        if isinstance(content, list):
+            content = "\n\n".join(_block_text(block) for block in content)
+        if not isinstance(content, str):
+            raise _EntryProblem("compact summary without text")
+        return ([] if _blank(content) else [(source_id, CompactSummary(text=content))]), []
+    if isinstance(content, str):
+        if _blank(content):
+            return [], []
+        return [(source_id, UserMessage(content=[TextBlock(text=content)]))], []
+    if not isinstance(content, list):
+        raise _EntryProblem("user content is neither text nor a list")
+    results: list[tuple[str, ItemPayload]] = []
+    problems: list[str] = []
+    blocks: list[TextBlock | ImageBlock] = []
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "tool_result":
+            tool_use_id = block.get("tool_use_id")
+            if not isinstance(tool_use_id, str) or not tool_use_id:
+                problems.append("tool_result without tool_use_id")
+                continue
+            result = ToolResult(
+                tool_use_id=tool_use_id,
+                content=_tool_result_content(block.get("content")),
+                is_error=block.get("is_error") is True,
+            )
+            results.append((f"{tool_use_id}:result", result))
+            continue
+        user_block = _user_block(block)
+        if user_block is not None:
+            blocks.append(user_block)
+    if blocks:
+        results.append((source_id, UserMessage(content=blocks)))
+    return results, problems
+
+
+def _tool_result_content(content: object) -> str | list[TextBlock | ImageBlock]:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        blocks = [_user_block(block) for block in content]
+        return [block for block in blocks if block is not None]
+    return _json_text(content)
+
+
+# --- assistant entries ----------------------------------------------------------------
+
+
+def _count(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _usage(raw: object) -> Usage | None:
+    if not isinstance(raw, dict):
+        return None
+    counts: dict[str, int] = {}
+    for field in _USAGE_FIELDS:
+        value = raw.get(field)
+        counts[field] = value if _count(value) else 0
+    return Usage(**counts)
+
+
+def _usage_by_message(entries: list[_Entry]) -> dict[str, Usage]:
+    """Per `message.id`, the field-wise maximum of the usage its lines repeat."""
+    found: dict[str, Usage] = {}
+    for entry in entries:
+        if entry.data.get("type") != "assistant":
+            continue
+        message = entry.data.get("message")
+        if not isinstance(message, dict):
+            continue
+        message_id = message.get("id")
+        usage = _usage(message.get("usage"))
+        if not isinstance(message_id, str) or not message_id or usage is None:
+            continue
+        seen = found.get(message_id)
+        if seen is not None:
+            usage = Usage(**{f: max(getattr(seen, f), getattr(usage, f)) for f in _USAGE_FIELDS})
+        found[message_id] = usage
+    return found
+
+
+def _assistant_block(block: object) -> ContentBlock | None:
+    if isinstance(block, str):
+        return None if _blank(block) else TextBlock(text=block)
+    if not isinstance(block, dict):
+        return None
+    kind = block.get("type")
+    if kind == "text":
+        text = block.get("text")
+        return TextBlock(text=text) if isinstance(text, str) and not _blank(text) else None
+    if kind == "tool_use":
+        raw_input = block.get("input")
+        if isinstance(raw_input, str):
+            try:
+                raw_input = json.loads(raw_input)
+            except ValueError:
+                pass
+        tool_input = raw_input if isinstance(raw_input, dict) else {"input": raw_input}
+        return ToolUseBlock(id=str(block["id"]), name=str(block["name"]), input=tool_input)
+    if kind == "thinking":
+        thinking = block.get("thinking")
+        if not isinstance(thinking, str):
+            return None
+        return ThinkingBlock(thinking=thinking, signature=_str_or_none(block.get("signature")))
+    if kind == "image" and isinstance(block.get("source"), dict):
+        return ImageBlock(source=block["source"])
+    return None  # redacted_thinking, server tool blocks, unknown types
+
+
+def _assistant_payloads(
+    entry: _Entry, usage_by_message: dict[str, Usage], usage_claimed: set[str]
+) -> list[tuple[str, ItemPayload]]:
+    message = _message(entry)
+    content = message.get("content")
+    if isinstance(content, str):
+        content = [content]
+    if not isinstance(content, list):
+        raise _EntryProblem("assistant content is neither text nor a list")
+    blocks = [block for block in map(_assistant_block, content) if block is not None]
+    if not blocks:
+        return []
+    message_id = message.get("id")
+    if isinstance(message_id, str) and message_id:
+        usage = None if message_id in usage_claimed else usage_by_message.get(message_id)
+        usage_claimed.add(message_id)
+    else:
+        usage = _usage(message.get("usage"))
+    payload = AssistantMessage(
+        content=blocks,
+        model=_str_or_none(message.get("model")),
+        stop_reason=_str_or_none(message.get("stop_reason")),
+        usage=usage,
+    )
+    return [(_source_id(entry), payload)]
+
+
+# --- attachment entries ---------------------------------------------------------------
+
+
+def _attachment_payloads(entry: _Entry) -> list[tuple[str, ItemPayload]]:
+    attachment = entry.data.get("attachment")
+    if not isinstance(attachment, dict):
+        raise _EntryProblem("attachment entry without an attachment")
+    return [(_source_id(entry), SystemMessage(text=_attachment_text(attachment)))]
+
+
+def _text_of(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return "\n".join(value)
+    return _json_text(value)
+
+
+def _attachment_text(attachment: dict[str, Any]) -> str:
+    """A readable rendering of a Claude Code `attachment` (hook output and the like)."""
+    kind = _str_or_none(attachment.get("type")) or "attachment"
+    if kind.startswith("hook_"):
+        name = _str_or_none(attachment.get("hookName")) or _str_or_none(attachment.get("hookEvent"))
+        lines = [f"{kind}: {name}" if name else kind]
+        command = _str_or_none(attachment.get("command"))
+        if command:
+            lines.append(f"command: {command}")
+        exit_code = attachment.get("exitCode")
+        if isinstance(exit_code, int) and not isinstance(exit_code, bool):
+            lines.append(f"exit code: {exit_code}")
+        tool_use_id = _str_or_none(attachment.get("toolUseID"))
+        if tool_use_id:
+            lines.append(f"tool use: {tool_use_id}")
+        body = _text_of(attachment.get("content"))
+        if _blank(body):
+            body = _text_of(attachment.get("stdout"))
+        if not _blank(body):
+            lines.append(body)
+        stderr = _text_of(attachment.get("stderr"))
+        if not _blank(stderr):
+            lines.append(f"stderr: {stderr}")
+        return "\n".join(lines)
+    rest = {key: value for key, value in attachment.items() if key != "type"}
+    body = _text_of(rest.pop("content")) if "content" in rest else ""
+    lines = [kind]
+    if not _blank(body):
+        lines.append(body)
+    if rest:
+        lines.append(_json_text(rest))
+    return "\n".join(lines)

@@ -1,0 +1,96 @@
+"""L1 summaries, worked off in the background.
+
+A chain keeps its newest turns as L2; every older turn needs an L1 line. The
+work runs as a `summarize` job in the background lane, so it never delays a
+reply; the job works off the whole backlog (after a merge it can be large) with
+bounded concurrency. A summary that fails after its retries stores the L2 text
+itself as L1, marked as a fallback: no information is lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.db.engine import Database
+from app.db.models import Job, MemoryTurn, Session
+from app.db.repositories.jobs import JobRepository
+from app.db.repositories.memory import MemoryRepository
+from app.domain.ids import new_id
+from app.engine.llm import LLM, LLMError, text_of
+from app.memory.l1 import l1_request, l2_text, one_line
+from app.services.memory import chain_of
+from app.settings import Settings
+
+logger = logging.getLogger("strata.summaries")
+PIECE = "summarize"
+
+
+async def pending_turns(db: AsyncSession, session: Session, window: int) -> list[MemoryTurn]:
+    """Turns of the chain (this session included) older than the newest `window`, without L1."""
+    owners = [session.id, *[s.id for s in await chain_of(db, session)]]
+    turns = await MemoryRepository(db).turns_of(owners)
+    if len(turns) <= window:
+        return []
+    return [t for t in turns[: len(turns) - window] if t.l1 is None]
+
+
+async def enqueue_if_needed(db: AsyncSession, session: Session, window: int) -> Job | None:
+    jobs = JobRepository(db)
+    if await jobs.active_in_lane(session.id, PIECE) is not None:
+        return None
+    if not await pending_turns(db, session, window):
+        return None
+    return await jobs.add(
+        Job(
+            id=new_id("job"),
+            tenant=session.tenant,
+            session_id=session.id,
+            piece=PIECE,
+            lane="background",
+            status="queued",
+        )
+    )
+
+
+async def summarize_backlog(settings: Settings, database: Database, llm: LLM, job: Job) -> int:
+    """Summarize every pending turn of the job's chain; returns how many were written."""
+    async with database.session(write=False) as db:
+        session = await db.get(Session, job.session_id)
+        if session is None:
+            return 0
+        pending = await pending_turns(db, session, settings.memory_l2_window_turns)
+    gate = asyncio.Semaphore(max(1, settings.summary_concurrency))
+
+    async def one(turn: MemoryTurn) -> None:
+        async with gate:
+            text, fallback = await summarize_turn(settings, llm, turn)
+            async with database.session(write=True) as db:
+                assert turn.id is not None
+                await MemoryRepository(db).set_l1(turn.id, text, fallback=fallback)
+
+    await asyncio.gather(*(one(t) for t in pending))
+    return len(pending)
+
+
+async def summarize_turn(settings: Settings, llm: LLM, turn: MemoryTurn) -> tuple[str, bool]:
+    """(summary, fell_back): 2 retries, then the L2 text itself."""
+    l2 = l2_text(turn.user_text, turn.assistant_text)
+    request = l1_request(
+        l2,
+        model=settings.summary_model,
+        ratio=settings.summary_target_ratio,
+        max_tokens=settings.llm_max_tokens,
+    )
+    for attempt in range(settings.summary_retries + 1):
+        try:
+            response = await llm.complete(request)
+        except LLMError as exc:
+            logger.warning("L1 of turn %s, attempt %s: %s", turn.id, attempt + 1, exc.detail)
+            continue
+        summary = one_line(text_of(response.content))
+        if summary:
+            return summary, False
+    return l2, True

@@ -1,0 +1,167 @@
+"""What each kind of job does. The runner claims, leases and finishes; these decide.
+
+A handler returns an `Outcome`; its `also` runs inside the transaction that
+records the job's end, so what a finished job implies (a turn's memory, the next
+background job) is never lost between two commits.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.db.engine import Database
+from app.db.models import Job
+from app.engine.llm import LLM
+from app.engine.loop import CANCELLED, TurnConfig, close_dangling_tool_uses, run_turn
+from app.services.chat import append_turn_input
+from app.services.compaction import CompactionFailed, compact_session
+from app.services.live import LiveHub
+from app.services.memory import memory_block, project_turns
+from app.services.sessions import get_session
+from app.services.summaries import enqueue_if_needed, summarize_backlog
+from app.services.tasks import LogTaskGateway
+from app.settings import Settings
+from app.tools.registry import ToolContext, ToolRegistry
+from app.worker.memory_gateway import LogMemoryGateway
+from app.worker.reminder import TaskReminder
+from app.worker.turn_store import DbTurnStore, HubTurnEvents
+
+logger = logging.getLogger("strata.jobs")
+PROBLEM_PREFIX = "urn:strata:problem:"
+
+Also = Callable[[AsyncSession], Awaitable[None]]
+
+
+def problem(slug: str, title: str, detail: str) -> dict[str, Any]:
+    return {"type": PROBLEM_PREFIX + slug, "title": title, "detail": detail}
+
+
+@dataclass
+class Outcome:
+    status: str
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    also: Also | None = None
+
+
+@dataclass
+class Deps:
+    settings: Settings
+    database: Database
+    hub: LiveHub
+    llm: LLM
+    tools: ToolRegistry
+
+
+def remember_turn(deps: Deps, job: Job) -> Also:
+    """At a turn's end: its L2/L3, and the L1 backlog job when the chain outgrew the window."""
+
+    async def also(db: AsyncSession) -> None:
+        if job.turn is None:
+            return
+        await project_turns(db, job.session_id, [job.turn])
+        session = await get_session(db, job.tenant, job.session_id)
+        await enqueue_if_needed(db, session, deps.settings.memory_l2_window_turns)
+
+    return also
+
+
+async def _system_prompt(deps: Deps, job: Job, own: str | None) -> str | None:
+    """The session's own prompt, then the memory block of the chain it continues."""
+    async with deps.database.session(write=False) as db:
+        block = await memory_block(
+            db,
+            job.tenant,
+            job.session_id,
+            window=deps.settings.memory_l2_window_turns,
+            tz=deps.settings.zone,
+        )
+    parts = [p for p in (own, block.text) if p]
+    return "\n\n".join(parts) or None
+
+
+async def run_chat(deps: Deps, job: Job) -> Outcome:
+    async with deps.database.session(write=True) as db:
+        session = await get_session(db, job.tenant, job.session_id)
+        await append_turn_input(db, job)
+    deps.hub.committed(job.session_id, job.id)
+    store = DbTurnStore(deps.database, deps.hub, job)
+    config = TurnConfig(
+        model=session.model or deps.settings.model,
+        system=await _system_prompt(deps, job, session.system_prompt),
+        tool_names=session.tools if session.tools is not None else deps.tools.names,
+        max_iterations=deps.settings.agent_max_iterations,
+        max_tokens=deps.settings.llm_max_tokens,
+        interceptors=[TaskReminder(deps.settings, deps.database, job.session_id)],
+        context_window=deps.settings.context_window_tokens,
+        compact_ratio=deps.settings.context_force_ratio,
+        compact=lambda: _auto_compact(deps, job),
+    )
+    ctx = ToolContext(
+        tenant=job.tenant,
+        session_id=job.session_id,
+        job_id=job.id,
+        tasks=LogTaskGateway(deps.database, deps.hub, job),
+        memory=LogMemoryGateway(deps.settings, deps.database, job),
+    )
+    outcome = await run_turn(deps.llm, store, deps.tools, ctx, config, HubTurnEvents(deps.hub, job))
+    also = remember_turn(deps, job)
+    if outcome.status == "cancelled":
+        await close_dangling_tool_uses(store, CANCELLED)
+        return Outcome("cancelled", also=also)
+    if outcome.status == "max_iterations":
+        detail = (
+            f"the agent made {outcome.iterations} LLM calls without ending its turn "
+            f"(STRATA_AGENT_MAX_ITERATIONS={deps.settings.agent_max_iterations})"
+        )
+        error = problem("agent-max-iterations", "Too many iterations", detail)
+        return Outcome("failed", error=error, also=also)
+    return Outcome("succeeded", result={"text": outcome.final_text}, also=also)
+
+
+async def _compact_now(deps: Deps, job: Job) -> int:
+    return await compact_session(
+        settings=deps.settings,
+        database=deps.database,
+        hub=deps.hub,
+        llm=deps.llm,
+        tenant=job.tenant,
+        session_id=job.session_id,
+        job_id=job.id,
+        turn=job.turn,
+    )
+
+
+async def _auto_compact(deps: Deps, job: Job) -> None:
+    """Mid-turn compaction; if it fails the turn goes on (the failure is an event)."""
+    try:
+        await _compact_now(deps, job)
+    except CompactionFailed as exc:
+        logger.warning("job %s: automatic compaction failed: %s", job.id, exc.detail)
+
+
+async def run_compact(deps: Deps, job: Job) -> Outcome:
+    try:
+        segment = await _compact_now(deps, job)
+    except CompactionFailed as exc:
+        return Outcome(
+            "failed", error=problem("compaction-failed", "Compaction failed", exc.detail)
+        )
+    return Outcome("succeeded", result={"segment": segment})
+
+
+async def run_summarize(deps: Deps, job: Job) -> Outcome:
+    written = await summarize_backlog(deps.settings, deps.database, deps.llm, job)
+    return Outcome("succeeded", result={"summarized": written})
+
+
+HANDLERS: dict[str, Callable[[Deps, Job], Awaitable[Outcome]]] = {
+    "chat": run_chat,
+    "compact": run_compact,
+    "summarize": run_summarize,
+}

@@ -1,0 +1,142 @@
+"""Claiming jobs from several workers at once: a job is never claimed twice.
+
+PostgreSQL locks the claimed row `FOR UPDATE SKIP LOCKED`, so a second claimer
+passes over it without waiting; SQLite's writing transactions are exclusive, so
+the second claimer waits and then sees the job taken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any, cast
+
+import pytest
+from sqlalchemy.dialects import postgresql, sqlite
+
+from app.db.engine import Database
+from app.db.models import Job, Session
+from app.db.repositories.jobs import JobRepository
+from app.db.types import utcnow
+from app.settings import Settings
+
+HOLD_SECONDS = 0.5
+
+
+@pytest.fixture
+async def database(settings: Settings) -> AsyncIterator[Database]:
+    db = Database(settings)
+    yield db
+    await db.dispose()
+
+
+async def _seed(database: Database, *sessions: str) -> None:
+    """One queued job in each of `sessions`, in that order."""
+    async with database.session(write=True) as db:
+        for session_id in sessions:
+            db.add(Session(id=session_id, tenant="acme"))
+        await db.flush()
+        for session_id in sessions:
+            db.add(
+                Job(id=f"job_{session_id}", tenant="acme", session_id=session_id, status="queued")
+            )
+
+
+async def _claim(
+    database: Database,
+    owner: str,
+    *,
+    claimed: asyncio.Event | None = None,
+    release: asyncio.Event | None = None,
+) -> str | None:
+    """One claim as the runner makes it; with `release`, the transaction (and its
+    locks) stays open until that is set, `claimed` being set once the job is taken."""
+    async with database.session(write=True) as db:
+        repo = JobRepository(db)
+        job = await repo.claimable(utcnow())
+        if job is not None:
+            await repo.take(job, owner, utcnow() + timedelta(seconds=30))
+        if claimed is not None:
+            claimed.set()
+        if release is not None:
+            await release.wait()
+        return None if job is None else job.id
+
+
+async def _first_holds_while_second_claims(
+    database: Database,
+) -> tuple[str | None, str | None, bool]:
+    """Worker A claims and keeps its transaction open; worker B claims meanwhile.
+    Returns both claims and whether B finished while A still held its transaction."""
+    claimed, release = asyncio.Event(), asyncio.Event()
+    first = asyncio.create_task(_claim(database, "worker-a", claimed=claimed, release=release))
+    await asyncio.wait_for(claimed.wait(), timeout=5)
+    second = asyncio.create_task(_claim(database, "worker-b"))
+    done, _ = await asyncio.wait({second}, timeout=HOLD_SECONDS)
+    release.set()
+    return await first, await second, second in done
+
+
+async def test_two_claimers_never_take_the_same_job(database: Database) -> None:
+    await _seed(database, "ses_one", "ses_two")
+
+    first, second, _ = await _first_holds_while_second_claims(database)
+
+    assert first == "job_ses_one"
+    assert second == "job_ses_two"
+
+
+async def test_a_job_being_claimed_is_not_claimed_again(database: Database) -> None:
+    await _seed(database, "ses_one")
+
+    first, second, _ = await _first_holds_while_second_claims(database)
+
+    assert first == "job_ses_one"
+    assert second is None
+    async with database.session(write=False) as db:
+        job = await JobRepository(db).get("job_ses_one")
+    assert job is not None
+    assert (job.lease_owner, job.attempts) == ("worker-a", 1)
+
+
+@pytest.mark.postgresql_only
+async def test_postgresql_skips_a_locked_job_instead_of_waiting(database: Database) -> None:
+    await _seed(database, "ses_one", "ses_two")
+
+    first, second, without_waiting = await _first_holds_while_second_claims(database)
+
+    assert (first, second) == ("job_ses_one", "job_ses_two")
+    assert without_waiting
+
+
+@pytest.mark.sqlite_only
+async def test_sqlite_claims_one_writer_at_a_time(database: Database) -> None:
+    await _seed(database, "ses_one", "ses_two")
+
+    first, second, without_waiting = await _first_holds_while_second_claims(database)
+
+    assert (first, second) == ("job_ses_one", "job_ses_two")
+    assert not without_waiting  # BEGIN IMMEDIATE waited for the first claim's commit
+
+
+async def test_the_claim_query_locks_with_skip_locked_where_the_dialect_has_it() -> None:
+    captured: list[Any] = []
+
+    class Capture:
+        async def exec(self, query: Any) -> Any:
+            captured.append(query)
+            raise _Stop
+
+    with pytest.raises(_Stop):
+        await JobRepository(cast(Any, Capture())).claimable(utcnow())
+
+    (query,) = captured
+    on_postgresql = str(query.compile(dialect=postgresql.dialect()))
+    on_sqlite = str(query.compile(dialect=sqlite.dialect()))
+    assert on_postgresql.rstrip().endswith("FOR UPDATE SKIP LOCKED")
+    assert "FOR UPDATE" not in on_sqlite
+
+
+class _Stop(Exception):
+    pass

@@ -1,0 +1,158 @@
+"""When the task reminder fires and what it says (seed 000), with N = M = 8.
+
+Requests are numbered from 1 per session. `ReminderState.requests_done` is the number of
+requests answered before the one being decided, as the worker keeps it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+
+import pytest
+
+from app.domain.reminder import CLOSE_TAG, OPEN_TAG, ReminderState, reminder_text, should_remind
+from app.domain.tasks import Task
+
+N = 8  # requests without a task write before the first reminder
+M = 8  # requests between two reminders
+
+
+def fires(request: int, *, last_write: int = 0, last_reminder: int = 0, active: int = 1) -> bool:
+    """Whether request number `request` carries a reminder."""
+    state = ReminderState(
+        requests_done=request - 1,
+        last_task_write_request=last_write,
+        last_reminder_request=last_reminder,
+    )
+    return should_remind(state, active, since_write=N, between=M)
+
+
+def simulate(
+    requests: int,
+    writes: Collection[int],
+    active: Callable[[int], int] = lambda request: 1,
+) -> list[int]:
+    """Run `requests` requests the way the worker does; the numbers that carried a reminder.
+
+    Before request r the interceptor decides (and records r as the last reminder); after
+    its response is appended the request is counted, and remembered as a task write when
+    the response called TaskCreate/TaskUpdate (`r in writes`).
+    """
+    state = ReminderState(requests_done=0, last_task_write_request=0, last_reminder_request=0)
+    reminded: list[int] = []
+    for request in range(1, requests + 1):
+        assert state.requests_done + 1 == request
+        if should_remind(state, active(request), since_write=N, between=M):
+            reminded.append(request)
+            state = ReminderState(state.requests_done, state.last_task_write_request, request)
+        state = ReminderState(
+            requests_done=request,
+            last_task_write_request=request if request in writes else state.last_task_write_request,
+            last_reminder_request=state.last_reminder_request,
+        )
+    return reminded
+
+
+# --- the threshold N ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("k", [1, 2, 5, 17])
+def test_after_a_write_in_request_k_the_first_reminder_is_request_k_plus_9(k: int) -> None:
+    for request in range(k + 1, k + N + 1):
+        assert not fires(request, last_write=k), request
+    assert fires(k + N + 1, last_write=k)
+    assert fires(k + N + 5, last_write=k)
+
+
+def test_without_any_write_requests_1_to_8_are_quiet_and_9_fires() -> None:
+    assert [r for r in range(1, 10) if fires(r)] == [9]
+
+
+# --- the cooldown M ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("r", [9, 12, 30])
+def test_after_a_reminder_in_request_r_the_next_may_come_at_r_plus_8(r: int) -> None:
+    for request in range(r + 1, r + M):
+        assert not fires(request, last_reminder=r), request
+    assert fires(r + M, last_reminder=r)
+
+
+def test_both_conditions_must_hold() -> None:
+    # cooled down but a recent write
+    assert not fires(30, last_write=25, last_reminder=10)
+    # long since a write but a recent reminder
+    assert not fires(30, last_write=5, last_reminder=25)
+    assert fires(30, last_write=21, last_reminder=22)
+
+
+# --- a new write resets the count --------------------------------------------------------
+
+
+def test_a_write_resets_the_count() -> None:
+    # A reminder in 9, a write in 12: nothing until 21 although the cooldown ended at 17.
+    assert [r for r in range(13, 30) if fires(r, last_write=12, last_reminder=9)] == list(
+        range(21, 30)
+    )
+
+
+def test_a_write_in_the_request_that_carried_the_reminder_resets_too() -> None:
+    assert simulate(30, writes={9}) == [9, 18, 26]
+
+
+# --- no active task, no reminder -------------------------------------------------------
+
+
+@pytest.mark.parametrize("number", [9, 10, 50, 1000])
+def test_zero_active_tasks_never_remind(number: int) -> None:
+    assert not fires(number, active=0)
+
+
+def test_a_session_without_active_tasks_never_hears_a_reminder() -> None:
+    assert simulate(40, writes={2, 3}, active=lambda request: 0) == []
+    assert simulate(40, writes=set(), active=lambda request: 0) == []
+
+
+# --- a whole session ------------------------------------------------------------------
+
+
+def test_a_scripted_session_of_40_requests() -> None:
+    """Writes in 3 and 20; every task is done during requests 36..38 (then a new one)."""
+
+    def active(request: int) -> int:
+        return 0 if 36 <= request <= 38 else 2
+
+    # 3 -> quiet through 11, fires 12; 12+8 = 20 (and 20 writes); 20+9 = 29;
+    # 37 would be next but no task is active; 39 is the first request with one again.
+    assert simulate(40, writes={3, 20}, active=active) == [12, 20, 29, 39]
+
+
+def test_a_session_that_never_writes_is_reminded_every_eight_requests() -> None:
+    assert simulate(40, writes=set()) == [9, 17, 25, 33]
+
+
+def test_a_session_that_writes_every_few_requests_is_never_reminded() -> None:
+    assert simulate(40, writes=set(range(1, 41, 8))) == []  # a write every 8th request
+    assert simulate(40, writes=set(range(1, 41, 9))) == [10, 19, 28, 37]  # every 9th
+
+
+# --- the text -------------------------------------------------------------------------
+
+
+def test_reminder_text_lists_taskid_status_and_subject_but_no_description() -> None:
+    active = [
+        Task(taskid=2, status="inprogress", subject="write the parser", description="SECRET-2"),
+        Task(taskid=5, status="pending", subject="add tests", description="SECRET-5"),
+    ]
+
+    text = reminder_text(active)
+
+    assert text.startswith(OPEN_TAG + "\n")
+    assert text.endswith("\n" + CLOSE_TAG)
+    assert (OPEN_TAG, CLOSE_TAG) == ("<system-reminder>", "</system-reminder>")
+    assert text.count(OPEN_TAG) == 1 and text.count(CLOSE_TAG) == 1
+    assert "- taskid 2 [inprogress] write the parser" in text
+    assert "- taskid 5 [pending] add tests" in text
+    assert text.index("taskid 2") < text.index("taskid 5")
+    assert "SECRET" not in text
+    assert "TaskUpdate" in text
