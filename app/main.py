@@ -93,7 +93,10 @@ def create_app(
     app.add_middleware(
         BodyLimitMiddleware,
         default_limit=settings.max_body_bytes,
-        prefix_limits={"/hooks/": settings.hook_max_body_bytes},
+        path_limits={
+            r"/hooks/": settings.hook_max_body_bytes,
+            r"/jobs/[^/]+/files/input/": settings.max_workspace_file_bytes,
+        },
     )
     app.include_router(api_router)
     install_openapi(app)

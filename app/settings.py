@@ -93,6 +93,12 @@ class Settings(BaseSettings):
     job_lease_seconds: float = 30.0
     job_heartbeat_seconds: float = 10.0
 
+    # --- pieces and workspaces (seed 004) -----------------------------------
+    pieces_dir: Path | None = None
+    bash_tool_enabled: bool = False
+    bash_timeout_seconds: float = 60.0
+    max_workspace_file_bytes: int = 16 * 1024 * 1024
+
     # --- the runner (ours) --------------------------------------------------
     run_worker_in_server: bool = True
     worker_concurrency: int = 32

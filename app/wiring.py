@@ -3,26 +3,56 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from app.db.engine import Database
 from app.engine.anthropic import AnthropicLLM
 from app.engine.llm import LLM
+from app.engine.pieces import BUILTIN_DIR, PieceCatalog, load_catalog
 from app.services.live import LiveHub
 from app.settings import Settings
 from app.tools.clock import current_time_tool
 from app.tools.detail import detail_tool
 from app.tools.registry import ToolRegistry
 from app.tools.tasks import task_tools
+from app.tools.transition import piece_tools
+from app.tools.workspace import ResultBudget, workspace_tools
 from app.worker.runner import Runner
+
+logger = logging.getLogger("strata")
 
 
 def builtin_tools(settings: Settings) -> ToolRegistry:
-    return ToolRegistry(
-        [*task_tools(), detail_tool(), current_time_tool(settings.display_timezone)]
+    workspace = workspace_tools(
+        bash_enabled=settings.bash_tool_enabled,
+        bash_timeout_seconds=settings.bash_timeout_seconds,
+        budget=ResultBudget(
+            ratio=settings.tool_result_budget_ratio,
+            max_tokens=settings.tool_result_max_tokens,
+            min_tokens=settings.tool_result_min_tokens,
+        ),
     )
+    return ToolRegistry(
+        [
+            *task_tools(),
+            detail_tool(),
+            current_time_tool(settings.display_timezone),
+            *piece_tools(),
+            *(replace(tool, in_chat=False) for tool in workspace),
+        ]
+    )
+
+
+def piece_catalog(settings: Settings) -> PieceCatalog:
+    """The builtin pieces, then the operator's folder (same name: the folder wins)."""
+    folders = [BUILTIN_DIR] + ([settings.pieces_dir] if settings.pieces_dir else [])
+    catalog = load_catalog(folders)
+    for problem in catalog.problems:
+        logger.error("piece file %s is invalid and was skipped: %s", problem.path, problem.reason)
+    return catalog
 
 
 @dataclass
@@ -32,6 +62,7 @@ class Runtime:
     llm: LLM
     tools: ToolRegistry
     hub: LiveHub
+    pieces: PieceCatalog
     runner: Runner | None = None
 
 
@@ -53,11 +84,12 @@ async def runtime(
         llm=owned_llm if owned_llm is not None else llm,  # type: ignore[arg-type]
         tools=tools or builtin_tools(settings),
         hub=hub,
+        pieces=piece_catalog(settings),
     )
     stop = asyncio.Event()
     task: asyncio.Task[None] | None = None
     if with_runner:
-        parts.runner = Runner(settings, database, parts.llm, parts.tools, hub)
+        parts.runner = Runner(settings, database, parts.llm, parts.tools, hub, parts.pieces)
         task = asyncio.create_task(parts.runner.run(stop), name="strata-runner")
     try:
         yield parts

@@ -1,13 +1,14 @@
 """Refuse request bodies over a limit with 413, before they fill memory.
 
 Declared sizes are refused before the app runs; chunked bodies are counted as
-they stream in. Limits are per path prefix so an endpoint such as a transcript
-hook can accept more than the default.
+they stream in. Limits are per path pattern so an endpoint such as a transcript
+hook or a file upload can accept more than the default.
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -24,15 +25,16 @@ class _TooLarge(StarletteHTTPException):
 
 class BodyLimitMiddleware:
     def __init__(
-        self, app: ASGIApp, *, default_limit: int, prefix_limits: dict[str, int] | None = None
+        self, app: ASGIApp, *, default_limit: int, path_limits: dict[str, int] | None = None
     ) -> None:
         self.app = app
         self.default_limit = default_limit
-        self.prefix_limits = sorted((prefix_limits or {}).items(), key=lambda kv: -len(kv[0]))
+        self.path_limits = [(re.compile(p), limit) for p, limit in (path_limits or {}).items()]
 
     def limit_for(self, path: str) -> int:
-        for prefix, limit in self.prefix_limits:
-            if path.startswith(prefix):
+        """The first pattern (a regular expression) that matches the path decides."""
+        for pattern, limit in self.path_limits:
+            if pattern.match(path):
                 return limit
         return self.default_limit
 

@@ -25,12 +25,18 @@ def install_openapi(app: FastAPI) -> None:
                 description=app.description,
                 routes=app.routes,
             )
+            problem = {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
             for operations in document.get("paths", {}).values():
                 for operation in operations.values():
-                    for response in operation.get("responses", {}).values():
+                    for status, response in operation.get("responses", {}).items():
                         content = response.get("content", {})
                         if PROBLEM_MEDIA_TYPE in content:
                             response["content"] = {PROBLEM_MEDIA_TYPE: content[PROBLEM_MEDIA_TYPE]}
+                        elif status == "422":  # FastAPI's own validation answer: ours is a problem
+                            response["content"] = problem
+            schemas = document.get("components", {}).get("schemas", {})
+            for unused in ("HTTPValidationError", "ValidationError"):
+                schemas.pop(unused, None)
             app.openapi_schema = document
         return app.openapi_schema
 

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.api.routes import chat, events, health, hooks, items, jobs, memory, sessions, tasks
+from app.api.routes import (
+    chat,
+    events,
+    health,
+    hooks,
+    items,
+    jobs,
+    memory,
+    pieces,
+    sessions,
+    tasks,
+)
 
 api_router = APIRouter()
 api_router.include_router(health.router)
@@ -14,5 +25,6 @@ api_router.include_router(tasks.router)
 api_router.include_router(memory.router)
 api_router.include_router(chat.router)
 api_router.include_router(jobs.router)
+api_router.include_router(pieces.router)
 api_router.include_router(events.router)
 api_router.include_router(hooks.router)

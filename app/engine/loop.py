@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from app.domain.items import AssistantMessage, ItemPayload, Origin, ToolResult, ToolUseBlock
-from app.engine.compaction import context_ratio
-from app.engine.llm import LLM, LLMRequest, Usage, text_of
+from app.engine.llm import LLM, LLMRequest, LLMResponse, Usage, text_of
 from app.engine.requests import to_messages, turn_is_answered, unanswered_tool_uses
 from app.tools.registry import ToolContext, ToolOutput, ToolRegistry
 
 Interceptor = Callable[[LLMRequest], Awaitable[LLMRequest]]
+AfterResponse = Callable[[LLMRequest, LLMResponse, int], Awaitable[bool]]
 
 INTERRUPTED = (
     "interrupted: the worker running this tool stopped before its result was recorded; "
@@ -56,16 +56,15 @@ class TurnConfig:
     max_iterations: int
     max_tokens: int
     interceptors: Sequence[Interceptor] = field(default_factory=tuple)
-    # Automatic compaction: called before the next request once a response used
-    # `compact_ratio` of `context_window` tokens.
-    context_window: int = 0
-    compact_ratio: float = 1.0
-    compact: Callable[[], Awaitable[None]] | None = None
+    # Called after each response whose tools have run, before the next request: the
+    # place for context-budget actions (compaction in chat, wrap-up prompts and forced
+    # transitions in movements). Returning True ends the turn ("stopped").
+    after_response: AfterResponse | None = None
 
 
 @dataclass
 class TurnOutcome:
-    status: Literal["completed", "cancelled", "max_iterations"]
+    status: Literal["completed", "cancelled", "max_iterations", "stopped", "ended_by_tool"]
     final_text: str = ""
     usage: Usage = field(default_factory=Usage)
     iterations: int = 0
@@ -121,9 +120,19 @@ async def run_turn(
         )
         await store.append(assistant, Origin.llm, response.usage)
 
+        ended_by: str | None = None
         for block in (b for b in response.content if isinstance(b, ToolUseBlock)):
             if await store.cancel_requested():
                 break
+            if ended_by is not None:  # keep the log valid: the step is over
+                skipped = ToolResult(
+                    tool_use_id=block.id,
+                    content=f"not run: {ended_by} ended this step",
+                    is_error=True,
+                    name=block.name,
+                )
+                await store.append(skipped, Origin.system)
+                continue
             await events.tool_started(block)
             output = await tools.run(ctx, block.name, block.input, config.tool_names, block.id)
             if not output.recorded:
@@ -135,13 +144,19 @@ async def run_turn(
                 )
                 await store.append(result, Origin.system)
             await events.tool_finished(block, output)
+            if output.ends_turn:
+                ended_by = block.name
+        if ended_by is not None:
+            outcome.status = "ended_by_tool"
+            return outcome
         if not any(isinstance(b, ToolUseBlock) for b in response.content):
             outcome.final_text = text_of(response.content)
             return outcome
-        if config.compact is not None and (
-            context_ratio(response.usage, config.context_window) >= config.compact_ratio
+        if config.after_response is not None and await config.after_response(
+            outbound, response, outcome.iterations
         ):
-            await config.compact()
+            outcome.status = "stopped"
+            return outcome
 
 
 def _last_text(items: Sequence[ItemPayload]) -> str:

@@ -13,7 +13,8 @@ from app.domain.errors import Conflict, NotFound
 from app.services.events import record_event
 from app.services.pagination import Page, page_of
 
-TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
+TERMINAL = frozenset({"succeeded", "failed", "aborted", "cancelled"})
+WAITING = frozenset({"waiting_human", "waiting_subtasks"})
 
 
 async def get_job(db: AsyncSession, tenant: str, job_id: str) -> Job:
@@ -64,6 +65,18 @@ async def set_status(
     if error is not None:
         data["error"] = error
     await record_event(db, job.session_id, "job.status", data, job_id=job.id)
+    if status in TERMINAL and job.parent_job_id is not None:
+        await _wake_parent(db, job.parent_job_id)
+
+
+async def _wake_parent(db: AsyncSession, parent_id: str) -> None:
+    """A parent waiting for its subtasks goes back to the queue once all of them ended."""
+    jobs = JobRepository(db)
+    parent = await jobs.get(parent_id)
+    if parent is None or parent.status != "waiting_subtasks":
+        return
+    if all(child.status in TERMINAL for child in await jobs.children(parent_id)):
+        await set_status(db, parent, "queued")
 
 
 async def cancel_job(db: AsyncSession, tenant: str, job_id: str) -> Job:
@@ -71,7 +84,7 @@ async def cancel_job(db: AsyncSession, tenant: str, job_id: str) -> Job:
     job = await get_job(db, tenant, job_id)
     if job.status in TERMINAL:
         raise Conflict(f"job {job_id!r} has already ended ({job.status})", job_status=job.status)
-    if job.status == "queued":
+    if job.status == "queued" or job.status in WAITING:
         await set_status(db, job, "cancelled")
     else:
         job.cancel_requested = True

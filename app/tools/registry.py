@@ -30,6 +30,7 @@ class ToolContext:
     tool_use_id: str | None = None
     tasks: TaskGateway | None = None
     memory: MemoryGateway | None = None
+    piece: PieceGateway | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 
 
@@ -40,6 +41,8 @@ class ToolOutput:
     # True when the tool wrote its own result to the log, in the same transaction as
     # its effect (task tools): the loop must not append it a second time.
     recorded: bool = False
+    # True for a tool that ends the agent's step (`transition`): the loop stops after it.
+    ends_turn: bool = False
 
 
 class TaskGateway(Protocol):
@@ -48,6 +51,14 @@ class TaskGateway(Protocol):
     async def write(self, tool_use_id: str, op: str, args: dict[str, Any]) -> ToolOutput: ...
 
     async def read(self, taskid: int | None) -> str: ...
+
+
+class PieceGateway(Protocol):
+    """What the `transition` and `spawn_subtask` tools do inside a running movement."""
+
+    async def transition(self, next_step: str, summary: str, lessons: str | None) -> str: ...
+
+    async def spawn_subtask(self, instruction: str, piece: str | None) -> str: ...
 
 
 class MemoryGateway(Protocol):
@@ -66,6 +77,9 @@ class Tool(Generic[ArgsT]):
     description: str
     input_model: type[ArgsT]
     invoke: Callable[[ToolContext, ArgsT], Awaitable[str | ToolOutput]]
+    # Offered to chat sessions by default; False for tools that need a job's movement
+    # or workspace (offered only where a piece's movement allows them).
+    in_chat: bool = True
 
     def spec(self) -> ToolSpec:
         schema = self.input_model.model_json_schema()
@@ -87,6 +101,10 @@ class ToolRegistry:
     @property
     def names(self) -> list[str]:
         return list(self._tools)
+
+    @property
+    def chat_names(self) -> list[str]:
+        return [name for name, tool in self._tools.items() if tool.in_chat]
 
     def unknown(self, names: Iterable[str]) -> list[str]:
         return [name for name in names if name not in self._tools]

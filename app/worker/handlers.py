@@ -16,8 +16,16 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
 from app.db.models import Job
-from app.engine.llm import LLM
-from app.engine.loop import CANCELLED, TurnConfig, close_dangling_tool_uses, run_turn
+from app.engine.compaction import context_ratio
+from app.engine.llm import LLM, LLMRequest, LLMResponse
+from app.engine.loop import (
+    CANCELLED,
+    AfterResponse,
+    TurnConfig,
+    close_dangling_tool_uses,
+    run_turn,
+)
+from app.engine.pieces import PieceCatalog
 from app.services.chat import append_turn_input
 from app.services.compaction import CompactionFailed, compact_session
 from app.services.live import LiveHub
@@ -56,6 +64,7 @@ class Deps:
     hub: LiveHub
     llm: LLM
     tools: ToolRegistry
+    pieces: PieceCatalog
 
 
 def remember_turn(deps: Deps, job: Job) -> Also:
@@ -94,13 +103,11 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
     config = TurnConfig(
         model=session.model or deps.settings.model,
         system=await _system_prompt(deps, job, session.system_prompt),
-        tool_names=session.tools if session.tools is not None else deps.tools.names,
+        tool_names=session.tools if session.tools is not None else deps.tools.chat_names,
         max_iterations=deps.settings.agent_max_iterations,
         max_tokens=deps.settings.llm_max_tokens,
         interceptors=[TaskReminder(deps.settings, deps.database, job.session_id)],
-        context_window=deps.settings.context_window_tokens,
-        compact_ratio=deps.settings.context_force_ratio,
-        compact=lambda: _auto_compact(deps, job),
+        after_response=_compact_when_full(deps, job),
     )
     ctx = ToolContext(
         tenant=job.tenant,
@@ -137,12 +144,21 @@ async def _compact_now(deps: Deps, job: Job) -> int:
     )
 
 
-async def _auto_compact(deps: Deps, job: Job) -> None:
-    """Mid-turn compaction; if it fails the turn goes on (the failure is an event)."""
-    try:
-        await _compact_now(deps, job)
-    except CompactionFailed as exc:
-        logger.warning("job %s: automatic compaction failed: %s", job.id, exc.detail)
+def _compact_when_full(deps: Deps, job: Job) -> AfterResponse:
+    """The chat's context action: at the force threshold, compact and go on. If the
+    compaction fails the turn goes on regardless (the failure is an event)."""
+
+    async def after(request: LLMRequest, response: LLMResponse, iteration: int) -> bool:
+        ratio = context_ratio(response.usage, deps.settings.context_window_tokens)
+        if ratio < deps.settings.context_force_ratio:
+            return False
+        try:
+            await _compact_now(deps, job)
+        except CompactionFailed as exc:
+            logger.warning("job %s: automatic compaction failed: %s", job.id, exc.detail)
+        return False
+
+    return after
 
 
 async def run_compact(deps: Deps, job: Job) -> Outcome:

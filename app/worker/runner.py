@@ -23,11 +23,13 @@ from app.db.types import utcnow
 from app.domain.ids import new_id
 from app.engine.llm import LLM, LLMError
 from app.engine.loop import CANCELLED, close_dangling_tool_uses
+from app.engine.pieces import PieceCatalog
 from app.services.jobs import set_status
 from app.services.live import LiveHub
 from app.settings import Settings
 from app.tools.registry import ToolRegistry
 from app.worker.handlers import HANDLERS, Deps, Outcome, problem, remember_turn
+from app.worker.piece_runner import run_piece
 from app.worker.turn_store import DbTurnStore
 
 logger = logging.getLogger("strata.runner")
@@ -51,6 +53,7 @@ class Runner:
         llm: LLM,
         tools: ToolRegistry,
         hub: LiveHub,
+        pieces: PieceCatalog,
         *,
         worker_id: str | None = None,
     ) -> None:
@@ -60,7 +63,7 @@ class Runner:
         self.tools = tools
         self.hub = hub
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{new_id('w')[-6:]}"
-        self.deps = Deps(settings, database, hub, llm, tools)
+        self.deps = Deps(settings, database, hub, llm, tools, pieces)
         self._running: dict[str, _Running] = {}
         self._wake = asyncio.Event()
 
@@ -175,7 +178,7 @@ class Runner:
             self.wake()
 
     async def _execute(self, job: Job) -> None:
-        handler = HANDLERS.get(job.piece)
+        handler = HANDLERS.get(job.piece, run_piece)
         if handler is None:
             detail = f"this server has no handler for jobs of piece {job.piece!r}"
             await self._finish(

@@ -215,14 +215,17 @@ async def test_task_list_shows_every_task_and_task_get_one(
     ]
 
 
-async def test_tasks_deleted_by_the_model_stay_listed(
+async def test_the_model_renames_and_deletes_and_deleted_tasks_stay_listed(
     agent_client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
 ) -> None:
     session_id = await new_session(agent_client)
     fake_llm.reply(
         tool_use("TaskCreate", {"subject": "a"}), tool_use("TaskCreate", {"subject": "b"})
     )
-    fake_llm.reply(tool_use("TaskUpdate", {"taskid": 1, "status": "deleted"}))
+    fake_llm.reply(
+        tool_use("TaskUpdate", {"taskid": 1, "status": "deleted"}),
+        tool_use("TaskUpdate", {"taskid": 2, "subject": "b, renamed", "description": "why"}),
+    )
     listing = tool_use("TaskList", {})
     fake_llm.reply(listing)
     fake_llm.reply(text("done"))
@@ -231,10 +234,10 @@ async def test_tasks_deleted_by_the_model_stay_listed(
 
     assert _brief(await _tasks(agent_client, session_id)) == [
         (1, "deleted", "a", ""),
-        (2, "pending", "b", ""),
+        (2, "pending", "b, renamed", "why"),
     ]
     list_text, _ = _results(fake_llm.requests[3])[listing.id]
-    assert list_text.startswith("[1] deleted: a\n[2] pending: b")
+    assert list_text.startswith("[1] deleted: a\n[2] pending: b, renamed\n    why")
 
 
 async def test_rest_changes_between_turns_reach_the_agent_as_a_note_in_its_user_turn(

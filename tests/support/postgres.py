@@ -43,9 +43,12 @@ START_WITHIN = 30.0
 STOP_WITHIN = 15.0
 UNPRIVILEGED_USER = "nobody"
 SUPERUSER = "postgres"
-# Durability is not wanted from a throwaway server: skip every fsync.
+# Durability is not wanted from a throwaway server: skip every fsync. No autovacuum:
+# its workers connect to the freshly migrated template, and CREATE DATABASE … TEMPLATE
+# then waits for them to leave (≈ 0.4 s per test instead of ≈ 0.04 s).
 SERVER_SETTINGS = {
     "fsync": "off",
+    "autovacuum": "off",
     "synchronous_commit": "off",
     "full_page_writes": "off",
     "max_connections": "300",

@@ -1,13 +1,30 @@
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import FileResponse
 
-from app.api.deps import AfterCursor, CurrentTenant, PageLimit, RuntimeDep, SessionDep
+from app.api.deps import AfterCursor, CurrentTenant, PageLimit, RuntimeDep, SessionDep, SettingsDep
 from app.api.errors import problem_responses
-from app.api.schemas.jobs import JobList, JobPublic, JobStatus
+from app.api.schemas.jobs import (
+    CommentCreate,
+    CommentList,
+    CommentPublic,
+    JobCreate,
+    JobList,
+    JobPublic,
+    JobStatus,
+    StoredFile,
+    WorkspaceFiles,
+)
+from app.domain.errors import InvalidInput
+from app.engine.pieces import CHAT_PIECE
+from app.services import comments, workspaces
 from app.services import jobs as service
+from app.services.chat import IfBusy, send_message
+from app.services.piece_jobs import submit_job
+from app.services.sessions import create_session
 
 router = APIRouter(prefix="/jobs", tags=["jobs"], responses=problem_responses(401))
 
@@ -51,3 +68,137 @@ async def cancel_job(
     job = await service.cancel_job(db, tenant, job_id)
     runtime.hub.committed(job.session_id, job.id)
     return JobPublic.of(job)
+
+
+@router.post(
+    "",
+    status_code=201,
+    name="create",
+    summary="Submit a job that runs a piece",
+    description=(
+        "Runs `piece` (default `default`) on `instruction`, in `session_id` or in a new "
+        "session. The worker builds the enriched instruction (time, the last 5 comments, "
+        "the workspace's file lists, the instruction) and runs the piece's movements."
+    ),
+    responses=problem_responses(404, 413, 422),
+)
+async def create_job(
+    body: JobCreate, db: SessionDep, tenant: CurrentTenant, runtime: RuntimeDep
+) -> JobPublic:
+    piece = runtime.pieces.get(body.piece)
+    if piece is None:
+        raise InvalidInput(
+            f"unknown piece {body.piece!r}; known: {sorted(runtime.pieces.pieces)}", field="piece"
+        )
+    if piece.name == CHAT_PIECE:
+        if body.session_id is None:
+            session = await create_session(db, tenant, title=body.instruction[:80])
+            session_id = session.id
+        else:
+            session_id = body.session_id
+        job = await send_message(db, tenant, session_id, body.instruction, IfBusy.enqueue)
+    else:
+        job = await submit_job(
+            db, tenant, instruction=body.instruction, piece=piece, session_id=body.session_id
+        )
+    if runtime.runner is not None:
+        runtime.runner.wake()
+    return JobPublic.of(job)
+
+
+@router.post(
+    "/{job_id}/comments",
+    status_code=201,
+    name="comment",
+    summary="Comment on a job",
+    description="A comment on a job waiting for a human (ASK) re-queues it; it resumes "
+    "at the movement that asked. The last 5 comments go into every movement's prompt.",
+    responses=problem_responses(404, 413, 422),
+)
+async def comment(
+    job_id: JobId, body: CommentCreate, db: SessionDep, tenant: CurrentTenant, runtime: RuntimeDep
+) -> CommentPublic:
+    row = await comments.add_comment(db, tenant, job_id, body.body)
+    if runtime.runner is not None:
+        runtime.runner.wake()
+    return CommentPublic.model_validate(row, from_attributes=True)
+
+
+@router.get(
+    "/{job_id}/comments",
+    name="comments",
+    summary="A job's comments, oldest first",
+    responses=problem_responses(404, 422),
+)
+async def list_comments(job_id: JobId, db: SessionDep, tenant: CurrentTenant) -> CommentList:
+    rows = await comments.list_comments(db, tenant, job_id)
+    return CommentList(data=[CommentPublic.model_validate(r, from_attributes=True) for r in rows])
+
+
+@router.get(
+    "/{job_id}/files",
+    name="files",
+    summary="The files of a job's input/ and output/ folders",
+    responses=problem_responses(404, 422),
+)
+async def list_files(
+    job_id: JobId, db: SessionDep, tenant: CurrentTenant, settings: SettingsDep
+) -> WorkspaceFiles:
+    job = await service.get_job(db, tenant, job_id)
+    inputs, outputs = workspaces.list_files(settings, job)
+    return WorkspaceFiles(input=inputs, output=outputs)
+
+
+@router.put(
+    "/{job_id}/files/input/{path:path}",
+    status_code=201,
+    name="put_input",
+    summary="Upload a file into the job's input/ folder (the raw body is the content)",
+    responses=problem_responses(404, 413, 422),
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+            },
+        }
+    },
+)
+async def put_input(
+    job_id: JobId,
+    path: Annotated[str, Path(max_length=1000)],
+    request: Request,
+    db: SessionDep,
+    tenant: CurrentTenant,
+    settings: SettingsDep,
+) -> StoredFile:
+    job = await service.get_job(db, tenant, job_id)
+    data = await request.body()
+    stored = await workspaces.put_input_file(settings, job, path, data)
+    return StoredFile(path=stored, size=len(data))
+
+
+@router.get(
+    "/{job_id}/files/{area}/{path:path}",
+    name="get_file",
+    summary="Download a file of the job's input/ or output/ folder",
+    response_class=FileResponse,
+    responses={
+        200: {
+            "content": {
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+            }
+        },
+        **problem_responses(404, 422),
+    },
+)
+async def get_file(
+    job_id: JobId,
+    area: Literal["input", "output"],
+    path: Annotated[str, Path(max_length=1000)],
+    db: SessionDep,
+    tenant: CurrentTenant,
+    settings: SettingsDep,
+) -> FileResponse:
+    job = await service.get_job(db, tenant, job_id)
+    return FileResponse(workspaces.file_path(settings, job, area, path))

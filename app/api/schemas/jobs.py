@@ -7,7 +7,16 @@ from pydantic import BaseModel, Field
 
 from app.db.models import Job
 
-JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+JobStatus = Literal[
+    "queued",
+    "running",
+    "waiting_human",
+    "waiting_subtasks",
+    "succeeded",
+    "failed",
+    "aborted",
+    "cancelled",
+]
 
 
 class UsagePublic(BaseModel):
@@ -31,6 +40,10 @@ class JobPublic(BaseModel):
     piece: str
     status: JobStatus
     turn: int | None
+    instruction: str | None
+    movement: str | None = Field(description="The movement running, or to resume at.")
+    lessons: list[str] = Field(description="Lessons handed on between movements so far.")
+    parent_job_id: str | None
     error: JobError | None
     result_text: str | None = Field(description="The assistant's final text, once succeeded.")
     usage: UsagePublic
@@ -49,6 +62,12 @@ class JobPublic(BaseModel):
             piece=row.piece,
             status=row.status,
             turn=row.turn,
+            instruction=row.instruction,
+            movement=row.movement,
+            lessons=[
+                f"({entry['movement']}) {entry['text']}" for entry in row.state.get("lessons", [])
+            ],
+            parent_job_id=row.parent_job_id,
             error=JobError.model_validate(row.error) if row.error else None,
             result_text=(row.result or {}).get("text"),
             usage=UsagePublic(
@@ -92,3 +111,37 @@ class MessageReply(BaseModel):
     turn: int | None
     text: str | None
     job: JobPublic
+
+
+class JobCreate(BaseModel):
+    instruction: str = Field(min_length=1, max_length=200_000)
+    piece: str = Field(default="default", min_length=1, max_length=100)
+    session_id: str | None = Field(
+        default=None, max_length=40, description="Run in this session; by default a new one."
+    )
+
+
+class CommentCreate(BaseModel):
+    body: str = Field(min_length=1, max_length=100_000)
+
+
+class CommentPublic(BaseModel):
+    id: int
+    job_id: str
+    author: Literal["user", "agent", "system"]
+    body: str
+    created_at: datetime
+
+
+class CommentList(BaseModel):
+    data: list[CommentPublic]
+
+
+class WorkspaceFiles(BaseModel):
+    input: list[str]
+    output: list[str]
+
+
+class StoredFile(BaseModel):
+    path: str
+    size: int

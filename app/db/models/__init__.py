@@ -1,10 +1,20 @@
 """SQLModel tables. Importing this package registers every table on `SQLModel.metadata`."""
 
 from app.db.models.api_key import ApiKey
+from app.db.models.comment import Comment
 from app.db.models.event import Event
 from app.db.models.item import Item
 from app.db.models.job import Job
 from app.db.models.memory import MemoryDetail, MemoryTurn
 from app.db.models.session import Session
 
-__all__ = ["ApiKey", "Event", "Item", "Job", "MemoryDetail", "MemoryTurn", "Session"]
+__all__ = [
+    "ApiKey",
+    "Comment",
+    "Event",
+    "Item",
+    "Job",
+    "MemoryDetail",
+    "MemoryTurn",
+    "Session",
+]

@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Column, ForeignKey, Index, String
+from sqlalchemy import Column, ForeignKey, Index, String, Text
 from sqlmodel import Field, SQLModel
 
 from app.db.types import BigIntPK, JSONType, UTCDateTime, utcnow
@@ -33,6 +33,12 @@ class Job(SQLModel, table=True):
     lane: str = Field(default="session", max_length=20)
     status: str = Field(max_length=30)
     turn: int | None = None
+    # piece jobs: the instruction, the movement running (or to resume), the runner's
+    # state between movements (lessons, feedback, children), the parent of a subtask
+    instruction: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    movement: str | None = Field(default=None, max_length=100)
+    state: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSONType, nullable=False))
+    parent_job_id: str | None = Field(default=None, max_length=40, index=True)
     input: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSONType, nullable=False))
     result: dict[str, Any] | None = Field(default=None, sa_column=Column(JSONType, nullable=True))
     error: dict[str, Any] | None = Field(default=None, sa_column=Column(JSONType, nullable=True))

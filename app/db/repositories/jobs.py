@@ -116,3 +116,7 @@ class JobRepository:
             Job.session_id == session_id, Job.piece == piece, col(Job.status).in_(ACTIVE)
         )
         return (await self.db.exec(query.limit(1))).first()
+
+    async def children(self, parent_id: str) -> list[Job]:
+        query = select(Job).where(Job.parent_job_id == parent_id).order_by(col(Job.number))
+        return list((await self.db.exec(query)).all())

@@ -85,8 +85,11 @@ class ChainRepository:
             row = await self.db.get(Session, current)
             if row is None:
                 break
-            chain.append(row)
             seen.add(row.id)
+            if row.merged_into:  # its turns and its link live in the merge target now
+                current = row.merged_into
+                continue
+            chain.append(row)
             current = row.continues_from
         return chain
 
@@ -105,6 +108,7 @@ class ChainRepository:
                 Session.project == project,
                 col(Session.id) != exclude,
                 col(Session.merged_into).is_(None),
+                col(Session.parent_session_id).is_(None),  # a subagent's thread is no successor
             )
             .order_by(col(Session.id).desc())
             .limit(1)

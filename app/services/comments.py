@@ -1,0 +1,50 @@
+"""Comments on a job. A user's comment answers a job waiting for a human."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.db.models import Comment, Job
+from app.db.repositories.comments import CommentRepository
+from app.services.events import record_event
+from app.services.jobs import get_job, set_status
+
+
+class Author(StrEnum):
+    user = "user"
+    agent = "agent"
+    system = "system"
+
+
+async def add_comment(
+    db: AsyncSession, tenant: str, job_id: str, body: str, author: Author = Author.user
+) -> Comment:
+    job = await get_job(db, tenant, job_id)
+    return await post_comment(db, job, body, author)
+
+
+async def post_comment(db: AsyncSession, job: Job, body: str, author: Author) -> Comment:
+    comment = await CommentRepository(db).add(
+        Comment(job_id=job.id, author=author.value, body=body)
+    )
+    await record_event(
+        db,
+        job.session_id,
+        "job.comment",
+        {"job_id": job.id, "comment_id": comment.id, "author": author.value},
+        job_id=job.id,
+    )
+    if author is Author.user and job.status == "waiting_human":
+        await set_status(db, job, "queued")  # resumes at the movement that asked
+    return comment
+
+
+async def list_comments(db: AsyncSession, tenant: str, job_id: str) -> list[Comment]:
+    await get_job(db, tenant, job_id)
+    return await comments_of(db, job_id)
+
+
+async def comments_of(db: AsyncSession, job_id: str) -> list[Comment]:
+    return await CommentRepository(db).of_job(job_id)

@@ -1,0 +1,59 @@
+"""Submitting jobs that run a piece, and where their workspaces live."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.db.models import Job
+from app.db.repositories.jobs import JobRepository
+from app.domain.ids import new_id
+from app.engine.pieces import Piece
+from app.services.events import record_event
+from app.services.sessions import create_session, get_session
+from app.settings import Settings
+from app.tools.paths import Workspace
+
+
+def workspace_of(settings: Settings, job_id: str) -> Workspace:
+    return Workspace(Path(settings.data_dir) / "workspaces" / job_id)
+
+
+async def submit_job(
+    db: AsyncSession,
+    tenant: str,
+    *,
+    instruction: str,
+    piece: Piece,
+    session_id: str | None = None,
+    parent: Job | None = None,
+) -> Job:
+    """Queue a piece job; without a session one is made for it (a subtask gets its own)."""
+    if session_id is not None:
+        session = await get_session(db, tenant, session_id)
+    else:
+        session = await create_session(db, tenant, title=_title(instruction))
+        if parent is not None:
+            session.parent_session_id = parent.session_id
+            db.add(session)
+    job = await JobRepository(db).add(
+        Job(
+            id=new_id("job"),
+            tenant=tenant,
+            session_id=session.id,
+            piece=piece.name,
+            status="queued",
+            instruction=instruction,
+            parent_job_id=parent.id if parent is not None else None,
+        )
+    )
+    await record_event(
+        db, session.id, "job.status", {"job_id": job.id, "status": "queued"}, job_id=job.id
+    )
+    return job
+
+
+def _title(instruction: str) -> str:
+    first = instruction.strip().splitlines()[0] if instruction.strip() else "job"
+    return first[:80]

@@ -1,0 +1,483 @@
+"""Read, Write, Edit, Glob and Grep over a job's workspace.
+
+Every path goes through `Workspace.resolve`, so nothing outside the workspace can be
+read, written or listed. The workspace and the token budget come from the tool context:
+`ctx.extras["workspace"]` (a `Workspace`) and `ctx.extras.get("available_tokens")`; each
+result is kept within `result_budget(available)` tokens, and a result that was cut says
+so and how to get the rest.
+
+Writes: anywhere in the workspace except `logs/`, which the runner keeps (lessons, its
+own records) and the agent must not forge. `input/` is writable too: the agent may
+prepare or fix input for a later step, and the user's upload stays in the job's history.
+
+File work runs in a worker thread so a large file does not block the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.engine.truncation import estimate_tokens, result_budget, truncate_read
+from app.tools.paths import Workspace
+from app.tools.registry import Tool, ToolContext, ToolError
+
+_BINARY_SNIFF_BYTES = 8192
+_READ_CHUNK_CHARS = 1 << 20
+# Read collects at most this many characters per budget token before truncating; far
+# more than fits, so the cut (and its note) is truncate_read's, at the right place.
+_COLLECT_CHARS_PER_TOKEN = 8
+_GREP_MAX_MATCHES = 2000
+_GREP_LINE_MAX_CHARS = 400
+
+
+@dataclass(frozen=True)
+class ResultBudget:
+    """How a result's token budget is derived from the tokens still available."""
+
+    ratio: float = 0.5
+    max_tokens: int = 60_000
+    min_tokens: int = 1_000
+
+    def tokens(self, ctx: ToolContext) -> int:
+        available = ctx.extras.get("available_tokens")
+        if not isinstance(available, int):
+            available = None
+        return result_budget(
+            available, ratio=self.ratio, cap=self.max_tokens, floor=self.min_tokens
+        )
+
+
+def context_workspace(ctx: ToolContext) -> Workspace:
+    workspace = ctx.extras.get("workspace")
+    if not isinstance(workspace, Workspace):
+        raise ToolError("workspace tools need a job workspace")
+    return workspace
+
+
+# ------------------------------------------------------------------ inputs
+
+
+class ReadInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(description="File path relative to the workspace, e.g. 'input/data.csv'.")
+    offset: int = Field(default=1, ge=1, description="First line to show (1-based).")
+    limit: int | None = Field(default=None, ge=1, description="How many lines to show.")
+
+
+class WriteInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(description="File path relative to the workspace, e.g. 'output/report.md'.")
+    content: str = Field(description="The file's complete new content.")
+
+
+class EditInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(description="File path relative to the workspace.")
+    old_string: str = Field(description="Exact text to replace (unique unless replace_all).")
+    new_string: str = Field(description="The text to put in its place.")
+    replace_all: bool = Field(default=False, description="Replace every occurrence.")
+
+
+class GlobInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    pattern: str = Field(description="Glob relative to the workspace, e.g. 'output/**/*.md'.")
+
+
+class GrepInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    pattern: str = Field(description="Python regular expression, e.g. 'def \\w+' or '(?i)error'.")
+    path: str = Field(default=".", description="File or folder to search, relative.")
+    glob: str | None = Field(
+        default=None,
+        description="Only files matching this glob: without '/' it matches file names "
+        "('*.py'), with '/' paths relative to the workspace ('input/**/*.csv').",
+    )
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def _open_nofollow(path: Path, flags: int, mode: int = 0o644) -> int:
+    # resolve() returned a real path; O_NOFOLLOW refuses a link swapped in since.
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), mode)
+    except IsADirectoryError:
+        raise ToolError(f"{path.name!r} is a directory; use Glob to list its files") from None
+
+
+def _read_bytes(path: Path) -> bytes:
+    with os.fdopen(_open_nofollow(path, os.O_RDONLY), "rb") as handle:
+        return handle.read()
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    with os.fdopen(_open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as handle:
+        handle.write(data)
+
+
+def _is_binary(head: bytes) -> bool:
+    return b"\x00" in head
+
+
+def _writable(workspace: Workspace, path: Path, shown: str) -> None:
+    relative = workspace.relative(path)
+    if relative == "logs" or relative.startswith("logs/"):
+        raise ToolError(f"{shown!r} is in logs/, which the runner keeps; write to output/ instead")
+    if path == workspace.root or path.is_dir():
+        raise ToolError(f"{shown!r} is a directory; give a file path")
+
+
+def _fit_lines(lines: list[str], budget: int, note: Callable[[int], str]) -> str:
+    """All of `lines`, or as many as fit in the budget followed by `note(count)`."""
+    full = "\n".join(lines)
+    if not truncate_read(full, budget).truncated:
+        return full
+
+    def render(count: int) -> str:
+        return "\n".join([*lines[:count], note(count)])
+
+    fits, too_many = 0, len(lines)
+    while too_many - fits > 1:
+        middle = (fits + too_many) // 2
+        if truncate_read(render(middle), budget).truncated:
+            too_many = middle
+        else:
+            fits = middle
+    return render(fits)
+
+
+def _check_glob(pattern: str) -> None:
+    if not pattern.strip():
+        raise ToolError("the glob pattern is empty")
+    pure = PurePosixPath(pattern)
+    if pure.is_absolute() or pattern.startswith("~"):
+        raise ToolError(f"pattern {pattern!r} is absolute; patterns are relative to the workspace")
+    if ".." in pure.parts:
+        raise ToolError(f"pattern {pattern!r} leaves the workspace ('..' is not allowed)")
+
+
+def _glob_body(pattern: str) -> str:
+    """Regex for a glob: `*` and `?` stay within a folder, `**/` spans folders,
+    `[abc]`/`[!abc]` are classes and `{a,b}` alternatives."""
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if pattern.startswith("**", i) and (i == 0 or pattern[i - 1] == "/"):
+            if pattern.startswith("**/", i):
+                out.append("(?:[^/]*/)*")
+                i += 3
+                continue
+            if i + 2 == n:
+                out.append(".*")
+                i += 2
+                continue
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[" and (end := pattern.find("]", i + 2)) != -1:
+            body = pattern[i + 1 : end]
+            negate = body.startswith("!")
+            body = re.sub(r"([\\^\[&~|])", r"\\\1", body[1:] if negate else body)
+            out.append(f"[{'^/' if negate else ''}{body}]")
+            i = end + 1
+            continue
+        elif c == "{" and (end := pattern.find("}", i)) != -1:
+            choices = pattern[i + 1 : end].split(",")
+            out.append("(?:" + "|".join(_glob_body(choice) for choice in choices) + ")")
+            i = end + 1
+            continue
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return "".join(out)
+
+
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    return re.compile(_glob_body(pattern.removeprefix("./")))
+
+
+def _glob_start(workspace: Workspace, pattern: str) -> Path:
+    """The deepest literal folder of the pattern, if it is a plain folder (no links)."""
+    literal: list[str] = []
+    for part in PurePosixPath(pattern).parts[:-1]:
+        if any(ch in part for ch in "*?[{"):
+            break
+        literal.append(part)
+    start = workspace.root.joinpath(*literal)
+    if literal and start.is_dir() and os.path.realpath(start) == str(start):
+        return start
+    return workspace.root
+
+
+def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
+    with os.fdopen(_open_nofollow(path, os.O_RDONLY), "rb") as raw:
+        if _is_binary(raw.read(_BINARY_SNIFF_BYTES)):
+            return
+        raw.seek(0)
+        text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="\n")
+        for number, line in enumerate(text, start=1):
+            yield number, line.rstrip("\n").rstrip("\r")
+
+
+# ------------------------------------------------------------------ Read
+
+
+def _read(workspace: Workspace, args: ReadInput, budget: int) -> str:
+    path = workspace.resolve(args.path, must_exist=True)
+    shown = args.path
+    if path.is_dir():
+        raise ToolError(f"{shown!r} is a directory; use Glob to list its files")
+    max_chars = max(budget * _COLLECT_CHARS_PER_TOKEN, 65_536)
+    with os.fdopen(_open_nofollow(path, os.O_RDONLY), "rb") as raw:
+        if _is_binary(raw.read(_BINARY_SNIFF_BYTES)):
+            size = os.fstat(raw.fileno()).st_size
+            raise ToolError(f"{shown!r} looks like a binary file ({size} bytes); Read shows text")
+        raw.seek(0)
+        text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="\n")
+        line, in_line = 1, False
+        while line < args.offset:
+            chunk = text.readline(_READ_CHUNK_CHARS)
+            if not chunk:
+                lines = line - 1 + in_line
+                raise ToolError(
+                    f"{shown!r} has {lines} lines; offset {args.offset} is past the end"
+                )
+            in_line = not chunk.endswith("\n")
+            line += not in_line
+        parts: list[str] = []
+        size, complete, more = 0, 0, False
+        while args.limit is None or complete < args.limit:
+            if size >= max_chars:
+                more = bool(text.read(1))
+                break
+            chunk = text.readline(min(_READ_CHUNK_CHARS, max_chars - size))
+            if not chunk:
+                break
+            parts.append(chunk)
+            size += len(chunk)
+            complete += chunk.endswith("\n")
+        else:
+            more = bool(text.read(1))
+    content = "".join(parts)
+    if not content:
+        if args.offset > 1:
+            raise ToolError(f"{shown!r} has {args.offset - 1} lines; offset is past the end")
+        return f"({shown} is empty)"
+    note = ""
+    if more:
+        last = args.offset + complete - 1
+        if content.endswith("\n"):
+            note = (
+                f"\n[Showing lines {args.offset}-{last}; the file goes on. To read on, use "
+                f"Read with offset={last + 1}.]"
+            )
+        else:
+            note = f"\n[Line {last + 1} goes on beyond what is shown; use Grep to find parts.]"
+    cut = truncate_read(content, budget - estimate_tokens(note), offset_line=args.offset)
+    if cut.truncated:
+        return cut.text
+    return content + note
+
+
+# ------------------------------------------------------------------ Write / Edit
+
+
+def _write(workspace: Workspace, args: WriteInput) -> str:
+    path = workspace.resolve(args.path)
+    _writable(workspace, path, args.path)
+    existed = path.exists()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise ToolError(f"cannot create {args.path!r}: a parent is a file") from None
+    data = args.content.encode("utf-8")
+    _write_bytes(path, data)
+    verb = "overwrote" if existed else "created"
+    return f"{verb} {workspace.relative(path)} ({len(data)} bytes)"
+
+
+def _edit(workspace: Workspace, args: EditInput) -> str:
+    path = workspace.resolve(args.path, must_exist=True)
+    _writable(workspace, path, args.path)
+    if not args.old_string:
+        raise ToolError("old_string is empty; use Write to create or overwrite a whole file")
+    if args.old_string == args.new_string:
+        raise ToolError("old_string and new_string are the same; nothing would change")
+    try:
+        content = _read_bytes(path).decode("utf-8")
+    except UnicodeDecodeError:
+        raise ToolError(f"{args.path!r} is not UTF-8 text; Edit changes text files") from None
+    count = content.count(args.old_string)
+    if count == 0:
+        raise ToolError(
+            f"old_string was not found in {args.path!r}; Read the file and copy the text "
+            "exactly, whitespace included"
+        )
+    if count > 1 and not args.replace_all:
+        raise ToolError(
+            f"old_string occurs {count} times in {args.path!r}; include more surrounding "
+            "text to make it unique, or set replace_all to change every occurrence"
+        )
+    _write_bytes(path, content.replace(args.old_string, args.new_string).encode("utf-8"))
+    return f"replaced {count} occurrence{'s' if count > 1 else ''} in {workspace.relative(path)}"
+
+
+# ------------------------------------------------------------------ Glob / Grep
+
+
+def _glob(workspace: Workspace, args: GlobInput, budget: int) -> str:
+    _check_glob(args.pattern)
+    regex = glob_regex(args.pattern)
+    start = _glob_start(workspace, args.pattern)
+    found = sorted(
+        relative
+        for relative in map(workspace.relative, workspace.iter_files(start))
+        if regex.fullmatch(relative)
+    )
+    if not found:
+        return f"no files match {args.pattern!r}"
+    return _fit_lines(
+        found,
+        budget,
+        lambda count: (
+            f"[Output truncated: {count} of {len(found)} files shown; narrow the "
+            "pattern (e.g. a folder or an extension) to see the rest.]"
+        ),
+    )
+
+
+def _grep(workspace: Workspace, args: GrepInput, budget: int) -> str:
+    try:
+        regex = re.compile(args.pattern)
+    except re.error as exc:
+        raise ToolError(f"invalid regular expression {args.pattern!r}: {exc}") from None
+    name_filter: re.Pattern[str] | None = None
+    by_path = False
+    if args.glob is not None:
+        _check_glob(args.glob)
+        name_filter = glob_regex(args.glob)
+        by_path = "/" in args.glob.strip("/")
+    base = workspace.resolve(args.path, must_exist=True)
+    files = list(workspace.iter_files(base)) if base.is_dir() else [base]
+    matches: list[str] = []
+    for file in files:
+        relative = workspace.relative(file)
+        if name_filter is not None:
+            if not name_filter.fullmatch(relative if by_path else file.name):
+                continue
+        for number, line in _text_lines(file):
+            if regex.search(line):
+                if len(line) > _GREP_LINE_MAX_CHARS:
+                    line = line[:_GREP_LINE_MAX_CHARS] + " […]"
+                matches.append(f"{relative}:{number}:{line}")
+                if len(matches) >= _GREP_MAX_MATCHES:
+                    break
+        if len(matches) >= _GREP_MAX_MATCHES:
+            break
+    if not matches:
+        return f"no matches for {args.pattern!r} in {args.path!r}"
+    stopped = len(matches) >= _GREP_MAX_MATCHES
+    total = f"at least {len(matches)}" if stopped else str(len(matches))
+    if stopped:
+        matches.append(f"[Search stopped after {_GREP_MAX_MATCHES} matching lines.]")
+    return _fit_lines(
+        matches,
+        budget,
+        lambda count: (
+            f"[Output truncated: {count} of {total} matching lines shown; narrow "
+            "it with path=, glob= or a more specific pattern.]"
+        ),
+    )
+
+
+# ------------------------------------------------------------------ tools
+
+
+def _named(args: BaseModel) -> str:
+    return str(getattr(args, "path", None) or getattr(args, "pattern", ""))
+
+
+_Work = Callable[[Workspace, Any, int], str]
+
+
+def _tool(
+    name: str, description: str, model: type[BaseModel], work: _Work, budget: ResultBudget
+) -> Tool[Any]:
+    async def invoke(ctx: ToolContext, args: BaseModel) -> str:
+        workspace = context_workspace(ctx)
+        try:
+            return await asyncio.to_thread(work, workspace, args, budget.tokens(ctx))
+        except FileNotFoundError:
+            raise ToolError(f"no such file or directory: {_named(args)!r}") from None
+        except PermissionError:
+            raise ToolError(f"permission denied: {_named(args)!r}") from None
+        except OSError as exc:
+            if exc.errno == getattr(os, "ELOOP", None):
+                raise ToolError("the path is a symbolic link loop or was replaced") from None
+            raise
+
+    return Tool(name, description, model, invoke, in_chat=False)
+
+
+def file_tools(budget: ResultBudget | None = None) -> list[Tool[Any]]:
+    budget = budget or ResultBudget()
+    return [
+        _tool(
+            "Read",
+            "Read a text file of the job's workspace (paths relative to it: input/ holds the "
+            "user's files, output/ your results). offset is the first line (1-based), limit "
+            "the number of lines. Long files are cut to fit and the result says how to read "
+            "on.",
+            ReadInput,
+            _read,
+            budget,
+        ),
+        _tool(
+            "Write",
+            "Create or overwrite a file in the workspace with the given content (parent "
+            "folders are created). Put results in output/; logs/ is read-only.",
+            WriteInput,
+            lambda workspace, args, _budget: _write(workspace, args),
+            budget,
+        ),
+        _tool(
+            "Edit",
+            "Replace old_string with new_string in a workspace file. old_string must match "
+            "exactly and be unique in the file, unless replace_all is true.",
+            EditInput,
+            lambda workspace, args, _budget: _edit(workspace, args),
+            budget,
+        ),
+        _tool(
+            "Glob",
+            "List workspace files matching a glob, relative to the workspace: '*' within a "
+            "folder, '**/' across folders, e.g. 'input/*.csv' or '**/*.md'.",
+            GlobInput,
+            _glob,
+            budget,
+        ),
+        _tool(
+            "Grep",
+            "Search workspace files for a regular expression; answers file:line:text. path "
+            "limits the search to a file or folder, glob to matching files.",
+            GrepInput,
+            _grep,
+            budget,
+        ),
+    ]
