@@ -7,14 +7,24 @@ from app.db.models.item import Item
 from app.db.models.job import Job
 from app.db.models.memory import MemoryDetail, MemoryTurn
 from app.db.models.session import Session
+from app.db.models.webhook import (
+    IdempotencyKey,
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookSubscription,
+)
 
 __all__ = [
     "ApiKey",
     "Comment",
     "Event",
+    "IdempotencyKey",
     "Item",
     "Job",
     "MemoryDetail",
     "MemoryTurn",
     "Session",
+    "WebhookAttempt",
+    "WebhookDelivery",
+    "WebhookSubscription",
 ]
