@@ -54,6 +54,7 @@ class Settings(BaseSettings):
     hook_max_body_bytes: int = 64 * 1024 * 1024
     # Let POST /hooks/claude-code read `transcript_path` itself (same machine only).
     hook_read_transcript_path: bool = False
+    idempotency_ttl_seconds: float = 24 * 3600
     page_limit_default: int = 50
     page_limit_max: int = 200
 

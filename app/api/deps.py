@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import Depends, Query, Request
+from fastapi import Depends, Header, Query, Request
+from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
 from app.services.auth import Authenticator
+from app.services.idempotency import IdempotentRequest, Replay, body_fingerprint, check_key
 from app.settings import Settings
 from app.wiring import Runtime
 
@@ -78,3 +80,36 @@ PageLimit = Annotated[int, Depends(page_limit)]
 AfterCursor = Annotated[
     str | None, Query(description="`next_cursor` of the previous page.", max_length=200)
 ]
+
+
+async def get_idempotency(
+    request: Request,
+    tenant: CurrentTenant,
+    key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            max_length=255,
+            description="Retry-safe writes: a retry with the same key and body returns the "
+            "first answer and creates nothing (same key, other body: 422).",
+        ),
+    ] = None,
+) -> IdempotentRequest:
+    settings = get_settings(request)
+    return IdempotentRequest(
+        tenant=tenant,
+        key=check_key(key),
+        method=request.method,
+        path=request.url.path,
+        body_hash=body_fingerprint(await request.body()),
+        ttl_seconds=settings.idempotency_ttl_seconds,
+    )
+
+
+IdempotencyDep = Annotated[IdempotentRequest, Depends(get_idempotency)]
+
+
+def replayed(replay: Replay) -> JSONResponse:
+    return JSONResponse(
+        replay.body, status_code=replay.status_code, headers={"Idempotent-Replayed": "true"}
+    )

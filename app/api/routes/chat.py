@@ -5,12 +5,19 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
-from app.api.deps import CurrentTenant, DatabaseDep, RuntimeDep, SettingsDep
+from app.api.deps import (
+    CurrentTenant,
+    DatabaseDep,
+    IdempotencyDep,
+    RuntimeDep,
+    SettingsDep,
+    replayed,
+)
 from app.api.errors import problem_responses
 from app.api.routes.sessions import SessionId
 from app.api.schemas.jobs import JobPublic, MessageAccepted, MessageCreate, MessageReply
 from app.services.chat import IfBusy, enqueue_compaction, send_message
-from app.services.jobs import TERMINAL
+from app.services.jobs import TERMINAL, get_job
 from app.services.waiting import wait_for_job
 
 router = APIRouter(prefix="/sessions/{session_id}", tags=["chat"], responses=problem_responses(401))
@@ -41,6 +48,7 @@ async def send(
     runtime: RuntimeDep,
     settings: SettingsDep,
     tenant: CurrentTenant,
+    idempotency: IdempotencyDep,
     if_busy: IfBusy = IfBusy.enqueue,
     wait: bool = False,
     wait_seconds: Annotated[
@@ -49,7 +57,16 @@ async def send(
     ] = None,
 ) -> object:
     async with database.session(write=True) as db:
-        job = await send_message(db, tenant, session_id, body.text, if_busy)
+        replay = await idempotency.replay(db)
+        if replay is None:
+            job = await send_message(db, tenant, session_id, body.text, if_busy)
+            accepted = MessageAccepted(job_id=job.id, turn=job.turn, job=JobPublic.of(job))
+            await idempotency.remember(db, 202, accepted.model_dump(mode="json"))
+    if replay is not None:
+        if not wait:
+            return replayed(replay)
+        async with database.session(write=False) as db:
+            job = await get_job(db, tenant, str(replay.body["job_id"]))
     runtime.hub.committed(session_id, job.id)
     if runtime.runner is not None:
         runtime.runner.wake()

@@ -5,7 +5,16 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import FileResponse
 
-from app.api.deps import AfterCursor, CurrentTenant, PageLimit, RuntimeDep, SessionDep, SettingsDep
+from app.api.deps import (
+    AfterCursor,
+    CurrentTenant,
+    IdempotencyDep,
+    PageLimit,
+    RuntimeDep,
+    SessionDep,
+    SettingsDep,
+    replayed,
+)
 from app.api.errors import problem_responses
 from app.api.schemas.jobs import (
     CommentCreate,
@@ -73,6 +82,7 @@ async def cancel_job(
 @router.post(
     "",
     status_code=201,
+    response_model=JobPublic,
     name="create",
     summary="Submit a job that runs a piece",
     description=(
@@ -83,8 +93,14 @@ async def cancel_job(
     responses=problem_responses(404, 413, 422),
 )
 async def create_job(
-    body: JobCreate, db: SessionDep, tenant: CurrentTenant, runtime: RuntimeDep
-) -> JobPublic:
+    body: JobCreate,
+    db: SessionDep,
+    tenant: CurrentTenant,
+    runtime: RuntimeDep,
+    idempotency: IdempotencyDep,
+) -> object:
+    if (replay := await idempotency.replay(db)) is not None:
+        return replayed(replay)
     piece = runtime.pieces.get(body.piece)
     if piece is None:
         raise InvalidInput(
@@ -103,12 +119,15 @@ async def create_job(
         )
     if runtime.runner is not None:
         runtime.runner.wake()
-    return JobPublic.of(job)
+    created = JobPublic.of(job)
+    await idempotency.remember(db, 201, created.model_dump(mode="json"))
+    return created
 
 
 @router.post(
     "/{job_id}/comments",
     status_code=201,
+    response_model=CommentPublic,
     name="comment",
     summary="Comment on a job",
     description="A comment on a job waiting for a human (ASK) re-queues it; it resumes "
@@ -116,12 +135,21 @@ async def create_job(
     responses=problem_responses(404, 413, 422),
 )
 async def comment(
-    job_id: JobId, body: CommentCreate, db: SessionDep, tenant: CurrentTenant, runtime: RuntimeDep
-) -> CommentPublic:
+    job_id: JobId,
+    body: CommentCreate,
+    db: SessionDep,
+    tenant: CurrentTenant,
+    runtime: RuntimeDep,
+    idempotency: IdempotencyDep,
+) -> object:
+    if (replay := await idempotency.replay(db)) is not None:
+        return replayed(replay)
     row = await comments.add_comment(db, tenant, job_id, body.body)
     if runtime.runner is not None:
         runtime.runner.wake()
-    return CommentPublic.model_validate(row, from_attributes=True)
+    created = CommentPublic.model_validate(row, from_attributes=True)
+    await idempotency.remember(db, 201, created.model_dump(mode="json"))
+    return created
 
 
 @router.get(

@@ -4,7 +4,15 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path
 
-from app.api.deps import AfterCursor, CurrentTenant, PageLimit, RuntimeDep, SessionDep
+from app.api.deps import (
+    AfterCursor,
+    CurrentTenant,
+    IdempotencyDep,
+    PageLimit,
+    RuntimeDep,
+    SessionDep,
+    replayed,
+)
 from app.api.errors import problem_responses
 from app.api.schemas.sessions import SessionCreate, SessionList, SessionPublic, SessionUpdate
 from app.services import sessions as service
@@ -17,13 +25,20 @@ SessionId = Annotated[str, Path(max_length=40, description="A session id (`ses_â
 @router.post(
     "",
     status_code=201,
+    response_model=SessionPublic,
     name="create",
     summary="Create a session",
     responses=problem_responses(413, 422),
 )
 async def create_session(
-    body: SessionCreate, db: SessionDep, tenant: CurrentTenant, runtime: RuntimeDep
-) -> SessionPublic:
+    body: SessionCreate,
+    db: SessionDep,
+    tenant: CurrentTenant,
+    runtime: RuntimeDep,
+    idempotency: IdempotencyDep,
+) -> object:
+    if (replay := await idempotency.replay(db)) is not None:
+        return replayed(replay)
     row = await service.create_session(
         db,
         tenant,
@@ -35,7 +50,9 @@ async def create_session(
         known_tools=runtime.tools.names,
         continues_from=body.continues_from,
     )
-    return SessionPublic.of(row)
+    created = SessionPublic.of(row)
+    await idempotency.remember(db, 201, created.model_dump(mode="json"))
+    return created
 
 
 @router.get(

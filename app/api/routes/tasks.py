@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path
 
-from app.api.deps import CurrentTenant, SessionDep
+from app.api.deps import CurrentTenant, IdempotencyDep, SessionDep, replayed
 from app.api.errors import problem_responses
 from app.api.routes.sessions import SessionId
 from app.api.schemas.tasks import Task, TaskCreate, TaskList, TaskPatch
@@ -27,15 +27,24 @@ RECORDED = (
 @router.post(
     "",
     status_code=201,
+    response_model=Task,
     name="create",
     summary="Add a task to the session's task list",
     description="The task starts `pending`; its `taskid` is the next one." + RECORDED,
     responses=problem_responses(404, 413, 422),
 )
 async def create_task(
-    session_id: SessionId, body: TaskCreate, db: SessionDep, tenant: CurrentTenant
-) -> Task:
-    return await service.change_task(db, tenant, session_id, "TaskCreate", body.model_dump())
+    session_id: SessionId,
+    body: TaskCreate,
+    db: SessionDep,
+    tenant: CurrentTenant,
+    idempotency: IdempotencyDep,
+) -> object:
+    if (replay := await idempotency.replay(db)) is not None:
+        return replayed(replay)
+    task = await service.change_task(db, tenant, session_id, "TaskCreate", body.model_dump())
+    await idempotency.remember(db, 201, task.model_dump(mode="json"))
+    return task
 
 
 @router.get(
