@@ -16,9 +16,27 @@ from app.api.deps import (
 from app.api.errors import problem_responses
 from app.api.routes.sessions import SessionId
 from app.api.schemas.jobs import JobPublic, MessageAccepted, MessageCreate, MessageReply
+from app.db.models import Job
 from app.services.chat import IfBusy, enqueue_compaction, send_message
 from app.services.jobs import TERMINAL, get_job
 from app.services.waiting import wait_for_job
+from app.settings import Settings
+from app.wiring import Runtime
+
+
+async def _ended_or_timed_out(
+    runtime: Runtime, settings: Settings, tenant: str, job_id: str, seconds: float | None
+) -> Job:
+    """The job once it ended, or as it is after `seconds` (default STRATA_CHAT_WAIT_SECONDS)."""
+    return await wait_for_job(
+        runtime.database,
+        runtime.hub,
+        tenant,
+        job_id,
+        within=seconds or settings.chat_wait_seconds,
+        poll=settings.worker_poll_seconds,
+    )
+
 
 router = APIRouter(prefix="/sessions/{session_id}", tags=["chat"], responses=problem_responses(401))
 
@@ -71,14 +89,7 @@ async def send(
     if runtime.runner is not None:
         runtime.runner.wake()
     if wait:
-        job = await wait_for_job(
-            database,
-            runtime.hub,
-            tenant,
-            job.id,
-            within=wait_seconds or settings.chat_wait_seconds,
-            poll=settings.worker_poll_seconds,
-        )
+        job = await _ended_or_timed_out(runtime, settings, tenant, job.id, wait_seconds)
         if job.status in TERMINAL:
             reply = MessageReply(
                 job_id=job.id,
@@ -122,14 +133,7 @@ async def compact(
     if runtime.runner is not None:
         runtime.runner.wake()
     if wait:
-        job = await wait_for_job(
-            database,
-            runtime.hub,
-            tenant,
-            job.id,
-            within=settings.chat_wait_seconds,
-            poll=settings.worker_poll_seconds,
-        )
+        job = await _ended_or_timed_out(runtime, settings, tenant, job.id, None)
         if job.status in TERMINAL:
             return JSONResponse(JobPublic.of(job).model_dump(mode="json"), status_code=200)
     return JobPublic.of(job)

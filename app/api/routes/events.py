@@ -14,6 +14,8 @@ from app.api.schemas.items import item_public
 from app.services.jobs import get_job
 from app.services.sessions import get_session
 from app.services.streams import StreamEvent, event_stream, parse_last_event_id
+from app.settings import Settings
+from app.wiring import Runtime
 
 router = APIRouter(tags=["events"], responses=problem_responses(401))
 
@@ -35,6 +37,27 @@ def _sse(event: StreamEvent | None) -> ServerSentEvent:
     return ServerSentEvent(id=event.id, event=event.type, data=data)
 
 
+async def _stream(
+    runtime: Runtime,
+    settings: Settings,
+    session_id: str,
+    job_id: str | None,
+    last_event_id: str | None,
+) -> AsyncIterator[ServerSentEvent]:
+    """A session's events, or one job's until it ends."""
+    async for event in event_stream(
+        runtime.database,
+        runtime.hub,
+        session_id=session_id,
+        job_id=job_id,
+        last_event_id=parse_last_event_id(last_event_id),
+        poll_seconds=settings.worker_poll_seconds,
+        keepalive_seconds=settings.sse_keepalive_seconds,
+        until_job_ends=job_id is not None,
+    ):
+        yield _sse(event)
+
+
 @router.get(
     "/sessions/{session_id}/events",
     name="session_stream",
@@ -53,16 +76,8 @@ async def session_events(
 ) -> AsyncIterator[ServerSentEvent]:
     async with database.session(write=False) as db:
         await get_session(db, tenant, session_id)
-    async for event in event_stream(
-        database,
-        runtime.hub,
-        session_id=session_id,
-        job_id=None,
-        last_event_id=parse_last_event_id(last_event_id),
-        poll_seconds=settings.worker_poll_seconds,
-        keepalive_seconds=settings.sse_keepalive_seconds,
-    ):
-        yield _sse(event)
+    async for event in _stream(runtime, settings, session_id, None, last_event_id):
+        yield event
 
 
 @router.get(
@@ -83,14 +98,5 @@ async def job_events(
 ) -> AsyncIterator[ServerSentEvent]:
     async with database.session(write=False) as db:
         job = await get_job(db, tenant, job_id)
-    async for event in event_stream(
-        database,
-        runtime.hub,
-        session_id=job.session_id,
-        job_id=job_id,
-        last_event_id=parse_last_event_id(last_event_id),
-        poll_seconds=settings.worker_poll_seconds,
-        keepalive_seconds=settings.sse_keepalive_seconds,
-        until_job_ends=True,
-    ):
-        yield _sse(event)
+    async for event in _stream(runtime, settings, job.session_id, job_id, last_event_id):
+        yield event

@@ -5,7 +5,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from app.api.schemas.sessions import usage_of
 from app.db.models import Job
+from app.domain.usage import Usage
 
 JobStatus = Literal[
     "queued",
@@ -17,13 +19,6 @@ JobStatus = Literal[
     "aborted",
     "cancelled",
 ]
-
-
-class UsagePublic(BaseModel):
-    input_tokens: int
-    output_tokens: int
-    cache_read_input_tokens: int
-    cache_creation_input_tokens: int
 
 
 class JobError(BaseModel):
@@ -46,7 +41,7 @@ class JobPublic(BaseModel):
     parent_job_id: str | None
     error: JobError | None
     result_text: str | None = Field(description="The assistant's final text, once succeeded.")
-    usage: UsagePublic
+    usage: Usage
     attempts: int = Field(description="How many times a runner claimed it (>1 after a resume).")
     cancel_requested: bool
     created_at: datetime
@@ -70,12 +65,7 @@ class JobPublic(BaseModel):
             parent_job_id=row.parent_job_id,
             error=JobError.model_validate(row.error) if row.error else None,
             result_text=(row.result or {}).get("text"),
-            usage=UsagePublic(
-                input_tokens=row.input_tokens,
-                output_tokens=row.output_tokens,
-                cache_read_input_tokens=row.cache_read_tokens,
-                cache_creation_input_tokens=row.cache_creation_tokens,
-            ),
+            usage=usage_of(row),
             attempts=row.attempts,
             cancel_requested=row.cancel_requested,
             created_at=row.created_at,

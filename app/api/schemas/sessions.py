@@ -5,7 +5,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.db.models import Session
+from app.db.models import Job, Session
 from app.domain.usage import Usage
 
 ToolName = Annotated[str, Field(min_length=1, max_length=100)]
@@ -39,6 +39,16 @@ class SessionUpdate(BaseModel):
     title: str | None = Field(default=None, max_length=500)
     metadata: dict[str, Any] | None = None
     tools: list[ToolName] | None = None
+
+
+def usage_of(row: Session | Job) -> Usage:
+    """The token counters a session or job row sums up."""
+    return Usage(
+        input_tokens=row.input_tokens,
+        output_tokens=row.output_tokens,
+        cache_read_input_tokens=row.cache_read_tokens,
+        cache_creation_input_tokens=row.cache_creation_tokens,
+    )
 
 
 class SessionPublic(BaseModel):
@@ -79,12 +89,7 @@ class SessionPublic(BaseModel):
             item_count=row.last_seq,
             turn_count=row.current_turn,
             segment=row.current_segment,
-            usage=Usage(
-                input_tokens=row.input_tokens,
-                output_tokens=row.output_tokens,
-                cache_read_input_tokens=row.cache_read_tokens,
-                cache_creation_input_tokens=row.cache_creation_tokens,
-            ),
+            usage=usage_of(row),
             created_at=row.created_at,
             updated_at=row.updated_at,
         )
