@@ -8,6 +8,7 @@ import time: `create_app(settings)` and the CLI pass an instance down.
 from __future__ import annotations
 
 import ipaddress
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -107,6 +108,18 @@ class Settings(BaseSettings):
     chat_wait_seconds: float = 60.0
     sse_keepalive_seconds: float = 15.0
 
+    # --- outbound webhooks (issue 7) -----------------------------------------
+    # Let subscriptions target private, loopback, link-local or reserved addresses.
+    webhook_allow_private: bool = False
+    webhook_timeout_seconds: float = 10.0
+    # Delays before each attempt, in seconds: the first from the event, each next one
+    # from the previous attempt. Its length is the number of attempts.
+    webhook_retry_schedule: str = "0,30,120,600,2700"
+    # A subscription failing this long without a success is disabled when a delivery fails
+    # for good.
+    webhook_disable_after_hours: float = 24.0
+    webhook_poll_seconds: float = 1.0
+
     # --- context manager thresholds (seed 004) ------------------------------
     context_warn_ratio: float = 0.70
     context_prompt_ratio: float = 0.85
@@ -117,6 +130,12 @@ class Settings(BaseSettings):
     tool_result_budget_ratio: float = 0.5
     tool_result_max_tokens: int = 60_000
     tool_result_min_tokens: int = 1_000
+
+    @field_validator("webhook_retry_schedule")
+    @classmethod
+    def _valid_retry_schedule(cls, value: str) -> str:
+        _retry_delays(value)
+        return value
 
     @field_validator("display_timezone")
     @classmethod
@@ -145,12 +164,27 @@ class Settings(BaseSettings):
         return keys
 
     @property
+    def webhook_retry_delays(self) -> tuple[float, ...]:
+        return _retry_delays(self.webhook_retry_schedule)
+
+    @property
     def zone(self) -> ZoneInfo:
         return ZoneInfo(self.display_timezone)
 
     @property
     def llm_configured(self) -> bool:
         return self.anthropic_api_key is not None or self.anthropic_base_url is not None
+
+
+def _retry_delays(schedule: str) -> tuple[float, ...]:
+    """`"0,30,120"` → (0.0, 30.0, 120.0): at least one attempt, no negative delay."""
+    try:
+        delays = tuple(float(part) for part in schedule.split(","))
+    except ValueError as exc:
+        raise ValueError(f"not comma-separated seconds: {schedule!r}") from exc
+    if any(not math.isfinite(delay) or delay < 0 for delay in delays):
+        raise ValueError(f"delays must be finite, zero or positive: {schedule!r}")
+    return delays
 
 
 def is_loopback_host(host: str) -> bool:

@@ -21,6 +21,7 @@ from app.tools.tasks import task_tools
 from app.tools.transition import piece_tools
 from app.tools.workspace import ResultBudget, workspace_tools
 from app.worker.runner import Runner
+from app.worker.webhooks import WebhookDispatcher
 
 logger = logging.getLogger("strata")
 
@@ -64,6 +65,7 @@ class Runtime:
     hub: LiveHub
     pieces: PieceCatalog
     runner: Runner | None = None
+    dispatcher: WebhookDispatcher | None = None
 
 
 @asynccontextmanager
@@ -74,7 +76,7 @@ async def runtime(
     llm: LLM | None = None,
     tools: ToolRegistry | None = None,
 ) -> AsyncIterator[Runtime]:
-    """Database, LLM, tools, hub — and a running runner when asked for one."""
+    """Database, LLM, tools, hub — and a running runner and webhook dispatcher when asked."""
     database = Database(settings)
     owned_llm = AnthropicLLM(settings) if llm is None else None
     hub = LiveHub()
@@ -87,15 +89,17 @@ async def runtime(
         pieces=piece_catalog(settings),
     )
     stop = asyncio.Event()
-    task: asyncio.Task[None] | None = None
+    tasks: list[asyncio.Task[None]] = []
     if with_runner:
         parts.runner = Runner(settings, database, parts.llm, parts.tools, hub, parts.pieces)
-        task = asyncio.create_task(parts.runner.run(stop), name="strata-runner")
+        parts.dispatcher = WebhookDispatcher(settings, database)
+        tasks.append(asyncio.create_task(parts.runner.run(stop), name="strata-runner"))
+        tasks.append(asyncio.create_task(parts.dispatcher.run(stop), name="strata-webhooks"))
     try:
         yield parts
     finally:
         stop.set()
-        if task is not None:
+        for task in tasks:
             await task
         if owned_llm is not None:
             await owned_llm.close()

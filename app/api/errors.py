@@ -16,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from app.domain.errors import DomainError, Unauthorized
 from app.domain.ids import new_id
@@ -24,6 +25,7 @@ logger = logging.getLogger("strata.api")
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 TYPE_PREFIX = "urn:strata:problem:"
+_HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 _SLUG_BY_STATUS = {
     400: "bad-request",
@@ -116,8 +118,32 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 400 and isinstance(exc.__cause__, ValueError | RecursionError):
+        # FastAPI's answer to a JSON body it cannot decode (not UTF-8, nested too deep):
+        # malformed JSON like any other, which FastAPI itself answers with 422 json_invalid
+        error = {"loc": ["body"], "msg": "JSON decode error", "type": "json_invalid"}
+        detail = f"body: JSON decode error ({type(exc.__cause__).__name__})"
+        return problem_response(422, detail, instance=request.url.path, errors=[error])
+    headers = exc.headers
+    if exc.status_code == 405:
+        headers = {**(headers or {}), "Allow": _allowed_methods(request)}
     detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(exc.status_code).phrase
-    return problem_response(exc.status_code, detail, instance=request.url.path, headers=exc.headers)
+    return problem_response(exc.status_code, detail, instance=request.url.path, headers=headers)
+
+
+def _allowed_methods(request: Request) -> str:
+    """Every method some route serves at this path.
+
+    Starlette's 405 names only the methods of the first route whose path matched,
+    while a path such as /sessions/{id} is served by one route per method."""
+    routes = request.app.router.routes
+    return ", ".join(
+        method
+        for method in _HTTP_METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes
+        )
+    )
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:

@@ -15,6 +15,7 @@ from app.api.routes import (
     pieces,
     sessions,
     tasks,
+    webhooks,
 )
 
 api_router = APIRouter()
@@ -28,3 +29,4 @@ api_router.include_router(jobs.router)
 api_router.include_router(pieces.router)
 api_router.include_router(events.router)
 api_router.include_router(hooks.router)
+api_router.include_router(webhooks.router)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Job
 from app.db.repositories.jobs import JobRepository
 from app.db.types import utcnow
 from app.domain.errors import Conflict, NotFound
+from app.services import webhooks
 from app.services.events import record_event
 from app.services.pagination import Page, page_of
 
@@ -65,17 +67,28 @@ async def set_status(
     if error is not None:
         data["error"] = error
     await record_event(db, job.session_id, "job.status", data, job_id=job.id)
+    await webhooks.job_status_changed(db, job, error=error, result=result)
     if status in TERMINAL and job.parent_job_id is not None:
         await _wake_parent(db, job.parent_job_id)
+    if status == "waiting_subtasks":  # its children may all have ended before it waited
+        await _requeue_if_children_ended(db, job)
 
 
 async def _wake_parent(db: AsyncSession, parent_id: str) -> None:
-    """A parent waiting for its subtasks goes back to the queue once all of them ended."""
-    jobs = JobRepository(db)
-    parent = await jobs.get(parent_id)
+    """A parent waiting for its subtasks goes back to the queue once all of them ended.
+
+    The parent row is locked (PostgreSQL): a parent entering waiting_subtasks in a
+    concurrent transaction is seen here once it committed, so no wake-up is lost."""
+    query = select(Job).where(Job.id == parent_id).with_for_update()
+    parent = (await db.exec(query)).first()
     if parent is None or parent.status != "waiting_subtasks":
         return
-    if all(child.status in TERMINAL for child in await jobs.children(parent_id)):
+    await _requeue_if_children_ended(db, parent)
+
+
+async def _requeue_if_children_ended(db: AsyncSession, parent: Job) -> None:
+    children = await JobRepository(db).children(parent.id)
+    if all(child.status in TERMINAL for child in children):
         await set_status(db, parent, "queued")
 
 

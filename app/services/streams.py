@@ -70,17 +70,24 @@ async def event_stream(
     last = last_event_id
     live_count = 0
     idle = 0.0
+    read_table = True
     with hub.subscribe() as signals:
         while True:
-            for row, data in await _durable_after(
-                database, session_id=session_id, job_id=job_id, after=last
-            ):
-                last = row.id or last
-                live_count = 0
-                yield StreamEvent(id=str(last), type=row.type, data=data)
-                if until_job_ends and row.type == "job.status" and _ended(data):
-                    return
+            if read_table:
+                for row, data in await _durable_after(
+                    database, session_id=session_id, job_id=job_id, after=last
+                ):
+                    last = row.id or last
+                    live_count = 0
+                    yield StreamEvent(id=str(last), type=row.type, data=data)
+                    if until_job_ends and row.type == "job.status" and _ended(data):
+                        return
             signal = await _next_signal(signals, poll_seconds)
+            # The table is read again when something was committed here, or after a
+            # quiet poll interval (a runner in another process); never between live
+            # signals: deltas are published before the commit of the item they add up
+            # to, so a read between two of them could overtake the ones still queued.
+            read_table = signal is None or signal.type is None
             if signal is None:
                 idle += poll_seconds
                 if idle >= keepalive_seconds:

@@ -56,12 +56,11 @@ async def enqueue_if_needed(db: AsyncSession, session: Session, window: int) -> 
 
 
 async def summarize_backlog(settings: Settings, database: Database, llm: LLM, job: Job) -> int:
-    """Summarize every pending turn of the job's chain; returns how many were written."""
-    async with database.session(write=False) as db:
-        session = await db.get(Session, job.session_id)
-        if session is None:
-            return 0
-        pending = await pending_turns(db, session, settings.memory_l2_window_turns)
+    """Summarize every pending turn of the job's chain; returns how many were written.
+
+    The backlog is read again after each round: turns that left the window while
+    the round ran are worked off by this job too, not left for the next one.
+    """
     gate = asyncio.Semaphore(max(1, settings.summary_concurrency))
 
     async def one(turn: MemoryTurn) -> None:
@@ -71,8 +70,17 @@ async def summarize_backlog(settings: Settings, database: Database, llm: LLM, jo
                 assert turn.id is not None
                 await MemoryRepository(db).set_l1(turn.id, text, fallback=fallback)
 
-    await asyncio.gather(*(one(t) for t in pending))
-    return len(pending)
+    written = 0
+    while True:
+        async with database.session(write=False) as db:
+            session = await db.get(Session, job.session_id)
+            if session is None:
+                return written
+            pending = await pending_turns(db, session, settings.memory_l2_window_turns)
+        if not pending:
+            return written
+        await asyncio.gather(*(one(t) for t in pending))
+        written += len(pending)
 
 
 async def summarize_turn(settings: Settings, llm: LLM, turn: MemoryTurn) -> tuple[str, bool]:

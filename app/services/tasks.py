@@ -30,6 +30,7 @@ from app.domain.tasks import (
     render_task_list,
     replay,
 )
+from app.services import webhooks
 from app.services.events import record_event
 from app.services.items import append_item
 from app.services.live import LiveHub
@@ -92,6 +93,7 @@ async def change_task(
     await record_event(
         db, session_id, "task.updated", {"taskid": task.taskid, "op": op, "origin": "api"}
     )
+    await webhooks.task_updated(db, tenant, session_id, task, op=op, origin="api")
     # Answer with what replay now says, timestamps included: one truth, not two.
     return (await load_store(db, session_id)).get(task.taskid)
 
@@ -132,6 +134,9 @@ class LogTaskGateway:
                     "task.updated",
                     {"taskid": task.taskid, "op": op, "origin": "llm"},
                     job_id=job.id,
+                )
+                await webhooks.task_updated(
+                    db, job.tenant, job.session_id, task, op=op, origin="llm", job_id=job.id
                 )
         self.hub.committed(job.session_id, job.id)
         return ToolOutput(content, is_error, recorded=True)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -13,29 +15,43 @@ from app.settings import Settings
 from app.tools.registry import ToolError
 
 Area = Literal["input", "output"]
+# the path, not the server, is at fault: a name too long, a file where a folder should be
+_UNWRITABLE_PATH = frozenset({errno.ENAMETOOLONG, errno.ENOTDIR, errno.EEXIST, errno.EISDIR})
 
 
 def _resolve(settings: Settings, job: Job, area: Area, path: str, *, must_exist: bool) -> Path:
     workspace = workspace_of(settings, job.id)
     workspace.ensure_layout()
+    if path.startswith("/"):  # "input//etc/x" would otherwise land quietly in input/etc/x
+        raise InvalidInput(
+            f"path {path!r} is absolute; give a path relative to {area}/", field="path"
+        )
     try:
-        return workspace.resolve(f"{area}/{path}", must_exist=must_exist)
+        target = workspace.resolve(f"{area}/{path}")
     except ToolError as exc:
-        if must_exist and "not" in str(exc) and "exist" in str(exc):
-            raise NotFound(str(exc), resource="file") from exc
         raise InvalidInput(str(exc), field="path") from exc
+    if must_exist and not os.path.exists(target):  # False, not OSError, for a name too long
+        raise NotFound(f"{area}/{path} does not exist", resource="file")
+    return target
 
 
 async def put_input_file(settings: Settings, job: Job, path: str, data: bytes) -> str:
     target = _resolve(settings, job, "input", path, must_exist=False)
-    if target.is_dir():
-        raise InvalidInput(f"{path!r} is a folder", field="path")
 
     def write() -> None:
+        if target.is_dir():
+            raise IsADirectoryError(f"{path!r} is a folder")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
 
-    await asyncio.to_thread(write)
+    try:
+        await asyncio.to_thread(write)
+    except IsADirectoryError as exc:
+        raise InvalidInput(f"{path!r} is a folder", field="path") from exc
+    except OSError as exc:
+        if exc.errno not in _UNWRITABLE_PATH:
+            raise
+        raise InvalidInput(f"input/{path} cannot be written: {exc.strerror}", field="path") from exc
     return f"input/{path}"
 
 

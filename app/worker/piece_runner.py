@@ -24,6 +24,7 @@ from app.engine.instruction import CommentView, render_enriched_instruction
 from app.engine.llm import LLMRequest, LLMResponse
 from app.engine.loop import CANCELLED, AfterResponse, TurnConfig, close_dangling_tool_uses, run_turn
 from app.engine.pieces import ABORT, ASK, COMPLETE, WAIT_SUBTASKS, Movement, Piece
+from app.engine.truncation import estimate_tokens
 from app.services.comments import Author, comments_of, post_comment
 from app.services.events import record_event
 from app.services.items import append_item
@@ -333,7 +334,13 @@ async def run_movement(
         tasks=LogTaskGateway(deps.database, deps.hub, job),
         memory=LogMemoryGateway(deps.settings, deps.database, job),
         piece=gateway,
-        extras={"workspace": workspace, "available_tokens": None},
+        extras={
+            "workspace": workspace,
+            # until a response is measured: the window less an estimate of the prompt
+            "available_tokens": max(
+                0, deps.settings.context_window_tokens - estimate_tokens(prompt)
+            ),
+        },
     )
     store = DbTurnStore(deps.database, deps.hub, job)
     nudges = 0

@@ -146,6 +146,8 @@ class Runner:
                 repo = JobRepository(db)
                 held = await repo.renew_lease(job.id, self.worker_id, self._lease_until())
                 current = await repo.get(job.id)
+            if running.done.is_set():
+                return  # the job ended meanwhile (no longer running); nothing to stop
             if not held:
                 logger.warning("job %s: lease lost, stopping here", job.id)
                 self._stop_job(running, "lease_lost")

@@ -54,12 +54,12 @@ def new_lines(transcript: Path) -> tuple[str, int, int]:
             sent = int(marker.read_text().strip() or 0)
         except ValueError:
             sent = 0
-    lines = transcript.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
-    if lines and not lines[-1].endswith("\n"):
-        lines = lines[:-1]  # still being written: send it next time
+    # Only "\n" ends a JSONL line (JSON strings may hold U+2028 and the like raw); the last
+    # piece is "" or a line still being written, which is sent next time.
+    lines = transcript.read_text(encoding="utf-8", errors="replace").split("\n")[:-1]
     if sent > len(lines):  # the file was replaced: start over (ingestion is idempotent)
         sent = 0
-    return "".join(lines[sent:]), sent + 1, len(lines)
+    return "".join(line + "\n" for line in lines[sent:]), sent + 1, len(lines)
 
 
 def main() -> int:

@@ -59,7 +59,7 @@ def _thinking_then_tool_call(tool_id: str, tool_input: dict[str, Any]) -> str:
             [{"type": "input_json_delta", "partial_json": json.dumps(tool_input)}],
         ),
     ]
-    message = {
+    message: dict[str, Any] = {
         "id": "msg_thinking_1",
         "type": "message",
         "role": "assistant",

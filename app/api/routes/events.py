@@ -3,7 +3,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header
+from fastapi import APIRouter, Depends, Header
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
 from app.api.deps import CurrentTenant, DatabaseDep, RuntimeDep, SettingsDep
@@ -11,6 +11,7 @@ from app.api.errors import problem_responses
 from app.api.routes.jobs import JobId
 from app.api.routes.sessions import SessionId
 from app.api.schemas.items import item_public
+from app.db.models import Job
 from app.services.jobs import get_job
 from app.services.sessions import get_session
 from app.services.streams import StreamEvent, event_stream, parse_last_event_id
@@ -58,6 +59,21 @@ async def _stream(
         yield _sse(event)
 
 
+# The look-ups are dependencies, so an unknown id is a 404 before the stream starts:
+# in the generator's body it would fail after the 200 has been sent.
+async def _existing_session(
+    session_id: SessionId, database: DatabaseDep, tenant: CurrentTenant
+) -> str:
+    async with database.session(write=False) as db:
+        await get_session(db, tenant, session_id)
+    return session_id
+
+
+async def _existing_job(job_id: JobId, database: DatabaseDep, tenant: CurrentTenant) -> Job:
+    async with database.session(write=False) as db:
+        return await get_job(db, tenant, job_id)
+
+
 @router.get(
     "/sessions/{session_id}/events",
     name="session_stream",
@@ -67,15 +83,11 @@ async def _stream(
     responses=problem_responses(404, 422),
 )
 async def session_events(
-    session_id: SessionId,
-    database: DatabaseDep,
+    session_id: Annotated[str, Depends(_existing_session)],
     runtime: RuntimeDep,
     settings: SettingsDep,
-    tenant: CurrentTenant,
     last_event_id: LastEventId = None,
 ) -> AsyncIterator[ServerSentEvent]:
-    async with database.session(write=False) as db:
-        await get_session(db, tenant, session_id)
     async for event in _stream(runtime, settings, session_id, None, last_event_id):
         yield event
 
@@ -89,14 +101,10 @@ async def session_events(
     responses=problem_responses(404, 422),
 )
 async def job_events(
-    job_id: JobId,
-    database: DatabaseDep,
+    job: Annotated[Job, Depends(_existing_job)],
     runtime: RuntimeDep,
     settings: SettingsDep,
-    tenant: CurrentTenant,
     last_event_id: LastEventId = None,
 ) -> AsyncIterator[ServerSentEvent]:
-    async with database.session(write=False) as db:
-        job = await get_job(db, tenant, job_id)
-    async for event in _stream(runtime, settings, job.session_id, job_id, last_event_id):
+    async for event in _stream(runtime, settings, job.session_id, job.id, last_event_id):
         yield event

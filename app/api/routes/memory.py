@@ -17,6 +17,7 @@ from app.api.schemas.memory import (
 )
 from app.api.schemas.sessions import SessionPublic
 from app.services import memory as service
+from app.services.summaries import enqueue_if_needed
 
 router = APIRouter(
     prefix="/sessions/{session_id}", tags=["memory"], responses=problem_responses(401)
@@ -106,6 +107,13 @@ async def get_detail(
     responses=problem_responses(404, 409, 422),
 )
 async def merge(
-    session_id: SessionId, body: MergeRequest, db: SessionDep, tenant: CurrentTenant
+    session_id: SessionId,
+    body: MergeRequest,
+    db: SessionDep,
+    tenant: CurrentTenant,
+    settings: SettingsDep,
 ) -> SessionPublic:
-    return SessionPublic.of(await service.merge_sessions(db, tenant, session_id, body.into))
+    target = await service.merge_sessions(db, tenant, session_id, body.into)
+    # merged-in turns may push older ones out of the window: queue their summaries
+    await enqueue_if_needed(db, target, settings.memory_l2_window_turns)
+    return SessionPublic.of(target)

@@ -60,6 +60,9 @@ class SessionPublic(BaseModel):
     tools: list[str] | None
     continues_from: str | None
     merged_into: str | None = Field(description="Set once merged: reads go through that session.")
+    parent_session_id: str | None = Field(
+        description="For a subagent's or subtask's session: the session that started it."
+    )
     source: str = Field(
         description="`strata`, or `claude-code` for a mirrored Claude Code session."
     )
@@ -83,6 +86,7 @@ class SessionPublic(BaseModel):
             tools=row.tools,
             continues_from=row.continues_from,
             merged_into=row.merged_into,
+            parent_session_id=row.parent_session_id,
             source=row.source,
             external_id=row.external_id,
             project=row.project,

@@ -1,0 +1,152 @@
+"""Outbound webhook subscriptions and their deliveries (Standard Webhooks)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Response
+
+from app.api.deps import AfterCursor, CurrentTenant, PageLimit, RuntimeDep, SessionDep, SettingsDep
+from app.api.errors import problem_responses
+from app.api.schemas.webhooks import (
+    DeliveryList,
+    DeliveryPublic,
+    WebhookCreate,
+    WebhookCreated,
+    WebhookList,
+    WebhookPublic,
+    WebhookUpdate,
+)
+from app.services import webhooks as service
+
+router = APIRouter(prefix="/webhooks", tags=["webhooks"], responses=problem_responses(401))
+
+WebhookId = Annotated[str, Path(max_length=40, description="A webhook subscription id (`wh_…`).")]
+
+SIGNING = (
+    " Deliveries are POSTed as JSON `{type, timestamp, data}` with the Standard Webhooks "
+    "headers `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,` + base64 "
+    "HMAC-SHA256 of `{id}.{timestamp}.{body}` keyed with the secret), retried on failure "
+    "(STRATA_WEBHOOK_RETRY_SCHEDULE) with the same `webhook-id`."
+)
+
+
+@router.post(
+    "",
+    status_code=201,
+    name="create",
+    summary="Subscribe a URL to events",
+    description="The answer holds the signing `secret`, shown this once." + SIGNING,
+    responses=problem_responses(413, 422),
+)
+async def create_webhook(
+    body: WebhookCreate, db: SessionDep, tenant: CurrentTenant, settings: SettingsDep
+) -> WebhookCreated:
+    row = await service.create_subscription(
+        db,
+        tenant,
+        url=body.url,
+        events=list(body.events),
+        description=body.description,
+        allow_private=settings.webhook_allow_private,
+    )
+    return WebhookCreated.of(row)
+
+
+@router.get(
+    "",
+    name="list",
+    summary="List webhook subscriptions, newest first",
+    responses=problem_responses(422),
+)
+async def list_webhooks(
+    db: SessionDep, tenant: CurrentTenant, limit: PageLimit, after: AfterCursor = None
+) -> WebhookList:
+    page = await service.list_subscriptions(db, tenant, limit=limit, after=after)
+    return WebhookList(data=[WebhookPublic.of(r) for r in page.data], next_cursor=page.next_cursor)
+
+
+@router.get(
+    "/{webhook_id}",
+    name="get",
+    summary="Get a webhook subscription (without its secret)",
+    responses=problem_responses(404, 422),
+)
+async def get_webhook(
+    webhook_id: WebhookId, db: SessionDep, tenant: CurrentTenant
+) -> WebhookPublic:
+    return WebhookPublic.of(await service.get_subscription(db, tenant, webhook_id))
+
+
+@router.patch(
+    "/{webhook_id}",
+    name="update",
+    summary="Change a subscription's url, events, description or enabled",
+    description="Enabling a subscription again clears `disabled_reason` and `failing_since`; "
+    "its deliveries still pending are sent again from then on.",
+    responses=problem_responses(404, 413, 422),
+)
+async def update_webhook(
+    webhook_id: WebhookId,
+    body: WebhookUpdate,
+    db: SessionDep,
+    tenant: CurrentTenant,
+    settings: SettingsDep,
+) -> WebhookPublic:
+    row = await service.update_subscription(
+        db,
+        tenant,
+        webhook_id,
+        body.model_dump(exclude_unset=True),
+        allow_private=settings.webhook_allow_private,
+    )
+    return WebhookPublic.of(row)
+
+
+@router.delete(
+    "/{webhook_id}",
+    status_code=204,
+    name="delete",
+    summary="Delete a subscription and its deliveries",
+    responses=problem_responses(404, 422),
+)
+async def delete_webhook(webhook_id: WebhookId, db: SessionDep, tenant: CurrentTenant) -> Response:
+    await service.delete_subscription(db, tenant, webhook_id)
+    return Response(status_code=204)
+
+
+@router.get(
+    "/{webhook_id}/deliveries",
+    name="deliveries",
+    summary="A subscription's deliveries, newest first, with every attempt",
+    responses=problem_responses(404, 422),
+)
+async def list_deliveries(
+    webhook_id: WebhookId,
+    db: SessionDep,
+    tenant: CurrentTenant,
+    limit: PageLimit,
+    after: AfterCursor = None,
+) -> DeliveryList:
+    page = await service.list_deliveries(db, tenant, webhook_id, limit=limit, after=after)
+    return DeliveryList(
+        data=[DeliveryPublic.of(v) for v in page.data], next_cursor=page.next_cursor
+    )
+
+
+@router.post(
+    "/{webhook_id}/test",
+    status_code=202,
+    name="test",
+    summary="Send a `webhook.test` event to this subscription",
+    description="Queues the delivery and answers at once; follow it in `/deliveries`. "
+    "409 while the subscription is disabled.",
+    responses=problem_responses(404, 409, 422),
+)
+async def test_webhook(
+    webhook_id: WebhookId, db: SessionDep, tenant: CurrentTenant, runtime: RuntimeDep
+) -> DeliveryPublic:
+    view = await service.send_test(db, tenant, webhook_id)
+    if runtime.dispatcher is not None:
+        runtime.dispatcher.wake()
+    return DeliveryPublic.of(view)

@@ -1,0 +1,125 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.db.models import WebhookAttempt, WebhookSubscription
+from app.services.webhooks import DeliveryView, EventType
+
+EventName = Literal["*", EventType]
+
+EVENTS_DESCRIPTION = (
+    "Event types to receive; `*` receives every type, including ones added later. "
+    "(`webhook.test` is sent only by `POST /webhooks/{id}/test`.)"
+)
+
+
+class WebhookCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(
+        min_length=1,
+        max_length=2000,
+        description="An http(s) URL. Hosts resolving to private, loopback, link-local, "
+        "multicast or reserved addresses are refused unless STRATA_WEBHOOK_ALLOW_PRIVATE=true.",
+    )
+    events: list[EventName] = Field(min_length=1, max_length=20, description=EVENTS_DESCRIPTION)
+    description: str | None = Field(default=None, max_length=500)
+
+
+class WebhookUpdate(BaseModel):
+    """Only the fields sent change. `enabled: true` also clears `disabled_reason`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str | None = Field(default=None, min_length=1, max_length=2000)
+    events: list[EventName] | None = Field(default=None, min_length=1, max_length=20)
+    description: str | None = Field(default=None, max_length=500)
+    enabled: bool | None = None
+
+
+class WebhookPublic(BaseModel):
+    id: str
+    url: str
+    events: list[str]
+    description: str | None
+    enabled: bool
+    disabled_reason: str | None = Field(description="Why Strata disabled it, if it did.")
+    failing_since: datetime | None = Field(
+        description="Since when its deliveries fail without a success (null: healthy)."
+    )
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, row: WebhookSubscription) -> WebhookPublic:
+        return cls.model_validate(row, from_attributes=True)
+
+
+class WebhookCreated(WebhookPublic):
+    secret: str = Field(
+        description="The signing secret (`whsec_…`, Standard Webhooks). Shown only in this "
+        "response: store it now."
+    )
+
+    @classmethod
+    def of(cls, row: WebhookSubscription) -> WebhookCreated:
+        return cls.model_validate(row, from_attributes=True)
+
+
+class WebhookList(BaseModel):
+    data: list[WebhookPublic]
+    next_cursor: str | None = Field(
+        description="Pass as `after` to get the next (older) page; null on the last page."
+    )
+
+
+class AttemptPublic(BaseModel):
+    attempted_at: datetime
+    status_code: int | None = Field(description="The receiver's HTTP status, if it answered.")
+    error: str | None = Field(description="Why the attempt failed without an answer.")
+    duration_ms: int
+
+
+class DeliveryPublic(BaseModel):
+    id: str = Field(description="The `webhook-id` header: the same on every retry.")
+    subscription_id: str = Field(description="The webhook subscription (`wh_…`).")
+    event_type: str
+    payload: dict[str, Any] = Field(description="The JSON body sent: `{type, timestamp, data}`.")
+    status: Literal["pending", "succeeded", "failed"]
+    next_attempt_at: datetime | None = Field(description="When the next try is due (pending).")
+    last_status_code: int | None
+    last_error: str | None
+    created_at: datetime
+    delivered_at: datetime | None
+    attempts: list[AttemptPublic] = Field(description="Every try, oldest first.")
+
+    @classmethod
+    def of(cls, view: DeliveryView) -> DeliveryPublic:
+        row = view.delivery
+        return cls(
+            id=row.id,
+            subscription_id=row.subscription_id,
+            event_type=row.event_type,
+            payload=row.payload,
+            status=row.status,
+            next_attempt_at=row.next_attempt_at if row.status == "pending" else None,
+            last_status_code=row.last_status_code,
+            last_error=row.last_error,
+            created_at=row.created_at,
+            delivered_at=row.delivered_at,
+            attempts=[_attempt(a) for a in view.attempts],
+        )
+
+
+def _attempt(row: WebhookAttempt) -> AttemptPublic:
+    return AttemptPublic.model_validate(row, from_attributes=True)
+
+
+class DeliveryList(BaseModel):
+    data: list[DeliveryPublic]
+    next_cursor: str | None = Field(
+        description="Pass as `after` to get the next (older) page; null on the last page."
+    )

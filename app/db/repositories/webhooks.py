@@ -1,0 +1,164 @@
+"""Webhook subscriptions, the delivery outbox and its attempts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import and_, func, or_, update
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.db.models import WebhookAttempt, WebhookDelivery, WebhookSubscription
+from app.db.types import utcnow
+
+
+class WebhookRepository:
+    def __init__(self, db: AsyncSession) -> None:
+        self.db = db
+
+    # --- subscriptions --------------------------------------------------------
+    async def add(self, row: WebhookSubscription) -> WebhookSubscription:
+        self.db.add(row)
+        await self.db.flush()
+        return row
+
+    async def get(self, tenant: str, subscription_id: str) -> WebhookSubscription | None:
+        row = await self.db.get(WebhookSubscription, subscription_id)
+        if row is None or row.tenant != tenant:
+            return None
+        return row
+
+    async def list_page(
+        self, tenant: str, *, limit: int, before_id: str | None
+    ) -> list[WebhookSubscription]:
+        """Newest first (ids are time-ordered)."""
+        query = select(WebhookSubscription).where(WebhookSubscription.tenant == tenant)
+        if before_id is not None:
+            query = query.where(col(WebhookSubscription.id) < before_id)
+        query = query.order_by(col(WebhookSubscription.id).desc()).limit(limit)
+        return list((await self.db.exec(query)).all())
+
+    async def enabled_for_tenant(self, tenant: str) -> list[WebhookSubscription]:
+        query = select(WebhookSubscription).where(
+            WebhookSubscription.tenant == tenant, col(WebhookSubscription.enabled).is_(True)
+        )
+        return list((await self.db.exec(query.order_by(col(WebhookSubscription.id)))).all())
+
+    async def remove(self, row: WebhookSubscription) -> None:
+        """Its deliveries and their attempts go with it (ON DELETE CASCADE)."""
+        await self.db.delete(row)
+        await self.db.flush()
+
+    async def mark_failing(self, subscription_id: str, now: datetime) -> None:
+        """Start the failing clock unless it runs already."""
+        await self.db.exec(
+            update(WebhookSubscription)
+            .where(col(WebhookSubscription.id) == subscription_id)
+            .values(failing_since=func.coalesce(col(WebhookSubscription.failing_since), now))
+        )
+
+    async def mark_healthy(self, subscription_id: str) -> None:
+        await self.db.exec(
+            update(WebhookSubscription)
+            .where(col(WebhookSubscription.id) == subscription_id)
+            .where(col(WebhookSubscription.failing_since).is_not(None))
+            .values(failing_since=None)
+        )
+
+    async def disable_if_failing_since(
+        self, subscription_id: str, cutoff: datetime, reason: str
+    ) -> bool:
+        """Disable the subscription if it has been failing since `cutoff` or earlier."""
+        result = await self.db.exec(
+            update(WebhookSubscription)
+            .where(col(WebhookSubscription.id) == subscription_id)
+            .where(col(WebhookSubscription.enabled).is_(True))
+            .where(col(WebhookSubscription.failing_since) <= cutoff)
+            .values(enabled=False, disabled_reason=reason, updated_at=utcnow())
+        )
+        return bool(result.rowcount)
+
+    # --- deliveries -----------------------------------------------------------
+    async def add_delivery(self, row: WebhookDelivery) -> WebhookDelivery:
+        self.db.add(row)
+        await self.db.flush()
+        return row
+
+    async def get_delivery(self, delivery_id: str) -> WebhookDelivery | None:
+        return await self.db.get(WebhookDelivery, delivery_id)
+
+    async def deliveries_page(
+        self, subscription_id: str, *, limit: int, before_id: str | None
+    ) -> list[WebhookDelivery]:
+        """Newest first (ids are time-ordered)."""
+        query = select(WebhookDelivery).where(WebhookDelivery.subscription_id == subscription_id)
+        if before_id is not None:
+            query = query.where(col(WebhookDelivery.id) < before_id)
+        query = query.order_by(col(WebhookDelivery.id).desc()).limit(limit)
+        return list((await self.db.exec(query)).all())
+
+    async def attempts_of(self, delivery_ids: Sequence[str]) -> list[WebhookAttempt]:
+        if not delivery_ids:
+            return []
+        query = (
+            select(WebhookAttempt)
+            .where(col(WebhookAttempt.delivery_id).in_(delivery_ids))
+            .order_by(col(WebhookAttempt.id))
+        )
+        return list((await self.db.exec(query)).all())
+
+    async def claim_due(
+        self, now: datetime, first_due: datetime, lease_until: datetime, limit: int
+    ) -> list[tuple[WebhookDelivery, WebhookSubscription]]:
+        """Lease up to `limit` due deliveries of enabled subscriptions, oldest first.
+
+        Due: pending, no live lease, and `next_attempt_at` passed (`first_due` for a
+        delivery never tried, which holds the schedule's first delay). On PostgreSQL the rows
+        are locked `FOR UPDATE SKIP LOCKED`, so two dispatchers never take the same
+        delivery; SQLite renders no lock clause, its writing transaction (`BEGIN
+        IMMEDIATE`) is exclusive already. Each claim counts as an attempt started."""
+        query = (
+            select(WebhookDelivery, WebhookSubscription)
+            .join(
+                WebhookSubscription,
+                col(WebhookSubscription.id) == col(WebhookDelivery.subscription_id),
+            )
+            .where(
+                col(WebhookDelivery.status) == "pending",
+                or_(
+                    and_(
+                        col(WebhookDelivery.attempts) == 0,
+                        col(WebhookDelivery.next_attempt_at) <= first_due,
+                    ),
+                    and_(
+                        col(WebhookDelivery.attempts) > 0,
+                        col(WebhookDelivery.next_attempt_at) <= now,
+                    ),
+                ),
+                or_(
+                    col(WebhookDelivery.lease_until).is_(None),
+                    col(WebhookDelivery.lease_until) < now,
+                ),
+                col(WebhookSubscription.enabled).is_(True),
+            )
+            .order_by(col(WebhookDelivery.next_attempt_at), col(WebhookDelivery.id))
+            .limit(limit)
+            .with_for_update(skip_locked=True, of=WebhookDelivery)
+        )
+        rows = list((await self.db.exec(query)).all())
+        for delivery, _ in rows:
+            delivery.lease_until = lease_until
+            delivery.attempts += 1
+            self.db.add(delivery)
+        await self.db.flush()
+        return [(delivery, subscription) for delivery, subscription in rows]
+
+    async def add_attempt(self, row: WebhookAttempt) -> WebhookAttempt:
+        self.db.add(row)
+        await self.db.flush()
+        return row
+
+    async def save_delivery(self, row: WebhookDelivery) -> None:
+        self.db.add(row)
+        await self.db.flush()

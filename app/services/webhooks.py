@@ -1,0 +1,414 @@
+"""Outbound webhooks: subscriptions, target checks, the outbox and what an attempt changes.
+
+`enqueue_event` writes one delivery per interested subscription in the caller's
+transaction, so an event exists exactly when the change that caused it was
+committed. The dispatcher (`app.worker.webhooks`) claims due deliveries, sends
+them and hands each attempt's result to `record_attempt`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import socket
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal, get_args
+from urllib.parse import urlsplit
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.db.models import Job, WebhookAttempt, WebhookDelivery, WebhookSubscription
+from app.db.repositories.webhooks import WebhookRepository
+from app.db.types import utcnow
+from app.domain.errors import Conflict, InvalidInput, NotFound
+from app.domain.ids import new_id
+from app.domain.tasks import Task
+from app.domain.webhook_signing import generate_secret
+from app.services.pagination import Page, page_of
+from app.settings import Settings
+
+logger = logging.getLogger("strata.webhooks")
+
+EventType = Literal[
+    "job.succeeded",
+    "job.failed",
+    "job.aborted",
+    "job.cancelled",
+    "job.waiting_human",
+    "job.waiting_subtasks",
+    "session.turn.completed",
+    "task.updated",
+]
+EVENT_TYPES: tuple[str, ...] = get_args(EventType)
+ALL_EVENTS = "*"
+TEST_EVENT = "webhook.test"
+JOB_EVENTS = {event.removeprefix("job."): event for event in EVENT_TYPES if event[:4] == "job."}
+
+
+class TargetRefused(InvalidInput):
+    """The URL is not one Strata may call."""
+
+
+# --- targets ------------------------------------------------------------------
+def _forbidden_kind(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    checks = (
+        ("loopback", address.is_loopback),
+        ("link-local", address.is_link_local),
+        ("multicast", address.is_multicast),
+        ("unspecified", address.is_unspecified),
+        ("reserved", address.is_reserved),
+        ("private", address.is_private),
+        ("non-public", not address.is_global),
+    )
+    return next((kind for kind, hit in checks if hit), None)
+
+
+async def _addresses(host: str, port: int) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    try:
+        return [ipaddress.ip_address(host)]
+    except ValueError:
+        pass
+    loop = asyncio.get_running_loop()
+    try:
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        raise TargetRefused(f"url: host {host!r} does not resolve ({exc})", field="url") from exc
+    return [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
+
+
+async def check_target(url: str, *, allow_private: bool) -> str:
+    """An http(s) URL whose host resolves to public addresses only (unless allowed).
+
+    Checked when a subscription is written and again before every attempt, since
+    what a name resolves to may change."""
+    url = url.strip()
+    try:
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as exc:
+        raise TargetRefused(f"url: not a valid URL ({exc})", field="url") from exc
+    if parts.scheme not in ("http", "https"):
+        raise TargetRefused("url: only http and https URLs are allowed", field="url")
+    host = parts.hostname
+    if not host:
+        raise TargetRefused("url: the URL names no host", field="url")
+    if allow_private:
+        return url
+    for address in await _addresses(host, port):
+        kind = _forbidden_kind(address)
+        if kind is not None:
+            raise TargetRefused(
+                f"url: {host} resolves to {address}, a {kind} address; "
+                "set STRATA_WEBHOOK_ALLOW_PRIVATE=true to allow such targets",
+                field="url",
+            )
+    return url
+
+
+def _check_events(events: list[str]) -> list[str]:
+    unknown = [e for e in events if e != ALL_EVENTS and e not in EVENT_TYPES]
+    if unknown or not events:
+        raise InvalidInput(
+            f"events: unknown {unknown}; known: {[ALL_EVENTS, *EVENT_TYPES]}", field="events"
+        )
+    return list(dict.fromkeys(events))
+
+
+# --- subscriptions ----------------------------------------------------------------
+async def create_subscription(
+    db: AsyncSession,
+    tenant: str,
+    *,
+    url: str,
+    events: list[str],
+    description: str | None,
+    allow_private: bool,
+) -> WebhookSubscription:
+    """The returned row holds the secret; it is shown to the client this once."""
+    row = WebhookSubscription(
+        id=new_id("wh"),
+        tenant=tenant,
+        url=await check_target(url, allow_private=allow_private),
+        events=_check_events(events),
+        description=description,
+        secret=generate_secret(),
+    )
+    return await WebhookRepository(db).add(row)
+
+
+async def get_subscription(
+    db: AsyncSession, tenant: str, subscription_id: str
+) -> WebhookSubscription:
+    row = await WebhookRepository(db).get(tenant, subscription_id)
+    if row is None:
+        raise NotFound(f"webhook {subscription_id!r} does not exist", resource="webhook")
+    return row
+
+
+async def list_subscriptions(
+    db: AsyncSession, tenant: str, *, limit: int, after: str | None
+) -> Page[WebhookSubscription]:
+    rows = await WebhookRepository(db).list_page(tenant, limit=limit + 1, before_id=after)
+    return page_of(rows, limit, lambda row: row.id)
+
+
+async def update_subscription(
+    db: AsyncSession,
+    tenant: str,
+    subscription_id: str,
+    changes: dict[str, Any],
+    *,
+    allow_private: bool,
+) -> WebhookSubscription:
+    """Only the fields sent change. Enabling again clears the reason and the failing clock."""
+    row = await get_subscription(db, tenant, subscription_id)
+    if changes.get("url") is not None:
+        row.url = await check_target(changes["url"], allow_private=allow_private)
+    if changes.get("events") is not None:
+        row.events = _check_events(changes["events"])
+    if "description" in changes:
+        row.description = changes["description"]
+    if changes.get("enabled") is not None:
+        if changes["enabled"] and not row.enabled:
+            row.disabled_reason = None
+            row.failing_since = None
+        row.enabled = bool(changes["enabled"])
+    row.updated_at = utcnow()
+    db.add(row)
+    await db.flush()
+    return row
+
+
+async def delete_subscription(db: AsyncSession, tenant: str, subscription_id: str) -> None:
+    repo = WebhookRepository(db)
+    await repo.remove(await get_subscription(db, tenant, subscription_id))
+
+
+# --- deliveries as the API shows them --------------------------------------------
+@dataclass(frozen=True)
+class DeliveryView:
+    delivery: WebhookDelivery
+    attempts: list[WebhookAttempt]
+
+
+async def list_deliveries(
+    db: AsyncSession, tenant: str, subscription_id: str, *, limit: int, after: str | None
+) -> Page[DeliveryView]:
+    await get_subscription(db, tenant, subscription_id)
+    repo = WebhookRepository(db)
+    rows = await repo.deliveries_page(subscription_id, limit=limit + 1, before_id=after)
+    page = page_of(rows, limit, lambda row: row.id)
+    attempts = await repo.attempts_of([row.id for row in page.data])
+    views = [
+        DeliveryView(row, [a for a in attempts if a.delivery_id == row.id]) for row in page.data
+    ]
+    return Page(data=views, next_cursor=page.next_cursor)
+
+
+async def send_test(db: AsyncSession, tenant: str, subscription_id: str) -> DeliveryView:
+    """Queue a `webhook.test` event for this subscription alone."""
+    row = await get_subscription(db, tenant, subscription_id)
+    if not row.enabled:
+        raise Conflict(f"webhook {subscription_id!r} is disabled; enable it first")
+    payload = event_payload(TEST_EVENT, {"subscription_id": row.id}, utcnow())
+    delivery = await _add_delivery(WebhookRepository(db), row, TEST_EVENT, payload)
+    return DeliveryView(delivery, [])
+
+
+# --- the outbox ---------------------------------------------------------------------
+def event_payload(type_: str, data: dict[str, Any], at: datetime) -> dict[str, Any]:
+    return {"type": type_, "timestamp": at.isoformat().replace("+00:00", "Z"), "data": data}
+
+
+def _wants(subscription: WebhookSubscription, type_: str) -> bool:
+    return ALL_EVENTS in subscription.events or type_ in subscription.events
+
+
+async def _add_delivery(
+    repo: WebhookRepository, subscription: WebhookSubscription, type_: str, payload: dict[str, Any]
+) -> WebhookDelivery:
+    row = WebhookDelivery(
+        id=new_id("msg"), subscription_id=subscription.id, event_type=type_, payload=payload
+    )
+    return await repo.add_delivery(row)
+
+
+async def enqueue_event(
+    db: AsyncSession, tenant: str, type_: str, data: dict[str, Any]
+) -> list[WebhookDelivery]:
+    """One delivery per enabled subscription of `tenant` that wants `type_`, written in
+    the caller's transaction (rolled back with it)."""
+    repo = WebhookRepository(db)
+    targets = [s for s in await repo.enabled_for_tenant(tenant) if _wants(s, type_)]
+    if not targets:
+        return []
+    payload = event_payload(type_, data, utcnow())
+    return [await _add_delivery(repo, target, type_, payload) for target in targets]
+
+
+async def job_status_changed(
+    db: AsyncSession, job: Job, *, error: dict[str, Any] | None, result: dict[str, Any] | None
+) -> None:
+    """`job.<status>` for the statuses subscribers can ask for; a chat job that
+    succeeded is also a `session.turn.completed`."""
+    event = JOB_EVENTS.get(job.status)
+    if event is None:
+        return
+    data: dict[str, Any] = {
+        "job_id": job.id,
+        "session_id": job.session_id,
+        "piece": job.piece,
+        "status": job.status,
+        "turn": job.turn,
+        "attempt": job.attempts,
+        "parent_job_id": job.parent_job_id,
+        "error": error if error is not None else job.error,
+    }
+    await enqueue_event(db, job.tenant, event, data)
+    if job.status == "succeeded" and job.piece == "chat":
+        turn = {
+            "session_id": job.session_id,
+            "job_id": job.id,
+            "turn": job.turn,
+            "text": (result or job.result or {}).get("text"),
+        }
+        await enqueue_event(db, job.tenant, "session.turn.completed", turn)
+
+
+async def task_updated(
+    db: AsyncSession,
+    tenant: str,
+    session_id: str,
+    task: Task,
+    *,
+    op: str,
+    origin: str,
+    job_id: str | None = None,
+) -> None:
+    data = {
+        "session_id": session_id,
+        "taskid": task.taskid,
+        "op": op,
+        "origin": origin,
+        "job_id": job_id,
+        "status": task.status,
+        "subject": task.subject,
+    }
+    await enqueue_event(db, tenant, "task.updated", data)
+
+
+# --- the dispatcher's side ------------------------------------------------------
+@dataclass(frozen=True)
+class Claimed:
+    """A leased delivery and what sending it needs; the lease is its claim token."""
+
+    delivery_id: str
+    subscription_id: str
+    url: str
+    secret: str
+    payload: dict[str, Any]
+    attempt: int
+    lease_until: datetime
+
+
+@dataclass(frozen=True)
+class AttemptResult:
+    started_at: datetime
+    duration_ms: int
+    status_code: int | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status_code is not None and 200 <= self.status_code < 300
+
+    def describe(self) -> str:
+        return f"HTTP {self.status_code}" if self.error is None else str(self.error)
+
+
+async def claim_deliveries(
+    db: AsyncSession, settings: Settings, *, lease_seconds: float, limit: int
+) -> list[Claimed]:
+    now = utcnow()
+    first_delay = timedelta(seconds=settings.webhook_retry_delays[0])
+    rows = await WebhookRepository(db).claim_due(
+        now, now - first_delay, now + timedelta(seconds=lease_seconds), limit
+    )
+    return [
+        Claimed(
+            delivery_id=delivery.id,
+            subscription_id=subscription.id,
+            url=subscription.url,
+            secret=subscription.secret,
+            payload=delivery.payload,
+            attempt=delivery.attempts,
+            lease_until=delivery.lease_until or now,
+        )
+        for delivery, subscription in rows
+    ]
+
+
+async def record_attempt(
+    db: AsyncSession, settings: Settings, claimed: Claimed, result: AttemptResult
+) -> None:
+    """Store the attempt; then succeed, schedule the next try, or fail for good.
+
+    A delivery whose lease is no longer this claim's (it expired and another
+    dispatcher took it) or that was deleted is left alone."""
+    repo = WebhookRepository(db)
+    delivery = await repo.get_delivery(claimed.delivery_id)
+    if delivery is None or delivery.status != "pending":
+        return
+    if delivery.lease_until != claimed.lease_until:
+        return
+    now = utcnow()
+    await repo.add_attempt(
+        WebhookAttempt(
+            delivery_id=delivery.id,
+            attempted_at=result.started_at,
+            status_code=result.status_code,
+            error=result.error,
+            duration_ms=result.duration_ms,
+        )
+    )
+    delivery.last_status_code = result.status_code
+    delivery.last_error = result.error
+    delivery.lease_until = None
+    if result.ok:
+        delivery.status = "succeeded"
+        delivery.delivered_at = now
+        await repo.save_delivery(delivery)
+        await repo.mark_healthy(claimed.subscription_id)
+        return
+    delays = settings.webhook_retry_delays
+    if delivery.attempts < len(delays):
+        delivery.next_attempt_at = now + timedelta(seconds=delays[delivery.attempts])
+    else:
+        delivery.status = "failed"
+    await repo.save_delivery(delivery)
+    await repo.mark_failing(claimed.subscription_id, now)
+    if delivery.status == "failed":
+        await _disable_if_failing_long(repo, settings, claimed.subscription_id, result, now)
+
+
+async def _disable_if_failing_long(
+    repo: WebhookRepository,
+    settings: Settings,
+    subscription_id: str,
+    result: AttemptResult,
+    now: datetime,
+) -> None:
+    """Checked when a delivery fails for good, so a delivery never stays stranded
+    half-way through its schedule by the disabling."""
+    hours = settings.webhook_disable_after_hours
+    reason = (
+        f"disabled after its deliveries failed for {hours:g} h without a success "
+        f"(STRATA_WEBHOOK_DISABLE_AFTER_HOURS); last attempt: {result.describe()}"
+    )
+    cutoff = now - timedelta(hours=hours)
+    if await repo.disable_if_failing_since(subscription_id, cutoff, reason[:500]):
+        logger.warning("webhook %s disabled: %s", subscription_id, reason)

@@ -1,0 +1,137 @@
+"""The webhook dispatcher: claim due deliveries under a lease, POST them, record each try.
+
+Durability comes from the outbox table: a delivery is leased, sent, and its
+attempt recorded in a second transaction. A process that dies in between leaves
+the lease to expire and any dispatcher sends the delivery again, with the same
+`webhook-id` (at-least-once: receivers deduplicate by that id).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+
+import httpx
+
+import app as app_package
+from app.db.engine import Database
+from app.db.types import utcnow
+from app.domain.webhook_signing import signed_headers
+from app.services.webhooks import (
+    AttemptResult,
+    Claimed,
+    TargetRefused,
+    check_target,
+    claim_deliveries,
+    record_attempt,
+)
+from app.settings import Settings
+
+logger = logging.getLogger("strata.webhooks")
+
+BATCH = 16  # deliveries sent at once by one dispatcher
+LEASE_MARGIN_SECONDS = 30.0  # beyond the attempt's timeout, before another dispatcher may retry
+USER_AGENT = f"Strata-Webhooks/{app_package.__version__}"
+
+
+def body_of(payload: dict[str, object]) -> bytes:
+    """The exact bytes that are signed and sent."""
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+class WebhookDispatcher:
+    def __init__(self, settings: Settings, database: Database) -> None:
+        self.settings = settings
+        self.database = database
+        self._wake = asyncio.Event()
+
+    def wake(self) -> None:
+        """Tell the dispatcher a delivery may be due (saves a poll interval)."""
+        self._wake.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        logger.info("webhook dispatcher started")
+        async with httpx.AsyncClient(
+            follow_redirects=False, headers={"user-agent": USER_AGENT}
+        ) as client:
+            while not stop.is_set():
+                try:
+                    claimed = await self._claim()
+                except Exception:  # the database is away: keep the dispatcher alive
+                    logger.exception("webhook dispatcher could not claim deliveries")
+                    claimed = []
+                if claimed:
+                    async with asyncio.TaskGroup() as group:
+                        for one in claimed:
+                            group.create_task(self._deliver(client, one))
+                    continue
+                await self._idle(stop)
+        logger.info("webhook dispatcher stopped")
+
+    async def _idle(self, stop: asyncio.Event) -> None:
+        self._wake.clear()
+        waiters = [asyncio.ensure_future(self._wake.wait()), asyncio.ensure_future(stop.wait())]
+        try:
+            await asyncio.wait(
+                waiters,
+                timeout=self.settings.webhook_poll_seconds,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+
+    async def _claim(self) -> list[Claimed]:
+        lease = self.settings.webhook_timeout_seconds + LEASE_MARGIN_SECONDS
+        async with self.database.session(write=True) as db:
+            return await claim_deliveries(db, self.settings, lease_seconds=lease, limit=BATCH)
+
+    async def _deliver(self, client: httpx.AsyncClient, claimed: Claimed) -> None:
+        result = await self.attempt(client, claimed)
+        if not result.ok:
+            logger.info(
+                "webhook delivery %s attempt %s failed: %s",
+                claimed.delivery_id,
+                claimed.attempt,
+                result.describe(),
+            )
+        try:
+            async with self.database.session(write=True) as db:
+                await record_attempt(db, self.settings, claimed, result)
+        except Exception:  # the lease expires and the delivery is tried again
+            logger.exception("could not record webhook delivery %s", claimed.delivery_id)
+
+    async def attempt(self, client: httpx.AsyncClient, claimed: Claimed) -> AttemptResult:
+        """One signed POST; never raises: every failure becomes the attempt's error."""
+        started_at = utcnow()
+        clock = time.monotonic()
+        timeout = self.settings.webhook_timeout_seconds
+        status: int | None = None
+        error: str | None = None
+        try:
+            async with asyncio.timeout(timeout):
+                await check_target(claimed.url, allow_private=self.settings.webhook_allow_private)
+                status = await self._post(client, claimed)
+        except TargetRefused as exc:
+            error = f"refused: {exc.detail}"
+        except (TimeoutError, httpx.TimeoutException):
+            error = f"timed out after {timeout:g} s"
+        except httpx.HTTPError as exc:
+            error = f"{type(exc).__name__}: {exc}".rstrip(": ")
+        except Exception as exc:
+            logger.exception("webhook delivery %s crashed", claimed.delivery_id)
+            error = f"{type(exc).__name__}: {exc}"
+        duration_ms = round((time.monotonic() - clock) * 1000)
+        return AttemptResult(started_at, duration_ms, status_code=status, error=error)
+
+    async def _post(self, client: httpx.AsyncClient, claimed: Claimed) -> int:
+        body = body_of(claimed.payload)
+        headers = {
+            "content-type": "application/json",
+            **signed_headers(claimed.secret, claimed.delivery_id, int(time.time()), body),
+        }
+        # the response body is not read: only the status counts
+        async with client.stream("POST", claimed.url, content=body, headers=headers) as response:
+            return response.status_code

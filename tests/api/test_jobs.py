@@ -1,0 +1,413 @@
+"""The jobs API (seed 004): submit, list, read, cancel, and comment on piece jobs.
+
+Most tests run without a runner, so jobs stay queued and nothing races the assertions;
+the ones that need a job to reach waiting_human, failed or to carry lessons and usage
+run the real runner against the fake Messages API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from sqlmodel import col, select
+
+from app.db.models import Event, Job
+from app.main import create_app
+from app.services.comments import Author, post_comment
+from tests.fakes.messages_api import FakeMessagesAPI, tool_use
+from tests.support.chat import new_session
+
+
+@asynccontextmanager
+async def serve(settings: Any) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://strata.test") as c:
+            yield app, c
+
+
+@pytest.fixture
+async def quiet(make_settings: Any) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
+    """An app without a runner: submitted jobs stay queued."""
+    async with serve(make_settings(run_worker_in_server=False)) as parts:
+        yield parts
+
+
+@pytest.fixture
+async def api(quiet: tuple[FastAPI, httpx.AsyncClient]) -> httpx.AsyncClient:
+    return quiet[1]
+
+
+@pytest.fixture
+async def running(
+    make_settings: Any, fake_llm: FakeMessagesAPI
+) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
+    """An app with a runner whose LLM is the fake Messages API."""
+    settings = make_settings(
+        anthropic_base_url=fake_llm.url,
+        llm_max_retries=0,
+        worker_poll_seconds=0.05,
+        job_heartbeat_seconds=0.1,
+    )
+    async with serve(settings) as parts:
+        yield parts
+
+
+async def submit(client: httpx.AsyncClient, **fields: Any) -> dict[str, Any]:
+    response = await client.post("/jobs", json={"instruction": "Do the thing.", **fields})
+    assert response.status_code == 201, response.text
+    return dict(response.json())
+
+
+async def wait_status(
+    client: httpx.AsyncClient, job_id: str, statuses: Iterable[str], *, seconds: float = 20.0
+) -> dict[str, Any]:
+    wanted = set(statuses)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while True:
+        job = dict((await client.get(f"/jobs/{job_id}")).json())
+        if job["status"] in wanted:
+            return job
+        assert loop.time() < deadline, f"job {job_id} is {job['status']}, not in {wanted}: {job}"
+        await asyncio.sleep(0.02)
+
+
+async def status_history(app: FastAPI, job_id: str) -> list[str]:
+    async with app.state.runtime.database.session(write=False) as db:
+        rows = await db.exec(
+            select(Event)
+            .where(Event.job_id == job_id, Event.type == "job.status")
+            .order_by(col(Event.id))
+        )
+        return [row.data["status"] for row in rows]
+
+
+def transition(next_step: str, summary: str, lessons: str | None = None) -> Any:
+    args = {"next_step": next_step, "summary": summary}
+    if lessons is not None:
+        args["lessons"] = lessons
+    return tool_use("transition", args)
+
+
+# ------------------------------------------------------------------ POST /jobs
+
+
+async def test_submitting_a_job_without_a_session_creates_one(api: httpx.AsyncClient) -> None:
+    job = await submit(api, instruction="Summarise the Q1 numbers.\nThen chart them.")
+
+    assert job["status"] == "queued"
+    assert job["piece"] == "default"
+    assert job["instruction"] == "Summarise the Q1 numbers.\nThen chart them."
+    assert job["id"].startswith("job_")
+    session = await api.get(f"/sessions/{job['session_id']}")
+    assert session.status_code == 200
+    assert session.json()["title"] == "Summarise the Q1 numbers."
+
+
+async def test_submitting_a_job_with_a_session_id_runs_it_there(api: httpx.AsyncClient) -> None:
+    session_id = await new_session(api)
+
+    job = await submit(api, session_id=session_id, piece="research")
+
+    assert job["session_id"] == session_id
+    assert job["piece"] == "research"
+    listed = (await api.get("/jobs", params={"session_id": session_id})).json()["data"]
+    assert [j["id"] for j in listed] == [job["id"]]
+
+
+async def test_submitting_a_chat_job_queues_a_turn(api: httpx.AsyncClient) -> None:
+    job = await submit(api, piece="chat", instruction="hello")
+
+    assert job["piece"] == "chat"
+    assert job["status"] == "queued"
+    assert job["turn"] is not None
+
+
+async def test_an_unknown_piece_is_422(api: httpx.AsyncClient) -> None:
+    response = await api.post("/jobs", json={"instruction": "x", "piece": "nope"})
+
+    assert response.status_code == 422
+    assert "nope" in response.json()["detail"]
+    assert (await api.get("/jobs")).json()["data"] == []
+
+
+async def test_an_unknown_session_is_404(api: httpx.AsyncClient) -> None:
+    response = await api.post("/jobs", json={"instruction": "x", "session_id": "ses_nope"})
+
+    assert response.status_code == 404
+    assert (await api.get("/jobs")).json()["data"] == []
+
+
+async def test_an_empty_instruction_is_422(api: httpx.AsyncClient) -> None:
+    assert (await api.post("/jobs", json={"instruction": ""})).status_code == 422
+    assert (await api.post("/jobs", json={})).status_code == 422
+
+
+# ------------------------------------------------------------------ GET /jobs
+
+
+async def test_jobs_are_listed_newest_first_and_filtered_by_session(
+    api: httpx.AsyncClient,
+) -> None:
+    first = await new_session(api)
+    second = await new_session(api)
+    a = await submit(api, session_id=first)
+    b = await submit(api, session_id=second)
+    c = await submit(api, session_id=first)
+
+    everything = (await api.get("/jobs")).json()["data"]
+    only_first = (await api.get("/jobs", params={"session_id": first})).json()["data"]
+
+    assert [j["id"] for j in everything] == [c["id"], b["id"], a["id"]]
+    assert [j["id"] for j in only_first] == [c["id"], a["id"]]
+
+
+async def test_jobs_are_filtered_by_status(api: httpx.AsyncClient) -> None:
+    kept = await submit(api)
+    dropped = await submit(api)
+    await api.post(f"/jobs/{dropped['id']}/cancel")
+
+    queued = (await api.get("/jobs", params={"status": "queued"})).json()["data"]
+    cancelled = (await api.get("/jobs", params={"status": "cancelled"})).json()["data"]
+
+    assert [j["id"] for j in queued] == [kept["id"]]
+    assert [j["id"] for j in cancelled] == [dropped["id"]]
+
+
+async def test_an_unknown_status_filter_is_422(api: httpx.AsyncClient) -> None:
+    assert (await api.get("/jobs", params={"status": "sleeping"})).status_code == 422
+
+
+async def test_jobs_are_paginated_with_a_cursor(api: httpx.AsyncClient) -> None:
+    submitted = [(await submit(api, instruction=f"job {i}"))["id"] for i in range(5)]
+
+    first = (await api.get("/jobs", params={"limit": 2})).json()
+    second = (await api.get("/jobs", params={"limit": 2, "after": first["next_cursor"]})).json()
+    third = (await api.get("/jobs", params={"limit": 2, "after": second["next_cursor"]})).json()
+
+    pages = [first, second, third]
+    assert [len(p["data"]) for p in pages] == [2, 2, 1]
+    assert first["next_cursor"] and second["next_cursor"]
+    assert third["next_cursor"] is None
+    assert [j["id"] for p in pages for j in p["data"]] == list(reversed(submitted))
+
+
+# ------------------------------------------------------------------ GET /jobs/{id}
+
+
+async def test_a_queued_job_shows_no_movement_lessons_usage_or_error(
+    api: httpx.AsyncClient,
+) -> None:
+    job = await submit(api)
+
+    shown = (await api.get(f"/jobs/{job['id']}")).json()
+
+    assert shown["status"] == "queued"
+    assert shown["movement"] is None
+    assert shown["lessons"] == []
+    assert shown["error"] is None
+    assert shown["usage"]["input_tokens"] == 0
+    assert shown["usage"]["output_tokens"] == 0
+
+
+async def test_an_unknown_job_is_404(api: httpx.AsyncClient) -> None:
+    response = await api.get("/jobs/job_nope")
+
+    assert response.status_code == 404
+    assert response.headers["content-type"].startswith("application/problem+json")
+
+
+async def test_a_job_shows_its_movement_lessons_and_usage(
+    running: tuple[FastAPI, httpx.AsyncClient], fake_llm: FakeMessagesAPI
+) -> None:
+    app, client = running
+    fake_llm.reply(
+        transition("work", "planned", "the data is in input/"),
+        usage={"input_tokens": 100, "output_tokens": 7},
+    )
+    fake_llm.reply(
+        transition("ASK", "CSV or JSON?"), usage={"input_tokens": 200, "output_tokens": 9}
+    )
+    job = await submit(client)
+
+    shown = await wait_status(client, job["id"], {"waiting_human", "failed", "succeeded"})
+
+    assert shown["status"] == "waiting_human"
+    assert shown["movement"] == "work"
+    assert shown["lessons"] == ["(plan) the data is in input/"]
+    assert shown["usage"]["input_tokens"] == 300
+    assert shown["usage"]["output_tokens"] == 16
+    assert shown["error"] is None
+    assert shown["result_text"] == "CSV or JSON?"
+    assert await status_history(app, job["id"]) == ["queued", "running", "waiting_human"]
+
+
+async def test_a_job_whose_llm_call_fails_shows_the_error(
+    running: tuple[FastAPI, httpx.AsyncClient], fake_llm: FakeMessagesAPI
+) -> None:
+    _, client = running
+    fake_llm.error(
+        400,
+        {
+            "type": "error",
+            "error": {"type": "invalid_request_error", "message": "prompt is too long"},
+        },
+    )
+    job = await submit(client)
+
+    shown = await wait_status(client, job["id"], {"failed", "succeeded", "aborted"})
+
+    assert shown["status"] == "failed"
+    assert shown["error"]["type"].startswith("urn:strata:problem:")
+    assert shown["error"]["title"]
+    assert "prompt is too long" in shown["error"]["detail"]
+    assert shown["movement"] == "plan"
+
+
+# ------------------------------------------------------------------ cancel
+
+
+async def test_cancelling_a_queued_job_ends_it_at_once(api: httpx.AsyncClient) -> None:
+    job = await submit(api)
+
+    response = await api.post(f"/jobs/{job['id']}/cancel")
+
+    assert response.status_code == 200
+    assert response.json()["status"] == "cancelled"
+    shown = (await api.get(f"/jobs/{job['id']}")).json()
+    assert shown["status"] == "cancelled"
+    assert shown["finished_at"] is not None
+
+
+async def test_cancelling_an_ended_job_is_409(api: httpx.AsyncClient) -> None:
+    job = await submit(api)
+    await api.post(f"/jobs/{job['id']}/cancel")
+
+    response = await api.post(f"/jobs/{job['id']}/cancel")
+
+    assert response.status_code == 409
+
+
+async def test_cancelling_an_unknown_job_is_404(api: httpx.AsyncClient) -> None:
+    assert (await api.post("/jobs/job_nope/cancel")).status_code == 404
+
+
+async def test_cancelling_a_job_waiting_for_a_human_ends_it(
+    running: tuple[FastAPI, httpx.AsyncClient], fake_llm: FakeMessagesAPI
+) -> None:
+    _, client = running
+    fake_llm.reply(transition("ASK", "Which quarter?"))
+    job = await submit(client)
+    await wait_status(client, job["id"], {"waiting_human"})
+
+    response = await client.post(f"/jobs/{job['id']}/cancel")
+
+    assert response.status_code == 200
+    assert response.json()["status"] == "cancelled"
+    await client.post(f"/jobs/{job['id']}/comments", json={"body": "Q1"})
+    shown = (await client.get(f"/jobs/{job['id']}")).json()
+    assert shown["status"] == "cancelled"  # a late answer does not revive it
+    assert len(fake_llm.requests) == 1
+
+
+# ------------------------------------------------------------------ comments
+
+
+async def test_a_comment_is_stored_and_listed_as_the_users(api: httpx.AsyncClient) -> None:
+    job = await submit(api)
+
+    posted = await api.post(f"/jobs/{job['id']}/comments", json={"body": "Use the Q1 file."})
+
+    assert posted.status_code == 201, posted.text
+    body = posted.json()
+    assert body["author"] == "user"
+    assert body["body"] == "Use the Q1 file."
+    assert body["job_id"] == job["id"]
+    listed = (await api.get(f"/jobs/{job['id']}/comments")).json()["data"]
+    assert listed == [body]
+
+
+async def test_comments_are_listed_oldest_first_with_their_author_kinds(
+    quiet: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    app, client = quiet
+    job = await submit(client)
+    await client.post(f"/jobs/{job['id']}/comments", json={"body": "first"})
+    async with app.state.runtime.database.session(write=True) as db:
+        row = (await db.exec(select(Job).where(Job.id == job["id"]))).one()
+        await post_comment(db, row, "a question", Author.agent)
+        await post_comment(db, row, "re-queued", Author.system)
+    await client.post(f"/jobs/{job['id']}/comments", json={"body": "last"})
+
+    listed = (await client.get(f"/jobs/{job['id']}/comments")).json()["data"]
+
+    assert [(c["author"], c["body"]) for c in listed] == [
+        ("user", "first"),
+        ("agent", "a question"),
+        ("system", "re-queued"),
+        ("user", "last"),
+    ]
+
+
+async def test_a_comment_on_a_queued_job_leaves_it_queued(api: httpx.AsyncClient) -> None:
+    job = await submit(api)
+
+    await api.post(f"/jobs/{job['id']}/comments", json={"body": "also chart it"})
+
+    assert (await api.get(f"/jobs/{job['id']}")).json()["status"] == "queued"
+
+
+async def test_an_empty_comment_is_422(api: httpx.AsyncClient) -> None:
+    job = await submit(api)
+
+    assert (await api.post(f"/jobs/{job['id']}/comments", json={"body": ""})).status_code == 422
+
+
+async def test_comments_on_an_unknown_job_are_404(api: httpx.AsyncClient) -> None:
+    assert (await api.post("/jobs/job_nope/comments", json={"body": "x"})).status_code == 404
+    assert (await api.get("/jobs/job_nope/comments")).status_code == 404
+
+
+async def test_ask_posts_the_question_as_an_agent_comment(
+    running: tuple[FastAPI, httpx.AsyncClient], fake_llm: FakeMessagesAPI
+) -> None:
+    _, client = running
+    fake_llm.reply(transition("ASK", "Which quarter do you mean?"))
+    job = await submit(client)
+    await wait_status(client, job["id"], {"waiting_human"})
+
+    listed = (await client.get(f"/jobs/{job['id']}/comments")).json()["data"]
+
+    assert [(c["author"], c["body"]) for c in listed] == [("agent", "Which quarter do you mean?")]
+
+
+async def test_a_user_comment_on_a_waiting_job_requeues_it(
+    running: tuple[FastAPI, httpx.AsyncClient], fake_llm: FakeMessagesAPI
+) -> None:
+    app, client = running
+    fake_llm.reply(transition("ASK", "Which quarter?"))
+    fake_llm.reply(transition("ABORT", "Q3 has no data"))
+    job = await submit(client)
+    await wait_status(client, job["id"], {"waiting_human"})
+
+    await client.post(f"/jobs/{job['id']}/comments", json={"body": "Q3"})
+
+    shown = await wait_status(client, job["id"], {"aborted", "failed", "succeeded"})
+    assert shown["status"] == "aborted"
+    assert shown["result_text"] == "Q3 has no data"
+    assert await status_history(app, job["id"]) == [
+        "queued",
+        "running",
+        "waiting_human",
+        "queued",
+        "running",
+        "aborted",
+    ]

@@ -1,0 +1,228 @@
+"""Job workspace files over the API: upload into input/, list, download; never outside.
+
+No runner here: the jobs stay queued, so only the API touches their workspaces.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from app.main import create_app
+from app.services.piece_jobs import workspace_of
+from app.settings import Settings
+
+
+@pytest.fixture
+def quiet_settings(make_settings: Any) -> Settings:
+    settings: Settings = make_settings(run_worker_in_server=False, max_workspace_file_bytes=1000)
+    return settings
+
+
+@pytest.fixture
+async def api(quiet_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(quiet_settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://strata.test") as c:
+            yield c
+
+
+@pytest.fixture
+async def job_id(api: httpx.AsyncClient) -> str:
+    response = await api.post("/jobs", json={"instruction": "Summarise the data."})
+    assert response.status_code == 201, response.text
+    return str(response.json()["id"])
+
+
+def workspace_root(settings: Settings, job_id: str) -> Path:
+    return workspace_of(settings, job_id).root
+
+
+def files_under(folder: Path) -> set[Path]:
+    return {p for p in folder.rglob("*") if p.is_file()}
+
+
+async def test_an_uploaded_input_file_can_be_downloaded(
+    api: httpx.AsyncClient, job_id: str
+) -> None:
+    data = b"id,value\n1,2\n"
+
+    put = await api.put(f"/jobs/{job_id}/files/input/data.csv", content=data)
+
+    assert put.status_code == 201, put.text
+    assert put.json() == {"path": "input/data.csv", "size": len(data)}
+    got = await api.get(f"/jobs/{job_id}/files/input/data.csv")
+    assert got.status_code == 200
+    assert got.content == data
+
+
+async def test_an_upload_into_a_subfolder_creates_it(
+    api: httpx.AsyncClient, job_id: str, quiet_settings: Settings
+) -> None:
+    put = await api.put(f"/jobs/{job_id}/files/input/q1/sales.csv", content=b"a\n")
+
+    assert put.status_code == 201, put.text
+    assert (workspace_root(quiet_settings, job_id) / "input/q1/sales.csv").read_bytes() == b"a\n"
+
+
+async def test_the_file_listing_shows_input_and_output(
+    api: httpx.AsyncClient, job_id: str, quiet_settings: Settings
+) -> None:
+    await api.put(f"/jobs/{job_id}/files/input/data.csv", content=b"x")
+    await api.put(f"/jobs/{job_id}/files/input/more/notes.txt", content=b"y")
+    root = workspace_root(quiet_settings, job_id)
+    (root / "output" / "report.md").write_text("# Report\n")
+    (root / "logs" / "lessons.jsonl").write_text("{}\n")
+
+    listing = await api.get(f"/jobs/{job_id}/files")
+
+    assert listing.status_code == 200
+    assert listing.json() == {"input": ["data.csv", "more/notes.txt"], "output": ["report.md"]}
+
+
+async def test_an_output_file_can_be_downloaded(
+    api: httpx.AsyncClient, job_id: str, quiet_settings: Settings
+) -> None:
+    root = workspace_root(quiet_settings, job_id)
+    root.joinpath("output").mkdir(parents=True, exist_ok=True)
+    (root / "output" / "report.md").write_text("# Report\n")
+
+    got = await api.get(f"/jobs/{job_id}/files/output/report.md")
+
+    assert got.status_code == 200
+    assert got.text == "# Report\n"
+
+
+async def test_logs_are_not_served(
+    api: httpx.AsyncClient, job_id: str, quiet_settings: Settings
+) -> None:
+    await api.get(f"/jobs/{job_id}/files")  # creates the layout
+    (workspace_root(quiet_settings, job_id) / "logs" / "lessons.jsonl").write_text("SECRET\n")
+
+    got = await api.get(f"/jobs/{job_id}/files/logs/lessons.jsonl")
+
+    assert got.status_code == 422
+    assert "SECRET" not in got.text
+
+
+async def test_a_missing_file_is_404(api: httpx.AsyncClient, job_id: str) -> None:
+    got = await api.get(f"/jobs/{job_id}/files/input/nope.csv")
+
+    assert got.status_code == 404
+    assert got.headers["content-type"].startswith("application/problem+json")
+
+
+async def test_a_folder_is_not_downloaded_as_a_file(api: httpx.AsyncClient, job_id: str) -> None:
+    await api.put(f"/jobs/{job_id}/files/input/q1/sales.csv", content=b"a\n")
+
+    got = await api.get(f"/jobs/{job_id}/files/input/q1")
+
+    assert got.status_code == 404
+
+
+async def test_the_files_of_an_unknown_job_are_404(api: httpx.AsyncClient) -> None:
+    assert (await api.get("/jobs/job_nope/files")).status_code == 404
+    assert (await api.put("/jobs/job_nope/files/input/a.txt", content=b"x")).status_code == 404
+    assert (await api.get("/jobs/job_nope/files/input/a.txt")).status_code == 404
+
+
+async def test_an_upload_that_climbs_out_with_dotdot_is_refused(
+    api: httpx.AsyncClient, job_id: str, tmp_path: Path
+) -> None:
+    before = files_under(tmp_path)
+
+    put = await api.put(f"/jobs/{job_id}/files/input/..%2F..%2F..%2F..%2Fsecret", content=b"x")
+
+    assert put.status_code in (404, 422), put.text
+    assert files_under(tmp_path) - before == set()
+    assert not (tmp_path / "secret").exists()
+
+
+async def test_an_upload_to_an_absolute_path_is_refused(
+    api: httpx.AsyncClient, job_id: str, tmp_path: Path
+) -> None:
+    target = tmp_path / "outside.txt"
+
+    for path in (str(target), str(target).replace("/", "%2F")):
+        put = await api.put(f"/jobs/{job_id}/files/input/{path}", content=b"x")
+
+        assert put.status_code == 422, (path, put.text)
+        assert "absolute" in put.json()["detail"]
+    assert not target.exists()
+    assert files_under(tmp_path / "data") == set()
+
+
+async def test_a_download_that_climbs_out_with_dotdot_is_refused(
+    api: httpx.AsyncClient, job_id: str, tmp_path: Path
+) -> None:
+    (tmp_path / "secret.txt").write_text("TOPSECRET")
+
+    for path in ("..%2F..%2F..%2F..%2Fsecret.txt", "../../../../secret.txt"):
+        got = await api.get(f"/jobs/{job_id}/files/input/{path}")
+
+        assert got.status_code in (404, 422), (path, got.text)
+        assert "TOPSECRET" not in got.text
+
+
+async def test_a_download_of_an_absolute_path_is_refused(
+    api: httpx.AsyncClient, job_id: str, tmp_path: Path
+) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOPSECRET")
+
+    for path in (str(secret), str(secret).replace("/", "%2F")):
+        got = await api.get(f"/jobs/{job_id}/files/input/{path}")
+
+        assert got.status_code in (404, 422), (path, got.text)
+        assert "TOPSECRET" not in got.text
+
+
+async def test_a_download_through_a_symlink_that_leaves_the_workspace_is_refused(
+    api: httpx.AsyncClient, job_id: str, tmp_path: Path, quiet_settings: Settings
+) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOPSECRET")
+    await api.get(f"/jobs/{job_id}/files")  # creates the layout
+    os.symlink(secret, workspace_root(quiet_settings, job_id) / "input" / "link.txt")
+
+    got = await api.get(f"/jobs/{job_id}/files/input/link.txt")
+
+    assert got.status_code == 422, got.text
+    assert "TOPSECRET" not in got.text
+    assert "workspace" in got.json()["detail"]
+
+
+async def test_an_upload_over_the_file_size_limit_is_413(
+    api: httpx.AsyncClient, job_id: str, quiet_settings: Settings
+) -> None:
+    put = await api.put(f"/jobs/{job_id}/files/input/big.bin", content=b"x" * 1001)
+
+    assert put.status_code == 413, put.text
+    assert not (workspace_root(quiet_settings, job_id) / "input" / "big.bin").exists()
+
+
+async def test_an_upload_at_the_file_size_limit_is_accepted(
+    api: httpx.AsyncClient, job_id: str
+) -> None:
+    put = await api.put(f"/jobs/{job_id}/files/input/big.bin", content=b"x" * 1000)
+
+    assert put.status_code == 201, put.text
+
+
+async def test_a_chunked_upload_over_the_limit_is_413(
+    api: httpx.AsyncClient, job_id: str, quiet_settings: Settings
+) -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        for _ in range(5):
+            yield b"x" * 300
+
+    put = await api.put(f"/jobs/{job_id}/files/input/big.bin", content=chunks())
+
+    assert put.status_code == 413, put.text
+    assert not (workspace_root(quiet_settings, job_id) / "input" / "big.bin").exists()

@@ -1,0 +1,258 @@
+"""integrations/claude-code: the hook script run as Claude Code runs it, and the settings
+snippet. The script talks to a tiny local HTTP server that records what it gets."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+INTEGRATION = Path(__file__).resolve().parents[2] / "integrations" / "claude-code"
+SCRIPT = INTEGRATION / "strata-hook.py"
+MEMORY = "## Strata: session memory\n[14:23:05] [user]: hello"
+SESSION_START_ANSWER = {
+    "hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": MEMORY}
+}
+
+
+@dataclass
+class Recorder:
+    url: str
+    posts: list[tuple[str, dict[str, str], dict[str, Any]]] = field(default_factory=list)
+
+    @property
+    def bodies(self) -> list[dict[str, Any]]:
+        return [body for _, _, body in self.posts]
+
+
+@pytest.fixture
+def strata() -> Iterator[Recorder]:
+    """A stand-in Strata: records POST bodies, answers SessionStart with a memory block."""
+    recorder = Recorder(url="")
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", "0"))
+            body = json.loads(self.rfile.read(length))
+            recorder.posts.append((self.path, dict(self.headers), body))
+            answer = SESSION_START_ANSWER if body.get("hook_event_name") == "SessionStart" else {}
+            data = json.dumps(answer).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    recorder.url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield recorder
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def run_hook(
+    payload: dict[str, Any], *, url: str, state: Path, key: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_")}
+    env.update(STRATA_URL=url, STRATA_HOOK_STATE=str(state))
+    if key is not None:
+        env["STRATA_API_KEY"] = key
+    return subprocess.run(
+        [sys.executable, str(SCRIPT)],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+        check=False,
+    )
+
+
+def entry(n: int, content: str | None = None) -> str:
+    return json.dumps(
+        {
+            "type": "user",
+            "uuid": f"u-{n}",
+            "timestamp": f"2026-04-16T14:23:{n:02d}Z",
+            "message": {"role": "user", "content": content or f"line {n}"},
+        },
+        ensure_ascii=False,
+    )
+
+
+def stop_payload(transcript: Path, event: str = "Stop") -> dict[str, Any]:
+    return {
+        "session_id": "abc123",
+        "transcript_path": str(transcript),
+        "cwd": "/Users/u/proj",
+        "permission_mode": "default",
+        "hook_event_name": event,
+        "stop_hook_active": False,
+    }
+
+
+def lines_of(body: dict[str, Any]) -> list[str]:
+    return str(body["transcript"]).splitlines()
+
+
+def test_session_start_prints_strata_s_answer(strata: Recorder, tmp_path: Path) -> None:
+    payload = {
+        "session_id": "abc123",
+        "transcript_path": "/Users/u/.claude/projects/-Users-u-proj/abc123.jsonl",
+        "cwd": "/Users/u/proj",
+        "hook_event_name": "SessionStart",
+        "source": "startup",
+    }
+
+    done = run_hook(payload, url=strata.url, state=tmp_path / "state", key="sk-test")
+
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == SESSION_START_ANSWER
+    [(path, headers, body)] = strata.posts
+    assert path == "/hooks/claude-code"
+    assert body == payload
+    assert headers["Authorization"] == "Bearer sk-test"
+
+
+def test_stop_posts_only_the_lines_written_since_the_last_call(
+    strata: Recorder, tmp_path: Path
+) -> None:
+    transcript = tmp_path / "abc123.jsonl"
+    transcript.write_text("".join(entry(n) + "\n" for n in (1, 2, 3)))
+    state = tmp_path / "state"
+
+    first = run_hook(stop_payload(transcript), url=strata.url, state=state)
+    with transcript.open("a") as f:
+        f.write(entry(4) + "\n" + entry(5) + "\n")
+    second = run_hook(stop_payload(transcript), url=strata.url, state=state)
+    third = run_hook(stop_payload(transcript), url=strata.url, state=state)
+
+    assert (first.returncode, second.returncode, third.returncode) == (0, 0, 0)
+    assert len(strata.posts) == 2  # the third call had nothing new to send
+    one, two = strata.bodies
+    assert lines_of(one) == [entry(1), entry(2), entry(3)]
+    assert one["transcript_first_line"] == 1
+    assert lines_of(two) == [entry(4), entry(5)]
+    assert two["transcript_first_line"] == 4
+    assert two["hook_event_name"] == "Stop" and two["session_id"] == "abc123"
+    assert any(state.iterdir())  # progress is kept under STRATA_HOOK_STATE
+
+
+def test_a_partially_written_last_line_is_held_back(strata: Recorder, tmp_path: Path) -> None:
+    transcript = tmp_path / "abc123.jsonl"
+    partial = entry(3)[:25]
+    transcript.write_text(entry(1) + "\n" + entry(2) + "\n" + partial)
+    state = tmp_path / "state"
+
+    run_hook(stop_payload(transcript), url=strata.url, state=state)
+    transcript.write_text(entry(1) + "\n" + entry(2) + "\n" + entry(3) + "\n")
+    run_hook(stop_payload(transcript), url=strata.url, state=state)
+
+    one, two = strata.bodies
+    assert lines_of(one) == [entry(1), entry(2)]
+    assert lines_of(two) == [entry(3)]
+    assert two["transcript_first_line"] == 3
+
+
+def test_a_partial_line_with_a_unicode_line_separator_is_held_back_whole(
+    strata: Recorder, tmp_path: Path
+) -> None:
+    # JSON allows U+2028 raw inside strings (JSON.stringify, which writes the transcripts,
+    # leaves it raw): it is not a line
+    # end of the JSONL file, so it must neither split a line nor let a fragment through.
+    line = entry(2, "first\u2028second\u2029third\x85fourth")
+    assert "\u2028" in line
+    transcript = tmp_path / "abc123.jsonl"
+    transcript.write_text(entry(1) + "\n" + line[: line.index("second") + 3], encoding="utf-8")
+    state = tmp_path / "state"
+
+    run_hook(stop_payload(transcript), url=strata.url, state=state)
+    transcript.write_text(entry(1) + "\n" + line + "\n" + entry(3) + "\n", encoding="utf-8")
+    run_hook(stop_payload(transcript), url=strata.url, state=state)
+
+    one, two = strata.bodies
+    assert one["transcript"] == entry(1) + "\n"
+    assert two["transcript"] == line + "\n" + entry(3) + "\n"
+    assert two["transcript_first_line"] == 2
+
+
+def test_subagent_stop_posts_the_agent_transcript(strata: Recorder, tmp_path: Path) -> None:
+    main = tmp_path / "abc123.jsonl"
+    main.write_text(entry(1) + "\n")
+    agent = tmp_path / "agent-def456.jsonl"
+    agent.write_text(entry(7, "Warmup") + "\n")
+    payload = {**stop_payload(main, "SubagentStop"), "agent_transcript_path": str(agent)}
+
+    done = run_hook(payload, url=strata.url, state=tmp_path / "state")
+
+    assert done.returncode == 0, done.stderr
+    [body] = strata.bodies
+    assert lines_of(body) == [entry(7, "Warmup")]
+
+
+def test_other_events_post_nothing(strata: Recorder, tmp_path: Path) -> None:
+    payload = {"session_id": "abc123", "hook_event_name": "UserPromptSubmit", "prompt": "hi"}
+
+    done = run_hook(payload, url=strata.url, state=tmp_path / "state")
+
+    assert (done.returncode, done.stdout, strata.posts) == (0, "", [])
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_server_that_is_down_never_blocks_claude_code(strata: Recorder, tmp_path: Path) -> None:
+    transcript = tmp_path / "abc123.jsonl"
+    transcript.write_text(entry(1) + "\n")
+    state = tmp_path / "state"
+    down = f"http://127.0.0.1:{_closed_port()}"
+    start = {"session_id": "abc123", "hook_event_name": "SessionStart", "source": "startup"}
+
+    failed_start = run_hook(start, url=down, state=state)
+    failed_stop = run_hook(stop_payload(transcript), url=down, state=state)
+    later = run_hook(stop_payload(transcript), url=strata.url, state=state)
+
+    for done in (failed_start, failed_stop):
+        assert done.returncode == 0
+        assert done.stdout == ""
+        assert done.stderr.startswith("strata-hook:")
+    assert later.returncode == 0
+    [body] = strata.bodies  # the lines a failed post did not deliver are sent next time
+    assert lines_of(body) == [entry(1)]
+
+
+def test_the_settings_snippet_runs_session_start_as_a_command_and_stop_async() -> None:
+    settings = json.loads((INTEGRATION / "settings.json").read_text())
+
+    hooks = settings["hooks"]
+    start = [h for group in hooks["SessionStart"] for h in group["hooks"]]
+    assert start and all(h["type"] == "command" for h in start)
+    assert all("strata-hook.py" in h["command"] for h in start)
+    assert not any(h.get("async") for h in start)  # its answer is the context: wait for it
+    for event in ("Stop", "SubagentStop"):
+        handlers = [h for group in hooks[event] for h in group["hooks"]]
+        assert handlers
+        assert all(h["type"] == "command" and h["async"] is True for h in handlers)
+        assert all("strata-hook.py" in h["command"] for h in handlers)
+    assert "STRATA_URL" in settings["env"]

@@ -1,0 +1,63 @@
+"""An event stream keeps live signals in order with the durable events they lead to."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from app.db.engine import Database
+from app.db.models import Event, Session
+from app.services.live import LiveHub
+from app.services.streams import event_stream
+from app.settings import Settings
+
+
+@pytest.fixture
+async def database(settings: Settings) -> AsyncIterator[Database]:
+    db = Database(settings)
+    yield db
+    await db.dispose()
+
+
+async def test_deltas_queued_before_a_commit_are_sent_before_its_events(
+    database: Database,
+) -> None:
+    async with database.session(write=True) as db:
+        db.add(Session(id="ses_1", tenant="acme"))
+        await db.flush()
+        db.add(Event(session_id="ses_1", job_id="job_1", type="job.status", data={"n": 0}))
+    hub = LiveHub()
+    stream = event_stream(
+        database,
+        hub,
+        session_id="ses_1",
+        job_id=None,
+        last_event_id=0,
+        poll_seconds=5.0,
+        keepalive_seconds=60.0,
+    )
+
+    async def next_event() -> tuple[str, str]:
+        event = await asyncio.wait_for(anext(stream), timeout=2)
+        assert event is not None
+        return event.type, event.id
+
+    try:
+        seen = [await next_event()]  # the stream is subscribed to the hub from here on
+        # the runner streams two deltas, then commits the item they add up to
+        hub.transient("text.delta", "ses_1", "job_1", {"text": "Hello"})
+        hub.transient("text.delta", "ses_1", "job_1", {"text": " world"})
+        seen.append(await next_event())
+        async with database.session(write=True) as db:
+            db.add(Event(session_id="ses_1", job_id="job_1", type="job.status", data={"n": 1}))
+        hub.committed("ses_1", "job_1")
+        seen += [await next_event(), await next_event()]
+    finally:
+        await stream.aclose()
+
+    first_id = seen[0][1]
+    assert [kind for kind, _ in seen] == ["job.status", "text.delta", "text.delta", "job.status"]
+    assert seen[1:3] == [("text.delta", f"{first_id}.1"), ("text.delta", f"{first_id}.2")]
+    assert int(seen[3][1]) > int(first_id)
