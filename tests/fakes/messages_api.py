@@ -575,6 +575,7 @@ class FakeMessagesAPI:
     """
 
     def __init__(self, *, validate_requests: bool = True) -> None:
+        self._standing: Callable[[dict[str, Any]], Step] | None = None
         self.validate_requests = validate_requests
         self._default_validate = validate_requests
         self._lock = threading.Lock()
@@ -752,9 +753,16 @@ class FakeMessagesAPI:
         self.enqueue(step)
         return step
 
+    def always(self, fn: Callable[[dict[str, Any]], Step]) -> None:
+        """Answer every request the script does not cover with `fn(request_body)`: for
+        load-like tests where the number of requests is not known in advance."""
+        with self._lock:
+            self._standing = fn
+
     def reset(self) -> None:
         """Forget the script, the records and the id counters; re-enable validation."""
         with self._lock:
+            self._standing = None
             self._queue.clear()
             self._requests.clear()
             self._unexpected.clear()
@@ -853,6 +861,8 @@ class FakeMessagesAPI:
 
         with self._lock:
             step = self._queue.popleft() if self._queue else None
+            if step is None and self._standing is not None:
+                step = Dynamic(self._standing)
             message_id = f"msg_fake_{next(self._message_ids):04d}"
         if step is None:
             return reject(500, "no scripted response left for this request")
