@@ -158,3 +158,21 @@ async def test_last_event_id_resumes_a_job_stream_after_that_event(
             (e.id, e.event) for e in durable if e.int_id > delta.int_id
         ]
         assert any(e.event == "item.appended" for e in replay)
+
+
+async def test_a_stream_on_the_api_process_sees_what_a_separate_worker_does(
+    strata_procs: StrataProcesses, fake_llm: FakeMessagesAPI
+) -> None:
+    """Events cross processes through the log: no in-process bus is needed for them."""
+    strata_procs.worker("a")
+    server = strata_procs.serve(run_worker_in_server=False)
+    async with server.client() as client:
+        session_id, job_id, events = await _chat_over_sse(server, client, fake_llm)
+        log = await items(client, session_id)
+
+    appended = [e for e in events if e.event == "item.appended"]
+    assert [e.data["item"]["kind"] for e in appended] == ["user_message", "assistant_message"]
+    statuses = [e.data["status"] for e in events if e.event == "job.status"]
+    assert statuses == ["queued", "running", "succeeded"]
+    assert all(e.durable for e in events)  # live deltas stay in the worker's process
+    assert log == [e.data["item"] for e in appended]
