@@ -105,6 +105,7 @@ class Settings(BaseSettings):
     run_worker_in_server: bool = True
     worker_concurrency: int = 32
     worker_poll_seconds: float = 0.5
+    worker_shutdown_grace_seconds: float = 2.0
     chat_wait_seconds: float = 60.0
     sse_keepalive_seconds: float = 15.0
 

@@ -10,10 +10,14 @@ PostgreSQL notes (psycopg 3, `postgresql+psycopg://`): pooled connections are
 pinged before use, so a restarted server or a dropped idle connection costs a
 reconnect instead of a failed request. Writers need no special BEGIN: row locks
 (`FOR UPDATE`, `UPDATE … RETURNING`) serialise what must be serialised.
+PostgreSQL cannot hold U+0000 in `text` or `jsonb` (SQLite can): on PostgreSQL it
+is replaced by U+FFFD in every bound string and JSON value, so a NUL from a client
+or from a tool's output never turns into a server error.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -72,16 +76,46 @@ def _install_sqlite_hooks(engine: AsyncEngine, busy_timeout_ms: int) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
+def _without_nul(value: Any) -> Any:
+    """`value` with U+0000 replaced by U+FFFD in every string, however deeply nested."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_nul(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_without_nul(v) for v in value)
+    return value
+
+
+def _json_without_nul(value: Any) -> str:
+    text = json.dumps(value)
+    return json.dumps(_without_nul(value)) if "\\u0000" in text else text
+
+
+def _install_postgresql_hooks(engine: AsyncEngine) -> None:
+    @event.listens_for(engine.sync_engine, "before_cursor_execute", retval=True)
+    def _on_execute(
+        _conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, _many: bool
+    ) -> tuple[str, Any]:
+        return statement, _without_nul(parameters)
+
+
 class Database:
     """Owns the engine; hands out units of work that commit once, at the end."""
 
     def __init__(self, settings: Settings) -> None:
         ensure_sqlite_dir(settings.database_url)
         self.is_sqlite = is_sqlite(settings.database_url)
-        options: dict[str, Any] = {} if self.is_sqlite else {"pool_pre_ping": True}
+        options: dict[str, Any] = {}
+        if not self.is_sqlite:
+            options = {"pool_pre_ping": True, "json_serializer": _json_without_nul}
         self.engine = create_async_engine(async_url(settings.database_url), **options)
         if self.is_sqlite:
             _install_sqlite_hooks(self.engine, settings.sqlite_busy_timeout_ms)
+        else:
+            _install_postgresql_hooks(self.engine)
         writer = self.engine.execution_options(sqlite_immediate=True)
         self._read = async_sessionmaker(self.engine, class_=AsyncSession, expire_on_commit=False)
         self._write = async_sessionmaker(writer, class_=AsyncSession, expire_on_commit=False)

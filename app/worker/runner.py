@@ -87,9 +87,20 @@ class Runner:
                         running.task = group.create_task(self._run_job(running))
                         continue
                 await self._idle(stop)
-            for running in list(self._running.values()):
-                self._stop_job(running, "shutdown")
+            await self._shut_down()
         logger.info("runner %s stopped", self.worker_id)
+
+    async def _shut_down(self) -> None:
+        """Let running jobs finish their step for a moment, then hand the rest back.
+
+        Cancelling a job in the middle of a database call can leave its connection
+        holding a lock, so jobs get a grace period before the cancel.
+        """
+        tasks = [r.task for r in self._running.values() if r.task is not None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=self.settings.worker_shutdown_grace_seconds)
+        for running in list(self._running.values()):
+            self._stop_job(running, "shutdown")
 
     async def _idle(self, stop: asyncio.Event) -> None:
         self._wake.clear()
@@ -157,8 +168,22 @@ class Runner:
                 return
 
     async def _run_job(self, running: _Running) -> None:
+        """Never raises: a job that cannot even be settled keeps its lease, and once that
+        expires any runner resumes it. The runner itself must outlive every job."""
         job = running.job
         heartbeat = asyncio.create_task(self._heartbeat(running), name=f"heartbeat-{job.id}")
+        try:
+            await self._settle(running)
+        except Exception:
+            logger.exception("job %s could not be settled; its lease will expire", job.id)
+        finally:
+            running.done.set()
+            await heartbeat
+            self._running.pop(job.id, None)
+            self.wake()
+
+    async def _settle(self, running: _Running) -> None:
+        job = running.job
         try:
             await self._execute(job)
         except asyncio.CancelledError:
@@ -173,11 +198,6 @@ class Runner:
             await self._finish(
                 job, Outcome("failed", error=problem("job-crashed", "Job failed", detail))
             )
-        finally:
-            running.done.set()
-            await heartbeat
-            self._running.pop(job.id, None)
-            self.wake()
 
     async def _execute(self, job: Job) -> None:
         handler = HANDLERS.get(job.piece, run_piece)

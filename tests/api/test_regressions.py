@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import sqlite3
+from typing import Any
+
 import httpx
 import pytest
+from sqlalchemy.exc import OperationalError
 
+from app.db.models import Job
+from app.main import create_app
+from app.settings import Settings
+from app.worker.runner import Runner
 from tests.api.test_errors import assert_problem
+from tests.fakes.messages_api import FakeMessagesAPI
 
 UNKNOWN_ID = "0" * 40
 
@@ -95,3 +104,29 @@ async def test_an_input_file_under_a_file_is_a_422_problem(client: httpx.AsyncCl
     response = await client.put(f"/jobs/{job_id}/files/input/notes/more.txt", content=b"y")
 
     assert assert_problem(response, 422)["field"] == "path"
+
+
+# At shutdown the runner cancels running jobs and hands each back to the queue; when
+# that write failed (SQLite still locked by the step the cancel cut short), the error
+# escaped the runner and the app's shutdown failed with it.
+async def test_shutdown_survives_a_job_it_cannot_hand_back(
+    agent_settings: Settings,
+    fake_llm: FakeMessagesAPI,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def locked(self: Runner, job: Job) -> Any:
+        raise OperationalError("UPDATE jobs", {}, sqlite3.OperationalError("database is locked"))
+
+    monkeypatch.setattr(Runner, "_hand_back", locked)
+    fake_llm.hang(30)
+    app = create_app(agent_settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://strata.test") as c:
+            session = await c.post("/sessions", json={})
+            sent = await c.post(f"/sessions/{session.json()['id']}/messages", json={"text": "hi"})
+            assert sent.status_code == 202, sent.text
+            await fake_llm.wait_for_requests(1, within=10)
+
+    assert f"job {sent.json()['job_id']} could not be settled; its lease will expire" in caplog.text

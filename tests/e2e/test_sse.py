@@ -167,7 +167,7 @@ async def test_a_stream_on_the_api_process_sees_what_a_separate_worker_does(
     strata_procs.worker("a")
     server = strata_procs.serve(run_worker_in_server=False)
     async with server.client() as client:
-        session_id, job_id, events = await _chat_over_sse(server, client, fake_llm)
+        session_id, _job_id, events = await _chat_over_sse(server, client, fake_llm)
         log = await items(client, session_id)
 
     appended = [e for e in events if e.event == "item.appended"]
