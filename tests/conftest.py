@@ -17,6 +17,7 @@ import itertools
 import os
 import shutil
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -78,6 +79,9 @@ class DatabaseFactory:
     def release(self, url: str) -> None:
         """Called once the test is over."""
 
+    def close(self) -> None:
+        """Called once the run is over."""
+
 
 class SqliteDatabases(DatabaseFactory):
     backend = "sqlite"
@@ -104,16 +108,27 @@ class PostgresDatabases(DatabaseFactory):
         # the template is migrated once; Alembic's engine (NullPool) holds no
         # connection afterwards, and nothing else ever connects to it
         upgrade_to_head(server.create_database(self.TEMPLATE))
+        # the next test's copy is made in the background while a test runs
+        self._cloner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pg-clone")
+        self._next = self._clone()
+
+    def _clone(self) -> Future[str]:
+        name = f"test_{next(self._numbers)}"
+        return self._cloner.submit(self.server.create_database, name, template=self.TEMPLATE)
 
     def migrated(self, tmp_path: Path) -> str:
-        name = f"test_{next(self._numbers)}"
-        return self.server.create_database(name, template=self.TEMPLATE)
+        url = self._next.result()
+        self._next = self._clone()
+        return url
 
     def empty(self, tmp_path: Path) -> str:
         return self.server.create_database(f"empty_{next(self._numbers)}")
 
     def release(self, url: str) -> None:
         self.server.drop_database(url.rsplit("/", 1)[1])
+
+    def close(self) -> None:
+        self._cloner.shutdown(wait=True, cancel_futures=True)
 
 
 @pytest.fixture(scope="session")
@@ -128,7 +143,9 @@ def database_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Datab
     server = EmbeddedPostgres()
     try:
         server.start()
-        yield PostgresDatabases(server)
+        databases = PostgresDatabases(server)
+        yield databases
+        databases.close()
     finally:
         server.stop()
 

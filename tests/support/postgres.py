@@ -192,8 +192,10 @@ class EmbeddedPostgres:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def create_database(self, name: str, *, template: str = "template0") -> str:
+        """FILE_COPY copies the template's files (cheap without fsync) instead of
+        WAL-logging each of its pages: about twice as fast for a small template."""
         with self.connect() as connection:
-            connection.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+            connection.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}" STRATEGY FILE_COPY')
         return self.url(name)
 
     def drop_database(self, name: str) -> None:
