@@ -155,11 +155,10 @@ def live_app(make_settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fa
     would be a DNS query, and its answer not deterministic), and the dispatcher's
     HTTP client goes through a proxy on a closed loopback port.
     """
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
-        monkeypatch.setenv(name, "http://127.0.0.1:9")
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv(name.lower(), raising=False)
-    monkeypatch.delenv("NO_PROXY", raising=False)
-    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.setenv("ALL_PROXY", "http://127.0.0.1:9")  # one proxy: each costs an SSL context
     yield create_app(
         make_settings(webhook_allow_private=True, worker_poll_seconds=0.05, chat_wait_seconds=2.0)
     )
