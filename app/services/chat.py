@@ -12,8 +12,8 @@ from app.db.repositories.sessions import SessionRepository
 from app.domain.errors import Conflict
 from app.domain.ids import new_id
 from app.domain.items import Origin, user_text
-from app.services.events import record_event
 from app.services.items import append_item
+from app.services.jobs import enqueue
 from app.services.sessions import get_session
 
 
@@ -35,7 +35,8 @@ async def send_message(
     busy = await jobs.session_is_busy(session_id)
     if busy and if_busy is IfBusy.reject:
         raise Conflict("the session is busy with another turn", reason="session-busy")
-    job = await jobs.add(
+    job = await enqueue(
+        db,
         Job(
             id=new_id("job"),
             tenant=tenant,
@@ -44,13 +45,10 @@ async def send_message(
             status="queued",
             turn=turn,
             input={"text": text},
-        )
+        ),
     )
     if not busy:
         await append_turn_input(db, job)
-    await record_event(
-        db, session_id, "job.status", {"job_id": job.id, "status": "queued"}, job_id=job.id
-    )
     return job
 
 
@@ -58,7 +56,8 @@ async def enqueue_compaction(db: AsyncSession, tenant: str, session_id: str) -> 
     """Compaction runs as a job in the session's queue, so it never cuts a turn in half."""
     session = await get_session(db, tenant, session_id)
     await SessionRepository(db).lock(session_id)
-    job = await JobRepository(db).add(
+    return await enqueue(
+        db,
         Job(
             id=new_id("job"),
             tenant=tenant,
@@ -66,12 +65,8 @@ async def enqueue_compaction(db: AsyncSession, tenant: str, session_id: str) -> 
             piece="compact",
             status="queued",
             turn=session.current_turn,
-        )
+        ),
     )
-    await record_event(
-        db, session_id, "job.status", {"job_id": job.id, "status": "queued"}, job_id=job.id
-    )
-    return job
 
 
 async def append_turn_input(db: AsyncSession, job: Job) -> None:

@@ -41,6 +41,16 @@ async def list_jobs(
     return page_of(rows, limit, lambda row: row.id)
 
 
+async def enqueue(db: AsyncSession, job: Job) -> Job:
+    """Every new job enters the queue here, so each one is also a `job.status` event."""
+    job.status = "queued"
+    await JobRepository(db).add(job)
+    await record_event(
+        db, job.session_id, "job.status", {"job_id": job.id, "status": "queued"}, job_id=job.id
+    )
+    return job
+
+
 async def set_status(
     db: AsyncSession,
     job: Job,

@@ -7,10 +7,9 @@ from pathlib import Path
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Job
-from app.db.repositories.jobs import JobRepository
 from app.domain.ids import new_id
 from app.engine.pieces import Piece
-from app.services.events import record_event
+from app.services.jobs import enqueue
 from app.services.sessions import create_session, get_session
 from app.settings import Settings
 from app.tools.paths import Workspace
@@ -37,7 +36,8 @@ async def submit_job(
         if parent is not None:
             session.parent_session_id = parent.session_id
             db.add(session)
-    job = await JobRepository(db).add(
+    return await enqueue(
+        db,
         Job(
             id=new_id("job"),
             tenant=tenant,
@@ -46,12 +46,8 @@ async def submit_job(
             status="queued",
             instruction=instruction,
             parent_job_id=parent.id if parent is not None else None,
-        )
+        ),
     )
-    await record_event(
-        db, session.id, "job.status", {"job_id": job.id, "status": "queued"}, job_id=job.id
-    )
-    return job
 
 
 def _title(instruction: str) -> str:

@@ -21,6 +21,7 @@ from app.db.repositories.memory import MemoryRepository
 from app.domain.ids import new_id
 from app.engine.llm import LLM, LLMError, text_of
 from app.memory.l1 import l1_request, l2_text, one_line
+from app.services.jobs import enqueue
 from app.services.memory import chain_of
 from app.settings import Settings
 
@@ -43,7 +44,8 @@ async def enqueue_if_needed(db: AsyncSession, session: Session, window: int) -> 
         return None
     if not await pending_turns(db, session, window):
         return None
-    return await jobs.add(
+    return await enqueue(
+        db,
         Job(
             id=new_id("job"),
             tenant=session.tenant,
@@ -51,7 +53,7 @@ async def enqueue_if_needed(db: AsyncSession, session: Session, window: int) -> 
             piece=PIECE,
             lane="background",
             status="queued",
-        )
+        ),
     )
 
 

@@ -67,6 +67,18 @@ class Deps:
     pieces: PieceCatalog
 
 
+def tool_context(deps: Deps, job: Job, **extra: Any) -> ToolContext:
+    """What every tool of a job may use: the task list and memory over the log."""
+    return ToolContext(
+        tenant=job.tenant,
+        session_id=job.session_id,
+        job_id=job.id,
+        tasks=LogTaskGateway(deps.database, deps.hub, job),
+        memory=LogMemoryGateway(deps.settings, deps.database, job),
+        **extra,
+    )
+
+
 def remember_turn(deps: Deps, job: Job) -> Also:
     """At a turn's end: its L2/L3, and the L1 backlog job when the chain outgrew the window."""
 
@@ -109,13 +121,7 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
         interceptors=[TaskReminder(deps.settings, deps.database, job.session_id)],
         after_response=_compact_when_full(deps, job),
     )
-    ctx = ToolContext(
-        tenant=job.tenant,
-        session_id=job.session_id,
-        job_id=job.id,
-        tasks=LogTaskGateway(deps.database, deps.hub, job),
-        memory=LogMemoryGateway(deps.settings, deps.database, job),
-    )
+    ctx = tool_context(deps, job)
     outcome = await run_turn(deps.llm, store, deps.tools, ctx, config, HubTurnEvents(deps.hub, job))
     also = remember_turn(deps, job)
     if outcome.status == "cancelled":

@@ -30,12 +30,11 @@ from app.services.events import record_event
 from app.services.items import append_item
 from app.services.jobs import TERMINAL
 from app.services.piece_jobs import submit_job, workspace_of
-from app.services.tasks import LogTaskGateway, load_store
+from app.services.tasks import load_store
 from app.tools.paths import Workspace
 from app.tools.registry import ToolContext, ToolError
 from app.tools.transition import SPAWN_SUBTASK, TRANSITION
-from app.worker.handlers import Deps, Outcome, problem
-from app.worker.memory_gateway import LogMemoryGateway
+from app.worker.handlers import Deps, Outcome, problem, tool_context
 from app.worker.turn_store import DbTurnStore, HubTurnEvents
 
 logger = logging.getLogger("strata.pieces")
@@ -327,12 +326,9 @@ async def run_movement(
         names.append(TRANSITION)
         if WAIT_SUBTASKS in piece.next_steps(movement):
             names.append(SPAWN_SUBTASK)
-    ctx = ToolContext(
-        tenant=job.tenant,
-        session_id=job.session_id,
-        job_id=job.id,
-        tasks=LogTaskGateway(deps.database, deps.hub, job),
-        memory=LogMemoryGateway(deps.settings, deps.database, job),
+    ctx = tool_context(
+        deps,
+        job,
         piece=gateway,
         extras={
             "workspace": workspace,

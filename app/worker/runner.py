@@ -29,6 +29,7 @@ from app.services.live import LiveHub
 from app.settings import Settings
 from app.tools.registry import ToolRegistry
 from app.worker.handlers import HANDLERS, Deps, Outcome, problem, remember_turn
+from app.worker.idle import idle
 from app.worker.piece_runner import run_piece
 from app.worker.turn_store import DbTurnStore
 
@@ -103,17 +104,7 @@ class Runner:
             self._stop_job(running, "shutdown")
 
     async def _idle(self, stop: asyncio.Event) -> None:
-        self._wake.clear()
-        waiters = [asyncio.ensure_future(self._wake.wait()), asyncio.ensure_future(stop.wait())]
-        try:
-            await asyncio.wait(
-                waiters,
-                timeout=self.settings.worker_poll_seconds,
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-        finally:
-            for waiter in waiters:
-                waiter.cancel()
+        await idle(self._wake, stop, self.settings.worker_poll_seconds)
 
     def _lease_until(self) -> Any:
         return utcnow() + timedelta(seconds=self.settings.job_lease_seconds)
@@ -200,13 +191,9 @@ class Runner:
             )
 
     async def _execute(self, job: Job) -> None:
+        """Chat, compaction and summaries have their own handlers; any other piece is a
+        workflow for the piece runner (which fails the job if it knows no such piece)."""
         handler = HANDLERS.get(job.piece, run_piece)
-        if handler is None:
-            detail = f"this server has no handler for jobs of piece {job.piece!r}"
-            await self._finish(
-                job, Outcome("failed", error=problem("unknown-piece", "Unknown piece", detail))
-            )
-            return
         await self._finish(job, await handler(self.deps, job))
 
     async def _after_stop(self, running: _Running) -> None:

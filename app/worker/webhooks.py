@@ -28,6 +28,7 @@ from app.services.webhooks import (
     record_attempt,
 )
 from app.settings import Settings
+from app.worker.idle import idle
 
 logger = logging.getLogger("strata.webhooks")
 
@@ -71,17 +72,7 @@ class WebhookDispatcher:
         logger.info("webhook dispatcher stopped")
 
     async def _idle(self, stop: asyncio.Event) -> None:
-        self._wake.clear()
-        waiters = [asyncio.ensure_future(self._wake.wait()), asyncio.ensure_future(stop.wait())]
-        try:
-            await asyncio.wait(
-                waiters,
-                timeout=self.settings.webhook_poll_seconds,
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-        finally:
-            for waiter in waiters:
-                waiter.cancel()
+        await idle(self._wake, stop, self.settings.webhook_poll_seconds)
 
     async def _claim(self) -> list[Claimed]:
         lease = self.settings.webhook_timeout_seconds + LEASE_MARGIN_SECONDS
