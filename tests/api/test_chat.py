@@ -304,3 +304,24 @@ async def test_unknown_tool_names_are_refused_with_422(agent_client: httpx.Async
 
     assert created.status_code == 422 and "warp" in created.json()["detail"]
     assert patched.status_code == 422
+
+
+async def test_chat_offers_the_builtin_session_tools_but_no_movement_or_workspace_tools(
+    make_settings: object, fake_llm: FakeMessagesAPI
+) -> None:
+    from app.main import create_app
+
+    settings = make_settings(anthropic_base_url=fake_llm.url, worker_poll_seconds=0.05)  # type: ignore[operator]
+    app = create_app(settings)  # the builtin registry, as `strata serve` has it
+    fake_llm.reply(text("hello"))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            session_id = await new_session(client)
+            await client.post(
+                f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": "hi"}
+            )
+
+    offered = {tool["name"] for tool in fake_llm.requests[0].body["tools"]}
+    assert offered >= {"TaskCreate", "TaskUpdate", "TaskList", "TaskGet", "Detail", "current_time"}
+    assert not offered & {"transition", "spawn_subtask", "Read", "Write", "Edit", "Bash"}

@@ -7,8 +7,7 @@ run the real runner against the fake Messages API.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -21,7 +20,7 @@ from app.db.models import Event, Job
 from app.main import create_app
 from app.services.comments import Author, post_comment
 from tests.fakes.messages_api import FakeMessagesAPI, tool_use
-from tests.support.chat import new_session
+from tests.support.chat import new_session, submit_job, wait_status
 
 
 @asynccontextmanager
@@ -60,26 +59,6 @@ async def running(
         yield parts
 
 
-async def submit(client: httpx.AsyncClient, **fields: Any) -> dict[str, Any]:
-    response = await client.post("/jobs", json={"instruction": "Do the thing.", **fields})
-    assert response.status_code == 201, response.text
-    return dict(response.json())
-
-
-async def wait_status(
-    client: httpx.AsyncClient, job_id: str, statuses: Iterable[str], *, seconds: float = 20.0
-) -> dict[str, Any]:
-    wanted = set(statuses)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while True:
-        job = dict((await client.get(f"/jobs/{job_id}")).json())
-        if job["status"] in wanted:
-            return job
-        assert loop.time() < deadline, f"job {job_id} is {job['status']}, not in {wanted}: {job}"
-        await asyncio.sleep(0.02)
-
-
 async def status_history(app: FastAPI, job_id: str) -> list[str]:
     async with app.state.runtime.database.session(write=False) as db:
         rows = await db.exec(
@@ -101,7 +80,7 @@ def transition(next_step: str, summary: str, lessons: str | None = None) -> Any:
 
 
 async def test_submitting_a_job_without_a_session_creates_one(api: httpx.AsyncClient) -> None:
-    job = await submit(api, instruction="Summarise the Q1 numbers.\nThen chart them.")
+    job = await submit_job(api, instruction="Summarise the Q1 numbers.\nThen chart them.")
 
     assert job["status"] == "queued"
     assert job["piece"] == "default"
@@ -115,7 +94,7 @@ async def test_submitting_a_job_without_a_session_creates_one(api: httpx.AsyncCl
 async def test_submitting_a_job_with_a_session_id_runs_it_there(api: httpx.AsyncClient) -> None:
     session_id = await new_session(api)
 
-    job = await submit(api, session_id=session_id, piece="research")
+    job = await submit_job(api, session_id=session_id, piece="research")
 
     assert job["session_id"] == session_id
     assert job["piece"] == "research"
@@ -124,7 +103,7 @@ async def test_submitting_a_job_with_a_session_id_runs_it_there(api: httpx.Async
 
 
 async def test_submitting_a_chat_job_queues_a_turn(api: httpx.AsyncClient) -> None:
-    job = await submit(api, piece="chat", instruction="hello")
+    job = await submit_job(api, piece="chat", instruction="hello")
 
     assert job["piece"] == "chat"
     assert job["status"] == "queued"
@@ -159,9 +138,9 @@ async def test_jobs_are_listed_newest_first_and_filtered_by_session(
 ) -> None:
     first = await new_session(api)
     second = await new_session(api)
-    a = await submit(api, session_id=first)
-    b = await submit(api, session_id=second)
-    c = await submit(api, session_id=first)
+    a = await submit_job(api, session_id=first)
+    b = await submit_job(api, session_id=second)
+    c = await submit_job(api, session_id=first)
 
     everything = (await api.get("/jobs")).json()["data"]
     only_first = (await api.get("/jobs", params={"session_id": first})).json()["data"]
@@ -171,8 +150,8 @@ async def test_jobs_are_listed_newest_first_and_filtered_by_session(
 
 
 async def test_jobs_are_filtered_by_status(api: httpx.AsyncClient) -> None:
-    kept = await submit(api)
-    dropped = await submit(api)
+    kept = await submit_job(api)
+    dropped = await submit_job(api)
     await api.post(f"/jobs/{dropped['id']}/cancel")
 
     queued = (await api.get("/jobs", params={"status": "queued"})).json()["data"]
@@ -187,7 +166,7 @@ async def test_an_unknown_status_filter_is_422(api: httpx.AsyncClient) -> None:
 
 
 async def test_jobs_are_paginated_with_a_cursor(api: httpx.AsyncClient) -> None:
-    submitted = [(await submit(api, instruction=f"job {i}"))["id"] for i in range(5)]
+    submitted = [(await submit_job(api, instruction=f"job {i}"))["id"] for i in range(5)]
 
     first = (await api.get("/jobs", params={"limit": 2})).json()
     second = (await api.get("/jobs", params={"limit": 2, "after": first["next_cursor"]})).json()
@@ -206,7 +185,7 @@ async def test_jobs_are_paginated_with_a_cursor(api: httpx.AsyncClient) -> None:
 async def test_a_queued_job_shows_no_movement_lessons_usage_or_error(
     api: httpx.AsyncClient,
 ) -> None:
-    job = await submit(api)
+    job = await submit_job(api)
 
     shown = (await api.get(f"/jobs/{job['id']}")).json()
 
@@ -236,7 +215,7 @@ async def test_a_job_shows_its_movement_lessons_and_usage(
     fake_llm.reply(
         transition("ASK", "CSV or JSON?"), usage={"input_tokens": 200, "output_tokens": 9}
     )
-    job = await submit(client)
+    job = await submit_job(client)
 
     shown = await wait_status(client, job["id"], {"waiting_human", "failed", "succeeded"})
 
@@ -261,7 +240,7 @@ async def test_a_job_whose_llm_call_fails_shows_the_error(
             "error": {"type": "invalid_request_error", "message": "prompt is too long"},
         },
     )
-    job = await submit(client)
+    job = await submit_job(client)
 
     shown = await wait_status(client, job["id"], {"failed", "succeeded", "aborted"})
 
@@ -276,7 +255,7 @@ async def test_a_job_whose_llm_call_fails_shows_the_error(
 
 
 async def test_cancelling_a_queued_job_ends_it_at_once(api: httpx.AsyncClient) -> None:
-    job = await submit(api)
+    job = await submit_job(api)
 
     response = await api.post(f"/jobs/{job['id']}/cancel")
 
@@ -288,7 +267,7 @@ async def test_cancelling_a_queued_job_ends_it_at_once(api: httpx.AsyncClient) -
 
 
 async def test_cancelling_an_ended_job_is_409(api: httpx.AsyncClient) -> None:
-    job = await submit(api)
+    job = await submit_job(api)
     await api.post(f"/jobs/{job['id']}/cancel")
 
     response = await api.post(f"/jobs/{job['id']}/cancel")
@@ -305,7 +284,7 @@ async def test_cancelling_a_job_waiting_for_a_human_ends_it(
 ) -> None:
     _, client = running
     fake_llm.reply(transition("ASK", "Which quarter?"))
-    job = await submit(client)
+    job = await submit_job(client)
     await wait_status(client, job["id"], {"waiting_human"})
 
     response = await client.post(f"/jobs/{job['id']}/cancel")
@@ -322,7 +301,7 @@ async def test_cancelling_a_job_waiting_for_a_human_ends_it(
 
 
 async def test_a_comment_is_stored_and_listed_as_the_users(api: httpx.AsyncClient) -> None:
-    job = await submit(api)
+    job = await submit_job(api)
 
     posted = await api.post(f"/jobs/{job['id']}/comments", json={"body": "Use the Q1 file."})
 
@@ -339,7 +318,7 @@ async def test_comments_are_listed_oldest_first_with_their_author_kinds(
     quiet: tuple[FastAPI, httpx.AsyncClient],
 ) -> None:
     app, client = quiet
-    job = await submit(client)
+    job = await submit_job(client)
     await client.post(f"/jobs/{job['id']}/comments", json={"body": "first"})
     async with app.state.runtime.database.session(write=True) as db:
         row = (await db.exec(select(Job).where(Job.id == job["id"]))).one()
@@ -358,7 +337,7 @@ async def test_comments_are_listed_oldest_first_with_their_author_kinds(
 
 
 async def test_a_comment_on_a_queued_job_leaves_it_queued(api: httpx.AsyncClient) -> None:
-    job = await submit(api)
+    job = await submit_job(api)
 
     await api.post(f"/jobs/{job['id']}/comments", json={"body": "also chart it"})
 
@@ -366,7 +345,7 @@ async def test_a_comment_on_a_queued_job_leaves_it_queued(api: httpx.AsyncClient
 
 
 async def test_an_empty_comment_is_422(api: httpx.AsyncClient) -> None:
-    job = await submit(api)
+    job = await submit_job(api)
 
     assert (await api.post(f"/jobs/{job['id']}/comments", json={"body": ""})).status_code == 422
 
@@ -381,7 +360,7 @@ async def test_ask_posts_the_question_as_an_agent_comment(
 ) -> None:
     _, client = running
     fake_llm.reply(transition("ASK", "Which quarter do you mean?"))
-    job = await submit(client)
+    job = await submit_job(client)
     await wait_status(client, job["id"], {"waiting_human"})
 
     listed = (await client.get(f"/jobs/{job['id']}/comments")).json()["data"]
@@ -395,7 +374,7 @@ async def test_a_user_comment_on_a_waiting_job_requeues_it(
     app, client = running
     fake_llm.reply(transition("ASK", "Which quarter?"))
     fake_llm.reply(transition("ABORT", "Q3 has no data"))
-    job = await submit(client)
+    job = await submit_job(client)
     await wait_status(client, job["id"], {"waiting_human"})
 
     await client.post(f"/jobs/{job['id']}/comments", json={"body": "Q3"})

@@ -8,7 +8,6 @@ context actions (the wrap-up message, the forced transition).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import threading
@@ -28,6 +27,7 @@ from app.main import create_app
 from app.services.piece_jobs import workspace_of
 from app.settings import Settings
 from tests.fakes.messages_api import FakeMessagesAPI, Step, reply, respond_with, text, tool_use
+from tests.support.chat import submit_job, wait_status
 
 ENDED = {"succeeded", "failed", "aborted", "cancelled"}
 
@@ -133,26 +133,6 @@ def held(gate: threading.Event, step: Step) -> Step:
         return step
 
     return respond_with(wait)
-
-
-async def submit(client: httpx.AsyncClient, **fields: Any) -> dict[str, Any]:
-    response = await client.post("/jobs", json={"instruction": "Do the thing.", **fields})
-    assert response.status_code == 201, response.text
-    return dict(response.json())
-
-
-async def wait_status(
-    client: httpx.AsyncClient, job_id: str, statuses: Iterable[str], *, seconds: float = 20.0
-) -> dict[str, Any]:
-    wanted = set(statuses)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while True:
-        job = dict((await client.get(f"/jobs/{job_id}")).json())
-        if job["status"] in wanted:
-            return job
-        assert loop.time() < deadline, f"job {job_id} is {job['status']}, not in {wanted}: {job}"
-        await asyncio.sleep(0.02)
 
 
 async def finish(client: httpx.AsyncClient, job_id: str) -> dict[str, Any]:
@@ -264,7 +244,7 @@ async def test_a_custom_piece_from_the_folder_runs(
     _, client = strata
     fake_llm.reply(transition("COMPLETE", "done alone"))
 
-    job = await finish(client, (await submit(client, piece="solo"))["id"])
+    job = await finish(client, (await submit_job(client, piece="solo"))["id"])
 
     assert job["status"] == "succeeded"
     assert job["piece"] == "solo"
@@ -284,7 +264,7 @@ async def test_the_enriched_instruction_has_time_last_five_comments_file_lists_a
     _, client = strata
     fake_llm.enqueue(held(gate, reply(text("PRIVATE THOUGHT OF A"), transition("b", "a done"))))
     fake_llm.reply(transition("COMPLETE", "b done"))
-    job = await submit(client, piece="two-steps", instruction="Chart the sales.")
+    job = await submit_job(client, piece="two-steps", instruction="Chart the sales.")
     job_id = job["id"]
     await fake_llm.wait_for_requests(1)  # step a is running; b's prompt is built later
     await client.put(f"/jobs/{job_id}/files/input/data.csv", content=b"SECRET_CELL,1\n")
@@ -330,7 +310,7 @@ async def test_a_movement_is_offered_only_its_allowed_tools_and_transition(
     fake_llm.reply(transition("b", "a done"))
     fake_llm.reply(transition("COMPLETE", "b done"))
 
-    await finish(client, (await submit(client, piece="two-steps"))["id"])
+    await finish(client, (await submit_job(client, piece="two-steps"))["id"])
 
     offered = [{t["name"] for t in r.tools} for r in fake_llm.requests]
     assert offered == [{"Read", "Write", "Glob", "transition"}, {"Read", "transition"}]
@@ -345,7 +325,7 @@ async def test_the_task_list_is_shown_at_every_movement_start(
     fake_llm.reply(transition("work", "planned"))
     fake_llm.reply(transition("ABORT", "enough"))
 
-    await finish(client, (await submit(client))["id"])
+    await finish(client, (await submit_job(client))["id"])
 
     first = section(prompt_of(fake_llm.requests[0].body), "Checklist (your task list)")
     assert first.startswith("The task list is empty.")
@@ -363,7 +343,7 @@ async def test_the_next_movement_gets_the_lessons_of_the_previous_one(
     fake_llm.reply(transition("b", "a done", "dates are ISO; totals in column 3"))
     fake_llm.reply(transition("COMPLETE", "b done"))
 
-    job = await finish(client, (await submit(client, piece="two-steps"))["id"])
+    job = await finish(client, (await submit_job(client, piece="two-steps"))["id"])
 
     assert job["status"] == "succeeded"
     assert "## Lessons from the previous step" not in prompt_of(fake_llm.requests[0].body)
@@ -380,7 +360,7 @@ async def test_lessons_are_logged_and_complete_without_lessons_uses_the_summary(
     fake_llm.reply(transition("b", "a done", "dates are ISO"))
     fake_llm.reply(transition("COMPLETE", "the chart is in output/chart.svg"))
 
-    job = await finish(client, (await submit(client, piece="two-steps"))["id"])
+    job = await finish(client, (await submit_job(client, piece="two-steps"))["id"])
 
     assert job["lessons"] == ["(a) dates are ISO", "(b) the chart is in output/chart.svg"]
     log = workspace_of(piece_settings(), job["id"]).root / "logs" / "lessons.jsonl"
@@ -400,7 +380,7 @@ async def test_lessons_in_the_prompt_are_capped_dropping_the_oldest(
     fake_llm.reply(transition("ABORT", "stop"))
 
     async with serve(piece_settings(lessons_max_chars=200)) as (_, client):
-        await finish(client, (await submit(client))["id"])
+        await finish(client, (await submit_job(client))["id"])
 
     lessons = section(prompt_of(fake_llm.requests[2].body), "Lessons from the previous step")
     assert "NEWEST" in lessons
@@ -418,7 +398,7 @@ async def test_review_feedback_reaches_the_work_step(
     fake_llm.reply(transition("review", "title added"))
     fake_llm.reply(transition("COMPLETE", "report approved"))
 
-    job = await finish(client, (await submit(client))["id"])
+    job = await finish(client, (await submit_job(client))["id"])
 
     assert job["status"] == "succeeded"
     steps = [re.findall(r"^## Step: (\w+)", prompt_of(r.body), re.M) for r in fake_llm.requests]
@@ -439,7 +419,7 @@ async def test_ask_waits_for_a_comment_then_resumes_at_the_movement_that_asked(
     app, client = strata
     fake_llm.reply(transition("work", "planned", "ask about the format"))
     fake_llm.reply(transition("ASK", "Slides or a memo?"))
-    job_id = (await submit(client))["id"]
+    job_id = (await submit_job(client))["id"]
 
     waiting = await wait_status(client, job_id, {"waiting_human"} | ENDED)
     assert waiting["status"] == "waiting_human"
@@ -475,7 +455,7 @@ async def test_abort_ends_the_job_aborted(
     _, client = strata
     fake_llm.reply(transition("ABORT", "the input is empty"))
 
-    job = await finish(client, (await submit(client))["id"])
+    job = await finish(client, (await submit_job(client))["id"])
 
     assert job["status"] == "aborted"
     assert job["result_text"] == "the input is empty"
@@ -493,7 +473,7 @@ async def test_a_denied_next_step_is_an_error_the_model_can_fix(
     fake_llm.reply(transition("work", "planned after all"))
     fake_llm.reply(transition("ABORT", "stop here"))
 
-    job = await finish(client, (await submit(client))["id"])
+    job = await finish(client, (await submit_job(client))["id"])
 
     [result] = tool_results(fake_llm.requests[1].body)
     assert result["tool_use_id"] == denied.id
@@ -527,7 +507,7 @@ async def test_wait_subtasks_runs_the_children_then_resumes_the_parent_with_outc
 
     for _ in range(5):
         fake_llm.respond_with(script)
-    parent = await submit(client, piece="research", instruction="How many fruits?")
+    parent = await submit_job(client, piece="research", instruction="How many fruits?")
 
     done = await finish(client, parent["id"])
 
@@ -557,7 +537,7 @@ async def test_a_parent_resumes_even_when_its_children_ended_before_it_waited(
     fake_llm.reply(transition("COMPLETE", "no apples counted"))
 
     async with serve(piece_settings(worker_concurrency=1)) as (_, client):
-        parent = await submit(client, piece="research")
+        parent = await submit_job(client, piece="research")
         await fake_llm.wait_for_requests(2)  # the child is queued behind the parent
         [child] = [j for j in (await client.get("/jobs")).json()["data"] if j["parent_job_id"]]
         assert (await client.post(f"/jobs/{child['id']}/cancel")).json()["status"] == "cancelled"
@@ -577,7 +557,7 @@ async def test_wait_subtasks_without_a_spawned_child_is_an_error_result(
     fake_llm.reply(transition("WAIT_SUBTASKS", "waiting for nothing"))
     fake_llm.reply(transition("COMPLETE", "did it myself"))
 
-    job = await finish(client, (await submit(client, piece="research"))["id"])
+    job = await finish(client, (await submit_job(client, piece="research"))["id"])
 
     [result] = tool_results(fake_llm.requests[1].body)
     assert result["is_error"] is True
@@ -592,7 +572,7 @@ async def test_a_movement_over_its_iteration_limit_fails_the_job(
     for _ in range(3):
         fake_llm.reply(tool_use("TaskList", {}))
 
-    job = await finish(client, (await submit(client, piece="solo"))["id"])
+    job = await finish(client, (await submit_job(client, piece="solo"))["id"])
 
     assert job["status"] == "failed"
     assert job["error"]["type"] == "urn:strata:problem:movement-max-iterations"
@@ -609,7 +589,7 @@ async def test_at_85_percent_the_model_is_asked_to_wrap_up(
     fake_llm.reply(transition("ABORT", "wrapped up"))
 
     async with serve(piece_settings(context_window_tokens=10_000)) as (app, client):
-        job = await finish(client, (await submit(client))["id"])
+        job = await finish(client, (await submit_job(client))["id"])
         kinds = [e.type for e in await events_of(app, job["id"]) if e.type.startswith("context.")]
 
     last = fake_llm.requests[1].body["messages"][-1]
@@ -629,7 +609,7 @@ async def test_at_95_percent_the_movement_is_forced_to_its_default_next(
     fake_llm.reply(transition("ABORT", "stopped in work"))
 
     async with serve(piece_settings(context_window_tokens=10_000)) as (app, client):
-        job = await finish(client, (await submit(client))["id"])
+        job = await finish(client, (await submit_job(client))["id"])
         forced = await events_of(app, job["id"], "context.force_transition")
 
     assert len(fake_llm.requests) == 2
@@ -648,7 +628,7 @@ async def test_at_95_percent_without_default_next_the_job_aborts(
     fake_llm.reply(tool_use("TaskList", {}), usage={"input_tokens": 9900, "output_tokens": 5})
 
     async with serve(piece_settings(context_window_tokens=10_000)) as (_, client):
-        job = await finish(client, (await submit(client, piece="solo"))["id"])
+        job = await finish(client, (await submit_job(client, piece="solo"))["id"])
 
     assert job["status"] == "aborted"
     assert job["movement"] == "only"
@@ -668,7 +648,7 @@ async def test_a_path_escape_by_the_model_is_an_error_naming_the_workspace(
     fake_llm.reply(climb, absolute)
     fake_llm.reply(transition("ABORT", "cannot read that"))
 
-    await finish(client, (await submit(client))["id"])
+    await finish(client, (await submit_job(client))["id"])
 
     results = {r["tool_use_id"]: r for r in tool_results(fake_llm.requests[1].body)}
     for use in (climb, absolute):
@@ -698,7 +678,7 @@ async def test_a_large_file_is_cut_at_a_line_boundary_with_how_to_read_on(
     fake_llm.reply(transition("ABORT", "read enough"))
 
     async with serve(piece_settings(context_window_tokens=window)) as (_, client):
-        job_id = (await submit(client))["id"]
+        job_id = (await submit_job(client))["id"]
         await fake_llm.wait_for_requests(1)
         put = await client.put(f"/jobs/{job_id}/files/input/big.txt", content=content.encode())
         assert put.status_code == 201, put.text

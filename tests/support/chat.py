@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from typing import Any
 
 import httpx
 
-TERMINAL = {"succeeded", "failed", "cancelled"}
+TERMINAL = frozenset({"succeeded", "failed", "aborted", "cancelled"})
 
 
 async def new_session(client: httpx.AsyncClient, **fields: Any) -> str:
@@ -16,18 +17,33 @@ async def new_session(client: httpx.AsyncClient, **fields: Any) -> str:
     return str(response.json()["id"])
 
 
-async def wait_job(
-    client: httpx.AsyncClient, job_id: str, *, seconds: float = 20.0
+async def submit_job(client: httpx.AsyncClient, **fields: Any) -> dict[str, Any]:
+    """POST /jobs with a default instruction; `fields` add to or replace it."""
+    response = await client.post("/jobs", json={"instruction": "Do the thing.", **fields})
+    assert response.status_code == 201, response.text
+    return dict(response.json())
+
+
+async def wait_status(
+    client: httpx.AsyncClient, job_id: str, statuses: Iterable[str], *, seconds: float = 20.0
 ) -> dict[str, Any]:
-    """Poll until the job ends: observable state, never a fixed sleep."""
+    """Poll until the job reaches one of `statuses`: observable state, never a fixed sleep."""
+    wanted = set(statuses)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
     while True:
-        job = (await client.get(f"/jobs/{job_id}")).json()
-        if job["status"] in TERMINAL:
-            return dict(job)
-        assert loop.time() < deadline, f"job {job_id} still {job['status']}"
+        job = dict((await client.get(f"/jobs/{job_id}")).json())
+        if job["status"] in wanted:
+            return job
+        assert loop.time() < deadline, f"job {job_id} is {job['status']}, not in {wanted}: {job}"
         await asyncio.sleep(0.02)
+
+
+async def wait_job(
+    client: httpx.AsyncClient, job_id: str, *, seconds: float = 20.0
+) -> dict[str, Any]:
+    """Poll until the job ends."""
+    return await wait_status(client, job_id, TERMINAL, seconds=seconds)
 
 
 async def wait_until(predicate: Any, *, seconds: float = 20.0) -> None:
