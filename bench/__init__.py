@@ -1,0 +1,1 @@
+"""Strata's benchmark suite: `make bench` runs it and writes bench/RESULTS.md."""
