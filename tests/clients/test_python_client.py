@@ -1,0 +1,152 @@
+"""A Python client generated from openapi/openapi.json works against a live server.
+
+`openapi-python-client` generates `strata_client` into a temporary directory (generated code is
+never committed) with clients/python/config.yaml, failing on any warning: a schema it cannot
+represent is an error here, not a silently missing model. Then clients/python/smoke.py, the
+usage example, runs its steps with that client against a real `strata serve` subprocess whose
+LLM is the fake Messages API, and every answer is checked: an undeclared status, a body that
+does not parse into its model or a wrong field fails the test. A wrong key must fail the
+script with the server's 401 problem document, as a user running it would see it.
+
+Marked `sqlite_only`: the client speaks only HTTP to a separate server process, so the
+PostgreSQL run of the suite would repeat the same HTTP exchange on another store and prove
+nothing more about the document or the client (the API itself is tested on both backends).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import secrets
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import StrataProcesses
+from tests.fakes.messages_api import FakeMessagesAPI, reply, tool_use
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+OPENAPI = REPO_ROOT / "openapi" / "openapi.json"
+CLIENT_DIR = REPO_ROOT / "clients" / "python"
+GENERATE_WITHIN = 120.0  # seconds; about 2 s on an idle machine
+
+pytestmark = [pytest.mark.e2e, pytest.mark.sqlite_only]
+
+ASSISTANT_TEXT = "Hello from the fake model."
+QUESTION = "Plain text or Markdown?"
+RESULT = "The report is one line of Markdown."
+
+
+@pytest.fixture(scope="module")
+def generated_client(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The directory holding the freshly generated `strata_client` package."""
+    out = tmp_path_factory.mktemp("python-client")
+    command = [
+        sys.executable,
+        "-m",
+        "openapi_python_client",
+        "generate",
+        "--path",
+        str(OPENAPI),
+        "--config",
+        str(CLIENT_DIR / "config.yaml"),
+        "--meta",
+        "none",
+        "--output-path",
+        str(out / "strata_client"),
+        "--fail-on-warning",
+    ]
+    done = subprocess.run(
+        command, cwd=out, capture_output=True, text=True, timeout=GENERATE_WITHIN, check=False
+    )
+    assert done.returncode == 0, (
+        f"openapi-python-client failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
+    )
+    assert (out / "strata_client" / "__init__.py").is_file(), done.stdout
+    return out
+
+
+@pytest.fixture
+def smoke(generated_client: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    """clients/python/smoke.py, importing the generated client; both are unloaded afterwards
+    so that nothing else in the run imports a stale copy."""
+    monkeypatch.syspath_prepend(str(generated_client))
+    spec = importlib.util.spec_from_file_location("strata_client_smoke", CLIENT_DIR / "smoke.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up while being built
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        for name in list(sys.modules):
+            if name.partition(".")[0] in {spec.name, "strata_client"}:
+                del sys.modules[name]
+
+
+def transition(next_step: str, summary: str) -> Any:
+    return tool_use("transition", {"next_step": next_step, "summary": summary})
+
+
+def test_generated_python_client_runs_the_smoke_script(
+    smoke: ModuleType, strata_procs: StrataProcesses, fake_llm: FakeMessagesAPI
+) -> None:
+    token = f"sk_smoke_{secrets.token_hex(16)}"
+    server = strata_procs.serve(STRATA_API_KEYS=f"smoke:{token}")
+    # what the model answers, in the order the script causes the requests: the chat turn,
+    # then the job's default piece (plan asks, the comment answers, plan → work → review)
+    fake_llm.reply(ASSISTANT_TEXT)
+    fake_llm.enqueue(
+        reply(transition("ASK", QUESTION)),
+        reply(transition("work", "One line, Markdown.")),
+        reply(transition("review", "Wrote output/report.md.")),
+        reply(transition("COMPLETE", RESULT)),
+    )
+    outcome = smoke.run(server.url, token, wait_seconds=30.0, poll_seconds=0.05)
+
+    assert outcome.session.id.startswith("ses_")
+    assert outcome.session.title == "Generated client smoke test"
+
+    assert outcome.reply.text == ASSISTANT_TEXT
+    assert outcome.reply.job.status == "succeeded"
+    assert outcome.reply.job.session_id == outcome.session.id
+    assert outcome.reply.turn == 1
+    assert smoke.MESSAGE in json.dumps(fake_llm.requests[0].messages[-1])
+
+    assert outcome.task.subject == smoke.TASK_SUBJECT
+    assert outcome.task.status == "pending"
+    assert outcome.updated_task.taskid == outcome.task.taskid
+    assert outcome.updated_task.status == "inprogress"
+
+    assert outcome.continuation.continues_from == outcome.session.id
+    assert outcome.memory.session_id == outcome.continuation.id
+    assert outcome.memory.chain == [outcome.session.id]
+    assert outcome.memory.counts.total_turns == 1
+    assert smoke.MESSAGE in outcome.memory.text
+    assert ASSISTANT_TEXT in outcome.memory.text
+
+    assert outcome.submitted.status == "queued"
+    assert outcome.submitted.piece == "default"
+    assert outcome.submitted.instruction == smoke.JOB_INSTRUCTION
+    assert outcome.settled.id == outcome.submitted.id
+    assert outcome.settled.status == "waiting_human"
+    assert outcome.comment.job_id == outcome.submitted.id
+    assert outcome.comment.author == "user"
+    assert outcome.comment.body == smoke.ANSWER
+    assert outcome.job.status == "succeeded", outcome.job.error
+    assert outcome.job.result_text == RESULT
+    # the answer reached the model when the job resumed at the movement that asked
+    assert smoke.ANSWER in json.dumps(fake_llm.requests[2].body)
+    assert len(fake_llm.requests) == 5
+
+    # a wrong key fails the first step with the status and the problem document, which is
+    # what someone running smoke.py against their own server sees
+    with pytest.raises(smoke.SmokeError) as refused:
+        smoke.run(server.url, "sk_smoke_wrong", wait_seconds=5.0)
+    assert str(refused.value).startswith("create a session: expected SessionPublic, got HTTP 401")
+    assert "urn:strata:problem:unauthorized" in str(refused.value)
