@@ -96,12 +96,14 @@ async def get_idempotency(
     ] = None,
 ) -> IdempotentRequest:
     settings = get_settings(request)
+    key = check_key(key)
     return IdempotentRequest(
         tenant=tenant,
-        key=check_key(key),
+        key=key,
         method=request.method,
         path=request.url.path,
-        body_hash=body_fingerprint(await request.body()),
+        # without a key nothing is stored, so the body needs no fingerprint
+        body_hash=body_fingerprint(await request.body()) if key is not None else "",
         ttl_seconds=settings.idempotency_ttl_seconds,
     )
 

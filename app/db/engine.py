@@ -17,9 +17,11 @@ or from a tool's output never turns into a server error.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -119,12 +121,22 @@ class Database:
         writer = self.engine.execution_options(sqlite_immediate=True)
         self._read = async_sessionmaker(self.engine, class_=AsyncSession, expire_on_commit=False)
         self._write = async_sessionmaker(writer, class_=AsyncSession, expire_on_commit=False)
+        # SQLite has one writer at a time. Writers of this process queue here, in
+        # order, instead of in SQLite's busy handler, which sleeps between retries
+        # (up to 100 ms a time): with a few dozen concurrent turns those sleeps, not
+        # the work, set the pace. Other processes still meet the busy timeout.
+        self._write_turn: AbstractAsyncContextManager[Any] = (
+            asyncio.Lock() if self.is_sqlite else contextlib.nullcontext()
+        )
 
     @asynccontextmanager
     async def session(self, *, write: bool) -> AsyncIterator[AsyncSession]:
-        """One unit of work: commit if the block finishes, roll back if it raises."""
+        """One unit of work: commit if the block finishes, roll back if it raises.
+
+        A write unit of work must not open another one inside it (on SQLite it
+        would wait for itself)."""
         maker = self._write if write else self._read
-        async with maker() as session:
+        async with self._write_turn if write else contextlib.nullcontext(), maker() as session:
             try:
                 yield session
                 await session.commit()

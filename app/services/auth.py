@@ -65,21 +65,33 @@ class Authenticator:
                 else hash_key(entry.secret)
             )
             self._configured[digest.lower()] = validate_tenant_name(entry.tenant)
+        self._keys_seen = False
 
     async def keys_exist(self, db: AsyncSession) -> bool:
-        return bool(self._configured) or await ApiKeyRepository(db).any_exist()
+        """Keys are never deleted, so once one is seen the answer stays yes; until then
+        every request asks, so a key made by `strata keys create` binds at once."""
+        if not self._keys_seen:
+            self._keys_seen = bool(self._configured) or await ApiKeyRepository(db).any_exist()
+        return self._keys_seen
 
     async def tenant_for(self, db: AsyncSession, token: str | None) -> str:
-        """The caller's tenant. Without any key configured, everyone is the local tenant."""
+        """The caller's tenant. Without any key configured, everyone is the local tenant.
+
+        A valid key costs one look-up (none for a configured one); only a request
+        without a valid key asks whether any key exists."""
+        if token:
+            tenant = await self._tenant_of_key(db, token)
+            if tenant is not None:
+                return tenant
         if not await self.keys_exist(db):
             return LOCAL_TENANT
         if not token:
             raise Unauthorized("this server needs 'Authorization: Bearer <key>'")
+        raise Unauthorized("the API key is not valid")
+
+    async def _tenant_of_key(self, db: AsyncSession, token: str) -> str | None:
         digest = hash_key(token)
         for known, tenant in self._configured.items():
             if hmac.compare_digest(known, digest):
                 return tenant
-        stored = await ApiKeyRepository(db).tenant_for_hash(digest)
-        if stored is None:
-            raise Unauthorized("the API key is not valid")
-        return stored
+        return await ApiKeyRepository(db).tenant_for_hash(digest)

@@ -87,6 +87,15 @@ async def segment_payloads(db: AsyncSession, session_id: str, segment: int) -> l
     return [load_payload(row.kind, row.payload) for row in rows]
 
 
+async def segment_tail(
+    db: AsyncSession, session_id: str, segment: int, after_seq: int
+) -> list[tuple[int, ItemPayload]]:
+    """The segment's items after `after_seq`, with their seq: what a reader that
+    already holds the beginning of the segment still lacks."""
+    rows = await ItemRepository(db).segment(session_id, segment, after_seq=after_seq)
+    return [(row.seq, load_payload(row.kind, row.payload)) for row in rows]
+
+
 async def list_items(
     db: AsyncSession, tenant: str, session_id: str, *, limit: int, after: str | None
 ) -> Page[Item]:

@@ -9,15 +9,16 @@ a crash, or when a transcript is posted twice) changes nothing.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import MemoryDetail, MemoryTurn, Session
 from app.db.repositories.items import ItemRepository
-from app.db.repositories.memory import ChainRepository, MemoryRepository
+from app.db.repositories.memory import ChainRepository, MemoryRepository, TimeWindow
 from app.db.types import utcnow
 from app.domain.errors import Conflict, InvalidInput, NotFound
 from app.domain.items import load_payload
@@ -26,7 +27,7 @@ from app.memory.noise import Boilerplate
 from app.memory.projection import Detail, TurnItem, TurnProjection, project_turn
 from app.memory.render import MemoryTurn as RenderedTurn
 from app.memory.render import memory_counts, render_memory_block
-from app.memory.timeref import parse_time_ref
+from app.memory.timeref import TimeRef, parse_time_ref
 from app.services.sessions import get_session
 
 
@@ -126,15 +127,6 @@ async def chain_of(db: AsyncSession, session: Session) -> list[Session]:
     return await ChainRepository(db).predecessors(session)
 
 
-def _rendered(rows: Sequence[MemoryTurn]) -> list[RenderedTurn]:
-    return [
-        RenderedTurn(
-            ended_at=r.ended_at, user_text=r.user_text, assistant_text=r.assistant_text, l1=r.l1
-        )
-        for r in rows
-    ]
-
-
 @dataclass(frozen=True)
 class MemoryBlock:
     session_id: str
@@ -149,7 +141,7 @@ async def memory_block(
     """What a continuing session starts with: its predecessors' turns, never its own."""
     session = await resolve(db, tenant, session_id)
     chain = [s.id for s in await chain_of(db, session)]
-    turns = _rendered(await MemoryRepository(db).turns_of(chain))
+    turns = [RenderedTurn(*row) for row in await MemoryRepository(db).texts_of(chain)]
     text = render_memory_block(turns, window=window, tz=tz, detail_hint_session=session.id)
     return MemoryBlock(session.id, text, memory_counts(turns, window), chain)
 
@@ -165,7 +157,12 @@ async def detail(
     session = await resolve(db, tenant, session_id)
     owners = [session.id, *[s.id for s in await chain_of(db, session)]]
     repo = MemoryRepository(db)
-    matching = [t for t in await repo.turns_of(owners) if ref.matches(t.ended_at, tz)]
+    windows = [
+        TimeWindow(owner, start, end)
+        for owner, (first, last) in (await repo.time_spans(owners)).items()
+        for start, end in utc_windows(ref, first, last, tz)
+    ]
+    matching = [t for t in await repo.turns_within(windows) if ref.matches(t.ended_at, tz)]
     if not matching:
         raise NotFound(f"no turn of this session's chain ended at {reference!r}", time=reference)
     matching.sort(key=lambda t: (t.ended_at, t.id or 0), reverse=True)
@@ -184,6 +181,55 @@ async def detail(
         )
         for t in matching
     ]
+
+
+def utc_windows(
+    ref: TimeRef, first: datetime, last: datetime, tz: ZoneInfo
+) -> list[tuple[datetime, datetime]]:
+    """Half-open UTC windows holding every moment in `[first, last]` that `ref` matches.
+
+    They may hold more (the caller still filters with `ref.matches`), never less: the
+    detail look-up reads only these index ranges instead of every turn of the chain, which
+    for a long chain was the whole cost. A moment reference is one window. A time of day
+    matches once per local day, so there is one window per day of the span: the day's
+    wall-clock bounds turned into UTC with the smallest and largest offset the zone has
+    that day, so a daylight-saving change cannot move a match outside its window.
+    """
+    second, one_day = timedelta(seconds=1), timedelta(days=1)
+    windows: list[tuple[datetime, datetime]] = []
+    if isinstance(ref.start, datetime) and isinstance(ref.end, datetime):
+        windows = [(ref.start, ref.end + second)]
+    elif isinstance(ref.start, time) and isinstance(ref.end, time):
+        wraps = 1 if ref.end < ref.start else 0  # past midnight: it ends on the next day
+        day = first.astimezone(tz).date() - one_day  # a wrapping span may start the day before
+        days = (last.astimezone(tz).date() - day).days + 1
+        # a day has the offsets of its two midnights (zones change at most once a day)
+        midnights = [_midnight_offsets(tz, day + k * one_day) for k in range(days + wraps + 1)]
+        start = datetime.combine(day, ref.start, tzinfo=UTC)
+        end = datetime.combine(day + wraps * one_day, ref.end, tzinfo=UTC) + second
+        for k in range(days):
+            offsets = [o for pair in midnights[k : k + wraps + 2] for o in pair]
+            windows.append((start - max(offsets), end - min(offsets)))
+            start += one_day
+            end += one_day
+    merged: list[tuple[datetime, datetime]] = []
+    for start, end in sorted(w for w in windows if w[1] > first and w[0] <= last):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+_MIDNIGHT, _MIDNIGHT_AGAIN = time(0), time(0, fold=1)
+
+
+def _midnight_offsets(tz: ZoneInfo, day: date) -> tuple[timedelta, timedelta]:
+    """The zone's offsets at the day's start: both sides of a change that falls on it."""
+    return (
+        tz.utcoffset(datetime.combine(day, _MIDNIGHT)) or timedelta(0),
+        tz.utcoffset(datetime.combine(day, _MIDNIGHT_AGAIN)) or timedelta(0),
+    )
 
 
 async def merge_sessions(db: AsyncSession, tenant: str, session_id: str, into: str) -> Session:

@@ -7,6 +7,7 @@ effect is exactly the operation the log records.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -16,6 +17,7 @@ from app.db.engine import Database
 from app.db.models import Job
 from app.db.repositories.items import ItemRepository
 from app.db.repositories.sessions import SessionRepository
+from app.db.types import utcnow
 from app.domain.errors import InvalidInput, NotFound
 from app.domain.items import Origin, TaskEvent, ToolResult, load_payload
 from app.domain.tasks import (
@@ -37,17 +39,62 @@ from app.services.live import LiveHub
 from app.services.sessions import get_session
 from app.tools.registry import ToolError, ToolOutput
 
+_TOOL_RESULT_FIELDS = frozenset(ToolResult.model_fields) - {"kind"}
+_TASK_EVENT_FIELDS = frozenset(TaskEvent.model_fields) - {"kind"}
+
+
+def _plain_tool_result(kind: str, data: dict[str, Any]) -> bool:
+    """A tool result whose fields have exactly the types `ToolResult` declares, with text
+    content (what the task tools write): the model would accept it unchanged."""
+    return (
+        kind == "tool_result"
+        and data.keys() <= _TOOL_RESULT_FIELDS
+        and isinstance(data.get("tool_use_id"), str)
+        and isinstance(data.get("content"), str)
+        and type(data.get("is_error", False)) is bool
+        and isinstance(data.get("name"), str | None)
+        and isinstance(data.get("input"), dict | None)
+    )
+
+
+def _plain_task_event(kind: str, data: dict[str, Any]) -> bool:
+    """A task event whose fields have exactly the types `TaskEvent` declares."""
+    return (
+        kind == "task_event"
+        and data.keys() <= _TASK_EVENT_FIELDS
+        and isinstance(op := data.get("op"), str)
+        and op in TASK_WRITE_TOOLS
+        and isinstance(data.get("input"), dict)
+        and type(data.get("taskid")) is int
+    )
+
+
+def task_op_of(kind: str, data: dict[str, Any], at: datetime) -> TaskOp | None:
+    """The operation an item records: a REST event's, or a successful task tool call's.
+
+    A rebuild reads every task item of the session on every request, and validating each
+    payload with its pydantic model (content included) was the largest cost per row. A
+    payload already of the exact declared shape (every one Strata writes) is read directly;
+    anything else goes through the model as before, so both paths accept and refuse alike.
+    """
+    if _plain_tool_result(kind, data):
+        if data.get("is_error", False) or data.get("input") is None:
+            return None
+        return TaskOp(data.get("name") or "", data["input"], at)
+    if _plain_task_event(kind, data):
+        return TaskOp(data["op"], data["input"], at)
+    payload = load_payload(kind, data)
+    if isinstance(payload, TaskEvent):
+        return TaskOp(payload.op, payload.input, at)
+    if isinstance(payload, ToolResult) and not payload.is_error and payload.input is not None:
+        return TaskOp(payload.name or "", payload.input, at)
+    return None
+
 
 async def task_ops(db: AsyncSession, session_id: str) -> list[TaskOp]:
     """The session's task operations in log order: REST events and successful tool calls."""
-    ops: list[TaskOp] = []
-    for row in await ItemRepository(db).by_tool_names(session_id, sorted(TASK_WRITE_TOOLS)):
-        payload = load_payload(row.kind, row.payload)
-        if isinstance(payload, TaskEvent):
-            ops.append(TaskOp(payload.op, payload.input, row.created_at))
-        elif isinstance(payload, ToolResult) and not payload.is_error and payload.input is not None:
-            ops.append(TaskOp(payload.name or "", payload.input, row.created_at))
-    return ops
+    rows = await ItemRepository(db).by_tool_names(session_id, sorted(TASK_WRITE_TOOLS))
+    return [op for row in rows if (op := task_op_of(*row)) is not None]
 
 
 async def load_store(db: AsyncSession, session_id: str) -> TaskStore:
@@ -82,20 +129,22 @@ async def change_task(
     """A REST create or update: recorded as a task event (origin api) that replay applies."""
     await get_session(db, tenant, session_id)
     store = await _locked_store(db, session_id)
+    # the operation and its item carry the same moment, so the task answered here is
+    # exactly what replaying the log will give, timestamps included
+    now = utcnow()
     try:
-        task = store.apply(TaskOp(op, args))
+        task = store.apply(TaskOp(op, args, now))
     except UnknownTask as exc:
         raise NotFound(str(exc), resource="task") from exc
     except (TaskError, ValidationError) as exc:
         raise InvalidInput(str(exc)) from exc
     event = TaskEvent(op=op, input=args, taskid=task.taskid)
-    await append_item(db, session_id, event, Origin.api)
+    await append_item(db, session_id, event, Origin.api, at=now)
     await record_event(
         db, session_id, "task.updated", {"taskid": task.taskid, "op": op, "origin": "api"}
     )
     await webhooks.task_updated(db, tenant, session_id, task, op=op, origin="api")
-    # Answer with what replay now says, timestamps included: one truth, not two.
-    return (await load_store(db, session_id)).get(task.taskid)
+    return task
 
 
 # --- the task tools' gateway ----------------------------------------------------

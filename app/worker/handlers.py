@@ -107,7 +107,9 @@ async def _system_prompt(deps: Deps, job: Job, own: str | None) -> str | None:
 
 
 async def run_chat(deps: Deps, job: Job) -> Outcome:
-    async with deps.database.session(write=True) as db:
+    # the user's item is usually in the log already (appended at enqueue): then a
+    # read will do, and the turn does not queue for the write lock to do nothing
+    async with deps.database.session(write="item_seq" not in job.input) as db:
         session = await get_session(db, job.tenant, job.session_id)
         await append_turn_input(db, job)
     deps.hub.committed(job.session_id, job.id)

@@ -8,9 +8,8 @@ the next reminder comes exactly when it would have without the restart.
 from __future__ import annotations
 
 from app.db.engine import Database
-from app.db.models import Session
 from app.db.repositories.sessions import SessionRepository
-from app.domain.reminder import ReminderState, reminder_text, should_remind
+from app.domain.reminder import reminder_text, should_remind
 from app.engine.llm import LLMRequest
 from app.engine.requests import append_to_last_user_text
 from app.services.tasks import load_store
@@ -25,14 +24,9 @@ class TaskReminder:
 
     async def __call__(self, request: LLMRequest) -> LLMRequest:
         async with self.database.session(write=False) as db:
-            session = await db.get(Session, self.session_id)
-            if session is None:
+            state = await SessionRepository(db).reminder_state(self.session_id)
+            if state is None:
                 return request
-            state = ReminderState(
-                requests_done=session.llm_requests,
-                last_task_write_request=session.last_task_write_request,
-                last_reminder_request=session.last_reminder_request,
-            )
             active = (await load_store(db, self.session_id)).active()
         if not should_remind(
             state,

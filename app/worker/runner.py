@@ -76,17 +76,19 @@ class Runner:
         logger.info("runner %s started", self.worker_id)
         async with asyncio.TaskGroup() as group:
             while not stop.is_set():
-                if len(self._running) < self.settings.worker_concurrency:
+                free = self.settings.worker_concurrency - len(self._running)
+                if free > 0:
                     try:
-                        job = await self._claim()
+                        jobs = await self._claim(free)
                     except Exception:  # the database is away: keep the runner alive
                         logger.exception("runner %s could not claim a job", self.worker_id)
-                        job = None
-                    if job is not None:
+                        jobs = []
+                    for job in jobs:
                         running = _Running(job=job)
                         self._running[job.id] = running
                         running.task = group.create_task(self._run_job(running))
-                        continue
+                    if len(jobs) == free:
+                        continue  # there may be more
                 await self._idle(stop)
             await self._shut_down()
         logger.info("runner %s stopped", self.worker_id)
@@ -109,21 +111,26 @@ class Runner:
     def _lease_until(self) -> Any:
         return utcnow() + timedelta(seconds=self.settings.job_lease_seconds)
 
-    async def _claim(self) -> Job | None:
+    async def _claim(self, limit: int) -> list[Job]:
+        """Take up to `limit` jobs in one transaction. A read looks first, so an idle
+        runner's polls never take the (on SQLite, exclusive) write lock."""
+        async with self.database.session(write=False) as db:
+            if not await JobRepository(db).claimable_batch(utcnow(), limit=1):
+                return []
         async with self.database.session(write=True) as db:
             repo = JobRepository(db)
-            job = await repo.claimable(utcnow())
-            if job is None:
-                return None
-            resumed = job.status == "running"
-            await repo.take(job, self.worker_id, self._lease_until())
-            await set_status(db, job, "running")
-        if resumed:
-            logger.warning(
-                "job %s resumed after an expired lease (attempt %s)", job.id, job.attempts
-            )
-        self.hub.committed(job.session_id, job.id)
-        return job
+            jobs = await repo.claimable_batch(utcnow(), limit=limit)
+            resumed = [job.id for job in jobs if job.status == "running"]
+            for job in jobs:
+                await repo.take(job, self.worker_id, self._lease_until())
+                await set_status(db, job, "running")
+        for job in jobs:
+            if job.id in resumed:
+                logger.warning(
+                    "job %s resumed after an expired lease (attempt %s)", job.id, job.attempts
+                )
+            self.hub.committed(job.session_id, job.id)
+        return jobs
 
     def _stop_job(self, running: _Running, reason: StopReason) -> None:
         if running.stop_reason is None:

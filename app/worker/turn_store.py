@@ -14,7 +14,7 @@ from app.domain.items import AssistantMessage, ItemPayload, Origin, ToolUseBlock
 from app.domain.tasks import TASK_WRITE_TOOLS
 from app.domain.usage import Usage
 from app.services.events import record_event
-from app.services.items import append_item, segment_payloads
+from app.services.items import append_item, segment_tail
 from app.services.live import LiveHub
 from app.services.sessions import get_session
 from app.tools.registry import ToolOutput
@@ -28,15 +28,30 @@ def writes_tasks(message: AssistantMessage) -> bool:
 
 
 class DbTurnStore:
+    """The loop reads the segment before every request; this store keeps what it read
+    and asks the database only for the items after it, so a request costs the same
+    whatever the segment's or the log's length. The log stays the truth: anything
+    appended by someone else (a REST task change, a compaction) is read back, and a
+    new segment is read whole."""
+
     def __init__(self, database: Database, hub: LiveHub, job: Job) -> None:
         self.database = database
         self.hub = hub
         self.job = job
+        self._segment_no: int | None = None
+        self._last_seq = 0
+        self._items: list[ItemPayload] = []
 
     async def segment(self) -> list[ItemPayload]:
         async with self.database.session(write=False) as db:
             session = await get_session(db, self.job.tenant, self.job.session_id)
-            return await segment_payloads(db, session.id, session.current_segment)
+            if session.current_segment != self._segment_no:
+                self._segment_no, self._last_seq, self._items = session.current_segment, 0, []
+            tail = await segment_tail(db, session.id, session.current_segment, self._last_seq)
+        for seq, payload in tail:
+            self._items.append(payload)
+            self._last_seq = seq
+        return list(self._items)
 
     async def append(
         self, payload: ItemPayload, origin: Origin, usage: Usage | None = None
@@ -44,20 +59,21 @@ class DbTurnStore:
         job = self.job
         async with self.database.session(write=True) as db:
             await append_item(db, job.session_id, payload, origin, turn=job.turn, job_id=job.id)
+            sessions = SessionRepository(db)
             if isinstance(payload, AssistantMessage) and origin is Origin.llm:
-                await SessionRepository(db).count_request(
-                    job.session_id, wrote_tasks=writes_tasks(payload)
+                await sessions.count_request(
+                    job.session_id, wrote_tasks=writes_tasks(payload), usage=usage
                 )
+            elif usage is not None:
+                await sessions.add_usage(job.session_id, usage)
             if usage is not None:
                 await JobRepository(db).add_usage(job.id, usage)
-                await SessionRepository(db).add_usage(job.session_id, usage)
                 await record_event(db, job.session_id, "usage", usage.model_dump(), job_id=job.id)
         self.hub.committed(job.session_id, job.id)
 
     async def cancel_requested(self) -> bool:
         async with self.database.session(write=False) as db:
-            current = await JobRepository(db).get(self.job.id)
-            return current is None or current.cancel_requested
+            return await JobRepository(db).cancel_requested(self.job.id)
 
 
 class HubTurnEvents:

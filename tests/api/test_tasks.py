@@ -27,6 +27,20 @@ async def test_created_tasks_are_pending_with_increasing_ids(client: httpx.Async
     assert first["created_at"] is not None
 
 
+async def test_what_a_write_answers_is_what_the_log_replays(client: httpx.AsyncClient) -> None:
+    session_id = await new_session(client)
+    created = await _create(client, session_id, "plan")
+    updated = (
+        await client.patch(f"/sessions/{session_id}/tasks/1", json={"status": "inprogress"})
+    ).json()
+
+    listed = (await client.get(f"/sessions/{session_id}/tasks")).json()["data"]
+
+    assert listed == [updated]
+    assert updated["created_at"] == created["created_at"]
+    assert updated["updated_at"] >= created["updated_at"]
+
+
 async def test_a_taskid_in_the_body_is_refused(client: httpx.AsyncClient) -> None:
     session_id = await new_session(client)
 

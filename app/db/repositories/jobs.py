@@ -27,6 +27,13 @@ class JobRepository:
         result = await self.db.exec(select(Job).where(Job.id == job_id))
         return result.first()
 
+    async def cancel_requested(self, job_id: str) -> bool:
+        """Whether the job should stop: asked to cancel, or gone. One column, no ORM
+        object: the agent loop asks before every request and every tool."""
+        query = select(Job.cancel_requested).where(Job.id == job_id)
+        flag = (await self.db.exec(query)).first()
+        return flag is None or flag
+
     async def session_is_busy(self, session_id: str) -> bool:
         query = select(Job.id).where(
             Job.session_id == session_id, Job.lane == "session", col(Job.status).in_(ACTIVE)
@@ -34,8 +41,13 @@ class JobRepository:
         return (await self.db.exec(query.limit(1))).first() is not None
 
     async def claimable(self, now: datetime) -> Job | None:
-        """The first job a runner may take: queued, or running with an expired lease,
-        and not behind an unfinished earlier job of its session.
+        found = await self.claimable_batch(now, limit=1)
+        return found[0] if found else None
+
+    async def claimable_batch(self, now: datetime, *, limit: int) -> list[Job]:
+        """The first `limit` jobs a runner may take: queued, or running with an expired
+        lease, and not behind an unfinished earlier job of its session (so at most one
+        job of a session, its earliest).
 
         The row is locked `FOR UPDATE SKIP LOCKED` (PostgreSQL): a job another
         worker is claiming right now is passed over, never claimed twice. SQLite
@@ -53,9 +65,9 @@ class JobRepository:
             col(earlier.lane) == "session",
         )
         runnable = or_(col(Job.lane) != "session", ~blocked)
-        query = select(Job).where(ready, runnable).order_by(col(Job.number)).limit(1)
+        query = select(Job).where(ready, runnable).order_by(col(Job.number)).limit(limit)
         query = query.with_for_update(skip_locked=True)
-        return (await self.db.exec(query)).first()
+        return list((await self.db.exec(query)).all())
 
     async def take(self, job: Job, owner: str, until: datetime) -> None:
         now = utcnow()

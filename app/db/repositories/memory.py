@@ -1,13 +1,57 @@
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, NamedTuple
 
-from sqlalchemy import update
+from sqlalchemy import Text, and_, bindparam, cast, func, literal, or_, update
+from sqlalchemy import select as sa_select
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
+from sqlmodel.sql.expression import SelectOfScalar
 
 from app.db.models import MemoryDetail, MemoryTurn, Session
-from app.db.types import utcnow
+from app.db.types import UTCDateTime, utcnow
+
+WINDOW_SLOTS = (4, 16, 64, 256)  # SQLite parses at most 1000 nested expressions
+WINDOWS_PER_QUERY = WINDOW_SLOTS[-1]
+
+
+class TurnText(NamedTuple):
+    """What the memory block shows of a turn."""
+
+    ended_at: datetime
+    user_text: str
+    assistant_text: str
+    l1: str | None
+
+
+class TimeWindow(NamedTuple):
+    """The turns a session owns that ended in `[start, end)`."""
+
+    session_id: str
+    start: datetime
+    end: datetime
+
+
+@functools.cache
+def _windows_query(slots: int) -> SelectOfScalar[MemoryTurn]:
+    """Turns in any of `slots` windows `s<i>, a<i> <= ended_at < b<i>`, built once per size.
+
+    A look-up by time of day has a window per day of the chain's span (hundreds for a long
+    chain): building those comparisons as expressions on every call cost more than running
+    them, so the statement is made once and only its parameters change.
+    """
+    ranges = [
+        and_(
+            col(MemoryTurn.session_id) == bindparam(f"s{i}"),
+            col(MemoryTurn.ended_at) >= bindparam(f"a{i}", type_=UTCDateTime),
+            col(MemoryTurn.ended_at) < bindparam(f"b{i}", type_=UTCDateTime),
+        )
+        for i in range(slots)
+    ]
+    return select(MemoryTurn).where(or_(*ranges))
 
 
 class MemoryRepository:
@@ -43,6 +87,58 @@ class MemoryRepository:
             .order_by(col(MemoryTurn.ended_at), col(MemoryTurn.id))
         )
         return list((await self.db.exec(query)).all())
+
+    async def texts_of(self, session_ids: Sequence[str]) -> list[TurnText]:
+        """`turns_of` as plain rows of the four columns the memory block renders.
+
+        A long chain has a row per turn, every one read for the block; building ORM
+        objects for them cost several times the query itself.
+        """
+        if not session_ids:
+            return []
+        query = (
+            select(
+                MemoryTurn.ended_at,
+                MemoryTurn.user_text,
+                MemoryTurn.assistant_text,
+                MemoryTurn.l1,
+            )
+            .where(col(MemoryTurn.session_id).in_(session_ids))
+            .order_by(col(MemoryTurn.ended_at), col(MemoryTurn.id))
+        )
+        return [TurnText(*row) for row in (await self.db.exec(query)).all()]
+
+    async def time_spans(self, session_ids: Sequence[str]) -> dict[str, tuple[datetime, datetime]]:
+        """The first and last end time of each session's turns (sessions with none left out).
+
+        Two correlated subqueries rather than one `min(), max()`: each alone is answered
+        from the end of the `(session_id, ended_at)` index, together they scan the range.
+        """
+        if not session_ids:
+            return {}
+        owned = MemoryTurn.session_id == Session.id
+        first = select(func.min(MemoryTurn.ended_at)).where(owned).scalar_subquery()
+        last = select(func.max(MemoryTurn.ended_at)).where(owned).scalar_subquery()
+        query = select(Session.id, first, last).where(col(Session.id).in_(session_ids))
+        return {
+            session_id: (start, end)
+            for session_id, start, end in (await self.db.exec(query)).all()
+            if start is not None and end is not None
+        }
+
+    async def turns_within(self, windows: Sequence[TimeWindow]) -> list[MemoryTurn]:
+        """The turns in these (disjoint) windows, one index range of `(session_id, ended_at)`
+        each, in no particular order."""
+        found: list[MemoryTurn] = []
+        for begin in range(0, len(windows), WINDOWS_PER_QUERY):
+            chunk = windows[begin : begin + WINDOWS_PER_QUERY]
+            slots = next(n for n in WINDOW_SLOTS if n >= len(chunk))
+            padded = [*chunk, *[chunk[-1]] * (slots - len(chunk))]  # a repeat adds no rows
+            params: dict[str, Any] = {}
+            for i, w in enumerate(padded):
+                params.update({f"s{i}": w.session_id, f"a{i}": w.start, f"b{i}": w.end})
+            found.extend((await self.db.exec(_windows_query(slots), params=params)).all())
+        return found
 
     async def details_of(self, turn_ids: Sequence[int]) -> list[MemoryDetail]:
         if not turn_ids:
@@ -81,8 +177,9 @@ class ChainRepository:
         chain: list[Session] = []
         seen = {session.id}
         current = session.continues_from
+        loaded = {row.id: row for row in await self._load_walk(current, limit)} if current else {}
         while current and current not in seen and len(chain) < limit:
-            row = await self.db.get(Session, current)
+            row = loaded.get(current) or await self.db.get(Session, current)
             if row is None:
                 break
             seen.add(row.id)
@@ -92,6 +189,27 @@ class ChainRepository:
             chain.append(row)
             current = row.continues_from
         return chain
+
+    async def _load_walk(self, start: str, limit: int) -> list[Session]:
+        """Load every session the walk from `start` reaches in one query.
+
+        The walk in `predecessors` then follows them in memory instead of asking one
+        query per link (a 10-session chain took 10 round trips). The
+        recursive CTE follows the same links (the merge target if any, else the predecessor)
+        and stops after twice the walk's limit, cycles included; it only loads rows, the
+        walk still decides what the chain is.
+        """
+        link = func.coalesce(Session.merged_into, Session.continues_from)
+        walk = sa_select(cast(literal(start), Text).label("id"), literal(0).label("depth")).cte(
+            "walk", recursive=True
+        )
+        walk = walk.union_all(
+            sa_select(cast(link, Text), walk.c.depth + 1)
+            .join(walk, col(Session.id) == walk.c.id)
+            .where(link.is_not(None), walk.c.depth < 2 * limit)
+        )
+        reached = select(Session).where(col(Session.id).in_(sa_select(walk.c.id)))
+        return list((await self.db.exec(reached)).all())
 
     async def merged_into_these(self, session_ids: Sequence[str]) -> list[str]:
         query = select(Session.id).where(col(Session.merged_into).in_(session_ids))

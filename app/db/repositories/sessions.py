@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import update
 from sqlmodel import col, select
@@ -8,6 +9,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Session
 from app.db.types import utcnow
+from app.domain.reminder import ReminderState
 from app.domain.usage import Usage
 
 
@@ -79,15 +81,7 @@ class SessionRepository:
 
     async def add_usage(self, session_id: str, usage: Usage) -> None:
         await self.db.exec(
-            update(Session)
-            .where(col(Session.id) == session_id)
-            .values(
-                input_tokens=col(Session.input_tokens) + usage.input_tokens,
-                output_tokens=col(Session.output_tokens) + usage.output_tokens,
-                cache_read_tokens=col(Session.cache_read_tokens) + usage.cache_read_input_tokens,
-                cache_creation_tokens=col(Session.cache_creation_tokens)
-                + usage.cache_creation_input_tokens,
-            )
+            update(Session).where(col(Session.id) == session_id).values(**_usage_values(usage))
         )
 
     async def lock(self, session_id: str) -> Session | None:
@@ -96,12 +90,29 @@ class SessionRepository:
         query = select(Session).where(col(Session.id) == session_id).with_for_update()
         return (await self.db.exec(query)).first()
 
-    async def count_request(self, session_id: str, *, wrote_tasks: bool) -> None:
-        """One more main-thread LLM request answered; remember it if it wrote tasks."""
+    async def count_request(
+        self, session_id: str, *, wrote_tasks: bool, usage: Usage | None = None
+    ) -> None:
+        """One more main-thread LLM request answered; remember it if it wrote tasks.
+        Its usage, if given, is added by the same statement."""
         values: dict[str, object] = {"llm_requests": col(Session.llm_requests) + 1}
         if wrote_tasks:
             values["last_task_write_request"] = col(Session.llm_requests) + 1
+        if usage is not None:
+            values.update(_usage_values(usage))
         await self.db.exec(update(Session).where(col(Session.id) == session_id).values(**values))
+
+    async def reminder_state(self, session_id: str) -> ReminderState | None:
+        """The reminder's counters alone (read before every LLM request)."""
+        query = select(
+            Session.llm_requests, Session.last_task_write_request, Session.last_reminder_request
+        ).where(col(Session.id) == session_id)
+        row = (await self.db.exec(query)).first()
+        if row is None:
+            return None
+        return ReminderState(
+            requests_done=row[0], last_task_write_request=row[1], last_reminder_request=row[2]
+        )
 
     async def mark_reminder(self, session_id: str, request: int) -> None:
         await self.db.exec(
@@ -119,3 +130,13 @@ class SessionRepository:
             .returning(col(Session.current_segment))
         )
         return int((await self.db.exec(stmt)).one()[0])
+
+
+def _usage_values(usage: Usage) -> dict[str, Any]:
+    return {
+        "input_tokens": col(Session.input_tokens) + usage.input_tokens,
+        "output_tokens": col(Session.output_tokens) + usage.output_tokens,
+        "cache_read_tokens": col(Session.cache_read_tokens) + usage.cache_read_input_tokens,
+        "cache_creation_tokens": col(Session.cache_creation_tokens)
+        + usage.cache_creation_input_tokens,
+    }

@@ -1,0 +1,198 @@
+"""The detail look-up reads only the index ranges a time can match; these pin it to the truth.
+
+`utc_windows` turns a time reference into UTC windows per local day so that a long chain is
+not read whole. It may over-select (the look-up filters with `TimeRef.matches` afterwards)
+but must never miss a turn: not across a daylight-saving change, a wrap past midnight, a
+zone with an odd offset, or a skipped day. Through the database, the look-up must answer
+exactly what filtering every turn of the chain answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, time, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.db.engine import Database
+from app.db.models import MemoryTurn, Session
+from app.domain.errors import NotFound
+from app.memory.timeref import TimeRef, parse_time_ref
+from app.services.memory import detail, utc_windows
+from app.settings import Settings
+
+ZONES = [
+    "UTC",
+    "Europe/Berlin",
+    "Europe/Dublin",  # negative daylight saving: winter is the "summer" offset minus an hour
+    "America/New_York",
+    "America/Sao_Paulo",  # changed at midnight
+    "America/St_Johns",  # a half-hour offset
+    "Australia/Lord_Howe",  # a half-hour change
+    "Pacific/Apia",  # skipped 2011-12-30 entirely
+    "Asia/Kolkata",
+]
+
+
+def _changes(zone: str) -> list[datetime]:
+    """The moments the zone's offset changed in 2011-2012 and 2026, found hour by hour."""
+    tz = ZoneInfo(zone)
+    found = []
+    for year in (2011, 2012, 2026):
+        moment = datetime(year, 1, 1, tzinfo=UTC)
+        previous = moment.astimezone(tz).utcoffset()
+        while moment.year == year:
+            moment += timedelta(hours=1)
+            offset = moment.astimezone(tz).utcoffset()
+            if offset != previous:
+                found.append(moment)
+            previous = offset
+    return found or [datetime(2026, 6, 1, tzinfo=UTC)]
+
+
+CHANGES = {zone: _changes(zone) for zone in ZONES}
+
+
+@st.composite
+def references(draw: st.DrawFn, first: datetime) -> str:
+    def clock(seconds: bool) -> str:
+        h, m, s = draw(st.integers(0, 23)), draw(st.integers(0, 59)), draw(st.integers(0, 59))
+        return f"{h:02d}:{m:02d}:{s:02d}" if seconds else f"{h:02d}:{m:02d}"
+
+    form = draw(st.sampled_from(["second", "minute", "range", "iso"]))
+    if form == "second":
+        return clock(True)
+    if form == "minute":
+        return clock(False)
+    if form == "range":
+        seconds = draw(st.booleans())
+        return f"{clock(seconds)}-{clock(seconds)}"
+    moment = first + timedelta(seconds=draw(st.integers(0, 4 * 86400)))
+    return moment.strftime("%Y-%m-%dT%H:%M" + (":%S" if draw(st.booleans()) else "")) + "Z"
+
+
+def _edges(ref: TimeRef, first: datetime, last: datetime, tz: ZoneInfo) -> list[datetime]:
+    """Moments right at and around the reference's bounds on every day of the span."""
+    if isinstance(ref.start, datetime) and isinstance(ref.end, datetime):
+        bounds = [ref.start, ref.end]
+    else:
+        assert isinstance(ref.start, time) and isinstance(ref.end, time)
+        bounds = []
+        day = first.astimezone(tz).date() - timedelta(days=1)
+        while day <= last.astimezone(tz).date() + timedelta(days=1):
+            for clock in (ref.start, ref.end):
+                for fold in (0, 1):
+                    local = datetime.combine(day, clock, tzinfo=tz).replace(fold=fold)
+                    bounds.append(local.astimezone(UTC))
+            day += timedelta(days=1)
+    nudges = [timedelta(0), timedelta(microseconds=-1), timedelta(seconds=1, microseconds=-1)]
+    nudges += [timedelta(seconds=1), timedelta(hours=1), timedelta(hours=-1)]
+    return [b + n for b in bounds for n in nudges]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_every_matching_moment_lies_in_a_window(data: st.DataObject) -> None:
+    zone = data.draw(st.sampled_from(ZONES))
+    tz = ZoneInfo(zone)
+    change = data.draw(st.sampled_from(CHANGES[zone]))
+    first = change - timedelta(seconds=data.draw(st.integers(0, 3 * 86400)))
+    last = first + timedelta(seconds=data.draw(st.integers(0, 4 * 86400)))
+    ref = parse_time_ref(data.draw(references(first)))
+    step = timedelta(seconds=data.draw(st.integers(1, 3600)), microseconds=123_457)
+
+    windows = utc_windows(ref, first, last, tz)
+
+    assert all(a < b for a, b in windows)
+    assert all(windows[i][1] < windows[i + 1][0] for i in range(len(windows) - 1))  # disjoint
+    moments = [first + step * k for k in range(int((last - first) / step) + 1)]
+    for moment in [first, last, *moments, *_edges(ref, first, last, tz)]:
+        if first <= moment <= last and ref.matches(moment, tz):
+            assert any(a <= moment < b for a, b in windows), (zone, str(ref), moment)
+
+
+def test_in_a_zone_without_changes_a_window_is_exactly_the_span_each_day() -> None:
+    first = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+    last = datetime(2026, 5, 3, 9, 0, tzinfo=UTC)
+
+    windows = utc_windows(parse_time_ref("08:00-08:30"), first, last, ZoneInfo("UTC"))
+
+    assert windows == [
+        (datetime(2026, 5, day, 8, 0, tzinfo=UTC), datetime(2026, 5, day, 8, 31, tzinfo=UTC))
+        for day in (2, 3)
+    ]
+
+
+# --- through the database ----------------------------------------------------------------
+
+BERLIN = ZoneInfo("Europe/Berlin")
+# turns every 17 min 13.4 s across both of Berlin's 2026 changes (29 March, 25 October)
+SPRING = [
+    datetime(2026, 3, 27, 0, 7, tzinfo=UTC) + i * timedelta(seconds=1033.4) for i in range(420)
+]
+AUTUMN = [
+    datetime(2026, 10, 23, 0, 3, tzinfo=UTC) + i * timedelta(seconds=1033.4) for i in range(420)
+]
+
+
+@pytest.fixture
+async def database(database_url: str) -> AsyncIterator[Database]:
+    db = Database(Settings(_env_file=None, database_url=database_url))
+    async with db.session(write=True) as session:
+        session.add(Session(id="ses_a", tenant="t"))
+        session.add(Session(id="ses_b", tenant="t", continues_from="ses_a"))
+        session.add(Session(id="ses_c", tenant="t", continues_from="ses_b"))
+        await session.flush()
+        for owner, times in (("ses_a", SPRING), ("ses_b", AUTUMN)):
+            for turn, ended_at in enumerate(times, start=1):
+                session.add(
+                    MemoryTurn(
+                        session_id=owner,
+                        origin_session_id=owner,
+                        turn=turn,
+                        ended_at=ended_at,
+                        user_text=f"q{turn}",
+                        assistant_text=f"a{turn}",
+                    )
+                )
+    yield db
+    await db.dispose()
+
+
+@pytest.mark.parametrize(
+    "reference",
+    [
+        "02:30",  # in the hour that repeats in October and does not exist in March
+        "02:10-02:50",
+        "01:55-03:05",
+        "23:50-00:20",  # past midnight
+        "00:00-23:59",  # every turn of every day
+        SPRING[0].astimezone(BERLIN).strftime("%H:%M:%S"),
+        AUTUMN[200].astimezone(BERLIN).strftime("%H:%M:%S"),
+        AUTUMN[200].strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "2026-10-25T01:30Z",  # a minute, by ISO
+        "2026-01-01T00:00:00Z",  # before the chain: nothing
+    ],
+)
+async def test_the_look_up_finds_exactly_the_turns_filtering_all_of_them_finds(
+    database: Database, reference: str
+) -> None:
+    ref = parse_time_ref(reference)
+    expected = sorted(
+        (owner, turn)
+        for owner, times in (("ses_a", SPRING), ("ses_b", AUTUMN))
+        for turn, ended_at in enumerate(times, start=1)
+        if ref.matches(ended_at, BERLIN)
+    )
+
+    async with database.session(write=False) as session:
+        try:
+            found = await detail(session, "t", "ses_c", reference, tz=BERLIN)
+        except NotFound:
+            found = []
+
+    assert sorted((t.session_id, t.turn) for t in found) == expected
+    assert [t.ended_at for t in found] == sorted((t.ended_at for t in found), reverse=True)
