@@ -10,9 +10,10 @@ PORT ?= 8000
 # pytest processes per backend (pytest-xdist); 1 runs the suite in one process
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/pytest -n $(TEST_WORKERS)
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 TS_CLIENT := clients/typescript
 
-.PHONY: serve test test-sqlite test-postgres lint format typecheck openapi install dev ts-tools clean
+.PHONY: serve test test-sqlite test-postgres lint format typecheck openapi install dev ts-tools bench bench-tools clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Strata needs Python 3.11 or newer; set PYTHON=python3.x")'
@@ -65,6 +66,16 @@ format: dev
 
 typecheck: dev
 	$(BIN)/mypy app
+
+## bench: the benchmark suite under bench/ (under 10 minutes on 2 cores); writes bench/RESULTS.md
+## (BENCH_ARGS="--only capacity" runs one benchmark, "--quick" checks them all in a minute or two)
+bench: dev bench-tools
+	$(BIN)/python -m bench.run $(BENCH_ARGS)
+
+## bench-tools: wrk, the HTTP load generator, from the system's packages (Debian/Ubuntu)
+bench-tools:
+	@command -v wrk >/dev/null || $(SUDO) apt-get install -y wrk || \
+		{ $(SUDO) apt-get update && $(SUDO) apt-get install -y wrk; }
 
 ## openapi: re-export openapi/openapi.json after an API change
 openapi: install

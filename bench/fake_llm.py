@@ -16,12 +16,15 @@ import sys
 import threading
 from collections.abc import Iterator
 
-from tests.fakes.messages_api import FakeMessagesAPI, reply
+from tests.fakes.messages_api import FakeMessagesAPI, reply, tool_use
 
 
-def serve(delay: float, text: str) -> None:
+def serve(delay: float, text: str, tool: str | None) -> None:
     fake = FakeMessagesAPI(validate_requests=False)
-    fake.always(lambda body: reply(text, delay=delay, chunk_text=False))
+    if tool is None:
+        fake.always(lambda body: reply(text, delay=delay, chunk_text=False))
+    else:  # the agent keeps calling `tool`: one turn makes as many requests as it may
+        fake.always(lambda body: reply(text, tool_use(tool, {}), delay=delay, chunk_text=False))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with fake:
@@ -32,9 +35,10 @@ def serve(delay: float, text: str) -> None:
 
 
 @contextlib.contextmanager
-def running(delay: float = 0.0, text: str = "ok") -> Iterator[str]:
+def running(delay: float = 0.0, text: str = "ok", tool: str | None = None) -> Iterator[str]:
     """Start the fake in a child process; yields its base URL for `ANTHROPIC_BASE_URL`."""
     command = [sys.executable, "-m", "bench.fake_llm", "--delay", str(delay), "--text", text]
+    command += ["--tool", tool] if tool else []
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
@@ -54,5 +58,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="a fake Messages API for benchmarks")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before each answer")
     parser.add_argument("--text", default="ok", help="the answer's text")
+    parser.add_argument("--tool", help="also call this tool (with no input) in every answer")
     args = parser.parse_args()
-    serve(args.delay, args.text)
+    serve(args.delay, args.text, args.tool)

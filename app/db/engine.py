@@ -61,7 +61,10 @@ def ensure_sqlite_dir(database_url: str) -> None:
         Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
 
 
-def _install_sqlite_hooks(engine: AsyncEngine, busy_timeout_ms: int) -> None:
+def install_sqlite_hooks(engine: AsyncEngine, busy_timeout_ms: int) -> None:
+    """WAL, a busy timeout and foreign keys on every connection; `BEGIN IMMEDIATE` for
+    engines marked `sqlite_immediate`, so writers queue at the start, never mid-way."""
+
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
@@ -115,7 +118,7 @@ class Database:
             options = {"pool_pre_ping": True, "json_serializer": _json_without_nul}
         self.engine = create_async_engine(async_url(settings.database_url), **options)
         if self.is_sqlite:
-            _install_sqlite_hooks(self.engine, settings.sqlite_busy_timeout_ms)
+            install_sqlite_hooks(self.engine, settings.sqlite_busy_timeout_ms)
         else:
             _install_postgresql_hooks(self.engine)
         writer = self.engine.execution_options(sqlite_immediate=True)

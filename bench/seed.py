@@ -1,0 +1,94 @@
+"""A session with a long log, written fast: what the benchmarks measure against.
+
+The log is realistic chat: turns of user message → assistant tool call → tool result
+→ assistant answer, four items a turn, split into segments the way compaction
+splits them. Rows go in with one Core `executemany`, not through the services:
+building a 100,000-item log one append at a time would take minutes and measure
+nothing the benchmark is about.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import insert, update
+
+from app.db.engine import Database
+from app.db.models import Item, Session
+from app.db.types import utcnow
+from app.domain.items import (
+    AssistantMessage,
+    ItemPayload,
+    Origin,
+    TextBlock,
+    ToolResult,
+    ToolUseBlock,
+    dump_payload,
+    tool_name_of,
+    user_text,
+)
+from app.services.sessions import create_session
+
+TENANT = "default"
+TURN_ITEMS = 4
+
+
+def _turn(turn: int) -> list[tuple[ItemPayload, Origin]]:
+    call = ToolUseBlock(id=f"toolu_{turn:07d}", name="CurrentTime", input={})
+    return [
+        (user_text(f"Question {turn}: what should happen next with part {turn}?"), Origin.user),
+        (AssistantMessage(content=[TextBlock(text="Let me check."), call]), Origin.llm),
+        (
+            ToolResult(tool_use_id=call.id, content="2026-12-02T13:00:00Z", name="CurrentTime"),
+            Origin.system,
+        ),
+        (
+            AssistantMessage(content=[TextBlock(text=f"Part {turn} is done; next is {turn + 1}.")]),
+            Origin.llm,
+        ),
+    ]
+
+
+async def session_with_log(database: Database, items: int, segment_items: int) -> str:
+    """A new session whose log holds `items` items, the last `segment_items` of them in
+    its current segment (the rest in earlier, compacted segments)."""
+    async with database.session(write=True) as db:
+        session = await create_session(db, TENANT, title=f"{items} items")
+        session_id = session.id
+    start = utcnow() - timedelta(seconds=items)
+    rows: list[dict[str, Any]] = []
+    turns = -(-items // TURN_ITEMS)
+    earlier = max(items - segment_items, 0)
+    for turn in range(1, turns + 1):
+        for payload, origin in _turn(turn):
+            seq = len(rows) + 1
+            if seq > items:
+                break
+            rows.append(
+                {
+                    "session_id": session_id,
+                    "seq": seq,
+                    "turn": turn,
+                    "segment": 0 if seq > earlier else 1 + (seq - 1) * 4 // max(earlier, 1),
+                    "kind": payload.kind,
+                    "origin": origin.value,
+                    "tool_name": tool_name_of(payload),
+                    "payload": dump_payload(payload),
+                    "created_at": start + timedelta(seconds=seq),
+                }
+            )
+    # earlier segments are numbered 1..4 above; the current one must be the highest
+    current = 5 if earlier else 0
+    for row in rows:
+        if row["seq"] > earlier:
+            row["segment"] = current
+    async with database.session(write=True) as db:
+        for chunk in range(0, len(rows), 5000):
+            await db.execute(insert(Item), rows[chunk : chunk + 5000])
+        await db.execute(
+            update(Session)
+            .where(Session.id == session_id)  # type: ignore[arg-type]
+            .values(last_seq=len(rows), current_turn=turns, current_segment=current)
+        )
+    return session_id
