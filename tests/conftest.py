@@ -28,6 +28,7 @@ from fastapi import FastAPI
 from app.db.migrate import upgrade_to_head
 from app.main import create_app
 from app.settings import Settings
+from tests.support.apps import client_for
 from tests.support.tools import agent_tools
 
 if TYPE_CHECKING:
@@ -190,8 +191,7 @@ async def app(settings: Settings) -> AsyncIterator[FastAPI]:
 
 @pytest.fixture
 async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-    async with httpx.AsyncClient(transport=transport, base_url="http://strata.test") as c:
+    async with client_for(app) as c:
         yield c
 
 
@@ -217,6 +217,5 @@ async def agent_app(agent_settings: Settings) -> AsyncIterator[FastAPI]:
 
 @pytest.fixture
 async def agent_client(agent_app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=agent_app, raise_app_exceptions=False)
-    async with httpx.AsyncClient(transport=transport, base_url="http://strata.test") as c:
+    async with client_for(agent_app) as c:
         yield c

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
@@ -10,23 +9,12 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import text
 
-from app.main import create_app
 from app.services.auth import create_key
-from app.settings import Settings
+from tests.support.apps import serve
 
 PROBLEM = "application/problem+json"
 ACME = {"Authorization": "Bearer key-a"}
 GLOBEX = {"Authorization": "Bearer key-b"}
-
-
-@asynccontextmanager
-async def serve(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
-    """A started app (its lifespan run) and a client talking to it."""
-    application = create_app(settings)
-    async with application.router.lifespan_context(application):
-        transport = httpx.ASGITransport(app=application, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://strata.test") as c:
-            yield application, c
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from app.main import create_app
+from tests.support.apps import serve
 
 PROBLEM = "application/problem+json"
 SECRET = "internal-detail-4f1c"
@@ -30,11 +30,8 @@ def assert_problem(response: httpx.Response, status: int) -> dict[str, Any]:
 @pytest.fixture
 async def small_limit(make_settings: Any) -> AsyncIterator[httpx.AsyncClient]:
     """A server that refuses request bodies over 1000 bytes."""
-    application = create_app(make_settings(max_body_bytes=1000))
-    async with application.router.lifespan_context(application):
-        transport = httpx.ASGITransport(app=application, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://strata.test") as c:
-            yield c
+    async with serve(make_settings(max_body_bytes=1000)) as (_, c):
+        yield c
 
 
 async def chunks(count: int, size: int) -> AsyncIterator[bytes]:

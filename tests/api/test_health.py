@@ -1,26 +1,13 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
 
 from app.db.migrate import head_revision
-from app.main import create_app
-from app.settings import Settings
+from tests.support.apps import serve
 
 PROBLEM = "application/problem+json"
-
-
-@asynccontextmanager
-async def serve(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    """A started app (its lifespan run) and a client talking to it."""
-    application = create_app(settings)
-    async with application.router.lifespan_context(application):
-        transport = httpx.ASGITransport(app=application, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://strata.test") as c:
-            yield c
 
 
 async def test_healthz_is_ok(client: httpx.AsyncClient) -> None:
@@ -48,7 +35,7 @@ async def test_readyz_reports_an_unconfigured_llm(client: httpx.AsyncClient) -> 
 
 
 async def test_readyz_reports_a_configured_llm(make_settings: Any) -> None:
-    async with serve(make_settings(anthropic_base_url="http://127.0.0.1:9")) as c:
+    async with serve(make_settings(anthropic_base_url="http://127.0.0.1:9")) as (_, c):
         response = await c.get("/readyz")
 
     assert response.status_code == 200
@@ -60,7 +47,7 @@ async def test_readyz_is_503_on_a_database_never_migrated(
 ) -> None:
     settings = make_settings(database_url=empty_database_url)
 
-    async with serve(settings) as c:
+    async with serve(settings) as (_, c):
         response = await c.get("/readyz")
 
     assert response.status_code == 503

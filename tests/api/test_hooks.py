@@ -12,6 +12,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from tests.support.apps import serve
 from tests.support.chat import items
 from tests.support.memory import (
     Transcript,
@@ -23,7 +24,6 @@ from tests.support.memory import (
     post_hook,
     real_transcript,
     row_counts,
-    serve,
     sessions_with_parent,
     stop,
 )

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 from fastapi import FastAPI
 
-from app.main import create_app
+from tests.support.apps import serve
 from tests.support.chat import new_session
 
 
@@ -63,8 +63,7 @@ async def test_keys_are_per_tenant_and_requests_without_a_key_are_not_deduplicat
 
 
 async def test_an_expired_key_runs_the_request_again(make_settings: Any) -> None:
-    app = create_app(make_settings(idempotency_ttl_seconds=0))
-    async with app.router.lifespan_context(app), _client(app) as client:
+    async with serve(make_settings(idempotency_ttl_seconds=0)) as (_, client):
         first = await client.post("/sessions", json={}, headers=_key("k"))
         second = await client.post("/sessions", json={}, headers=_key("k"))
 

@@ -8,7 +8,6 @@ run the real runner against the fake Messages API.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
@@ -17,19 +16,10 @@ from fastapi import FastAPI
 from sqlmodel import col, select
 
 from app.db.models import Event, Job
-from app.main import create_app
 from app.services.comments import Author, post_comment
 from tests.fakes.messages_api import FakeMessagesAPI, tool_use
+from tests.support.apps import serve
 from tests.support.chat import new_session, submit_job, wait_status
-
-
-@asynccontextmanager
-async def serve(settings: Any) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://strata.test") as c:
-            yield app, c
 
 
 @pytest.fixture

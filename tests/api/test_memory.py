@@ -17,6 +17,7 @@ from app.services.memory import project_turns
 from app.settings import Settings
 from app.tools.detail import detail_tool
 from tests.fakes.messages_api import FakeMessagesAPI, text, tool_use
+from tests.support.apps import serve
 from tests.support.chat import items, new_session
 from tests.support.memory import (
     Transcript,
@@ -24,7 +25,6 @@ from tests.support.memory import (
     database_of,
     import_session,
     memory_rows,
-    serve,
 )
 from tests.support.tools import agent_tools
 

@@ -12,7 +12,6 @@ import json
 import re
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,10 +22,10 @@ from fastapi import FastAPI
 from sqlmodel import col, select
 
 from app.db.models import Event
-from app.main import create_app
 from app.services.piece_jobs import workspace_of
 from app.settings import Settings
 from tests.fakes.messages_api import FakeMessagesAPI, Step, reply, respond_with, text, tool_use
+from tests.support.apps import serve
 from tests.support.chat import submit_job, wait_status
 
 ENDED = {"succeeded", "failed", "aborted", "cancelled"}
@@ -96,16 +95,6 @@ def piece_settings(
         return settings
 
     return make
-
-
-@asynccontextmanager
-async def serve(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
-    """The app with the builtin tool registry (workspace tools, transition, spawn_subtask)."""
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://strata.test") as c:
-            yield app, c
 
 
 @pytest.fixture

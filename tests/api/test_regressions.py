@@ -10,11 +10,11 @@ import pytest
 from sqlalchemy.exc import OperationalError
 
 from app.db.models import Job
-from app.main import create_app
 from app.settings import Settings
 from app.worker.runner import Runner
 from tests.api.test_errors import assert_problem
 from tests.fakes.messages_api import FakeMessagesAPI
+from tests.support.apps import serve
 
 UNKNOWN_ID = "0" * 40
 
@@ -120,13 +120,10 @@ async def test_shutdown_survives_a_job_it_cannot_hand_back(
 
     monkeypatch.setattr(Runner, "_hand_back", locked)
     fake_llm.hang(30)
-    app = create_app(agent_settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://strata.test") as c:
-            session = await c.post("/sessions", json={})
-            sent = await c.post(f"/sessions/{session.json()['id']}/messages", json={"text": "hi"})
-            assert sent.status_code == 202, sent.text
-            await fake_llm.wait_for_requests(1, within=10)
+    async with serve(agent_settings) as (_, c):
+        session = await c.post("/sessions", json={})
+        sent = await c.post(f"/sessions/{session.json()['id']}/messages", json={"text": "hi"})
+        assert sent.status_code == 202, sent.text
+        await fake_llm.wait_for_requests(1, within=10)
 
     assert f"job {sent.json()['job_id']} could not be settled; its lease will expire" in caplog.text

@@ -14,6 +14,7 @@ import pytest
 from fastapi import FastAPI
 
 from tests.fakes.messages_api import FakeMessagesAPI, Step, reply, text
+from tests.support.apps import serve
 from tests.support.chat import new_session, wait_job
 from tests.support.memory import (
     SUMMARY_MODEL,
@@ -22,7 +23,6 @@ from tests.support.memory import (
     jobs_of,
     many_turns,
     memory_turns,
-    serve,
 )
 
 START = datetime(2026, 4, 16, 13, 0, 0, tzinfo=UTC)

@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import base64
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
 import pytest
 from standardwebhooks import Webhook
 
-from app.main import create_app
 from app.settings import Settings
 from tests.fakes.messages_api import FakeMessagesAPI, text, tool_use
+from tests.support.apps import serve
 from tests.support.chat import new_session, wait_until
 from tests.support.webhooks import Receiver, closed_url
 
@@ -28,19 +27,10 @@ ACME = {"Authorization": "Bearer key-a"}
 GLOBEX = {"Authorization": "Bearer key-b"}
 
 
-@asynccontextmanager
-async def serve(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    application = create_app(settings)
-    async with application.router.lifespan_context(application):
-        transport = httpx.ASGITransport(app=application, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://strata.test") as c:
-            yield c
-
-
 @pytest.fixture
 async def api(make_settings: Any) -> AsyncIterator[httpx.AsyncClient]:
     """No runner and no dispatcher: nothing is ever sent."""
-    async with serve(make_settings(run_worker_in_server=False)) as client:
+    async with serve(make_settings(run_worker_in_server=False)) as (_, client):
         yield client
 
 
@@ -138,7 +128,7 @@ async def test_private_and_loopback_targets_are_refused(api: httpx.AsyncClient, 
 
 async def test_private_targets_are_allowed_by_the_setting(make_settings: Any) -> None:
     settings = make_settings(run_worker_in_server=False, webhook_allow_private=True)
-    async with serve(settings) as client:
+    async with serve(settings) as (_, client):
         created = await subscribe(client, "http://127.0.0.1:9/hook", "task.updated")
 
     assert created["url"] == "http://127.0.0.1:9/hook"
@@ -215,7 +205,7 @@ async def test_test_event_is_queued_as_a_pending_delivery(api: httpx.AsyncClient
 
 async def test_another_tenants_webhook_does_not_exist(make_settings: Any) -> None:
     settings = make_settings(run_worker_in_server=False, api_keys="acme:key-a,globex:key-b")
-    async with serve(settings) as client:
+    async with serve(settings) as (_, client):
         created = await subscribe(client, PUBLIC, "*", headers=ACME)
         path = f"/webhooks/{created['id']}"
 
@@ -255,7 +245,7 @@ async def test_a_chat_turn_is_delivered_signed(
     settings = delivering(make_settings, anthropic_base_url=fake_llm.url)
     events = ("job.succeeded", "session.turn.completed", "task.updated")
     with Receiver() as receiver:
-        async with serve(settings) as client:
+        async with serve(settings) as (_, client):
             hook = await subscribe(client, receiver.url, *events)
             session_id = await new_session(client)
             reply = await client.post(
@@ -304,7 +294,7 @@ async def test_a_chat_turn_is_delivered_signed(
 
 async def test_a_failed_attempt_is_retried_with_the_same_webhook_id(make_settings: Any) -> None:
     with Receiver([500]) as receiver:
-        async with serve(delivering(make_settings)) as client:
+        async with serve(delivering(make_settings)) as (_, client):
             hook = await subscribe(client, receiver.url, "task.updated")
             queued = (await client.post(f"/webhooks/{hook['id']}/test")).json()
             got = await receiver.wait_for(2)
@@ -328,7 +318,7 @@ async def test_permanent_failure_fails_the_delivery_and_disables_the_subscriptio
         make_settings, webhook_retry_schedule="0,0.1,0.1", webhook_disable_after_hours=0
     )
     with Receiver(default=500) as receiver:
-        async with serve(settings) as client:
+        async with serve(settings) as (_, client):
             hook = await subscribe(client, receiver.url, "*")
             path = f"/webhooks/{hook['id']}"
             await client.post(f"{path}/test")
@@ -352,7 +342,7 @@ async def test_permanent_failure_fails_the_delivery_and_disables_the_subscriptio
 
 
 async def test_an_unreachable_receiver_is_an_attempt_with_an_error(make_settings: Any) -> None:
-    async with serve(delivering(make_settings, webhook_retry_schedule="0")) as client:
+    async with serve(delivering(make_settings, webhook_retry_schedule="0")) as (_, client):
         hook = await subscribe(client, closed_url(), "*")
         await client.post(f"/webhooks/{hook['id']}/test")
         [delivery] = await settled(client, hook["id"], 1)
@@ -367,11 +357,11 @@ async def test_the_target_is_checked_again_at_delivery_time(make_settings: Any) 
     """Made while private targets were allowed, sent by a server that refuses them."""
     with Receiver() as receiver:
         before = make_settings(run_worker_in_server=False, webhook_allow_private=True)
-        async with serve(before) as client:
+        async with serve(before) as (_, client):
             hook = await subscribe(client, receiver.url, "*")
             await client.post(f"/webhooks/{hook['id']}/test")
         after = delivering(make_settings, webhook_allow_private=False, webhook_retry_schedule="0")
-        async with serve(after) as client:
+        async with serve(after) as (_, client):
             [delivery] = await settled(client, hook["id"], 1)
 
     assert receiver.received == []
@@ -384,7 +374,7 @@ async def test_the_target_is_checked_again_at_delivery_time(make_settings: Any) 
 
 async def test_a_rest_task_change_is_delivered_and_a_failed_one_is_not(make_settings: Any) -> None:
     with Receiver() as receiver:
-        async with serve(delivering(make_settings)) as client:
+        async with serve(delivering(make_settings)) as (_, client):
             hook = await subscribe(client, receiver.url, "task.updated")
             session_id = await new_session(client)
             tasks = f"/sessions/{session_id}/tasks"

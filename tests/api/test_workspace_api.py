@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
-from app.main import create_app
 from app.services.piece_jobs import workspace_of
 from app.settings import Settings
+from tests.support.apps import serve
 
 
 @pytest.fixture
@@ -26,11 +26,8 @@ def quiet_settings(make_settings: Any) -> Settings:
 
 @pytest.fixture
 async def api(quiet_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(quiet_settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://strata.test") as c:
-            yield c
+    async with serve(quiet_settings) as (_, c):
+        yield c
 
 
 @pytest.fixture

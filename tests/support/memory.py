@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,9 +17,6 @@ from sqlmodel import col, select
 
 from app.db.engine import Database
 from app.db.models import Item, MemoryDetail, MemoryTurn, Session
-from app.main import create_app
-from app.settings import Settings
-from app.tools.registry import ToolRegistry
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 TRANSCRIPTS = FIXTURES / "claude-code"
@@ -171,18 +166,6 @@ async def import_session(
     """Import a transcript through the Stop hook; returns the mirrored Strata session id."""
     response = await stop(client, session_id, transcript, cwd=cwd)
     return response.headers["Strata-Session"]
-
-
-@asynccontextmanager
-async def serve(
-    settings: Settings, *, tools: ToolRegistry | None = None
-) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
-    """An app with these settings (and tools), started, and a client for it."""
-    application = create_app(settings, tools=tools)
-    async with application.router.lifespan_context(application):
-        transport = httpx.ASGITransport(app=application, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://strata.test") as c:
-            yield application, c
 
 
 def database_of(app: FastAPI) -> Database:
