@@ -140,3 +140,31 @@ async def test_the_claim_query_locks_with_skip_locked_where_the_dialect_has_it()
 
 class _Stop(Exception):
     pass
+
+
+async def test_a_batch_claim_takes_the_earliest_job_of_each_session_only(
+    database: Database,
+) -> None:
+    async with database.session(write=True) as db:
+        for session_id in ("s1", "s2", "s3"):
+            db.add(Session(id=session_id, tenant="acme"))
+        await db.flush()
+        for turn in (1, 2):
+            for session_id in ("s1", "s2", "s3"):
+                job_id = f"job_{session_id}_{turn}"
+                db.add(Job(id=job_id, tenant="acme", session_id=session_id, status="queued"))
+                await db.flush()
+
+    async with database.session(write=True) as db:
+        batch = await JobRepository(db).claimable_batch(utcnow(), limit=10)
+
+    assert sorted(job.id for job in batch) == ["job_s1_1", "job_s2_1", "job_s3_1"]
+
+
+async def test_a_batch_claim_stops_at_its_limit(database: Database) -> None:
+    await _seed(database, "s1", "s2", "s3")
+
+    async with database.session(write=True) as db:
+        batch = await JobRepository(db).claimable_batch(utcnow(), limit=2)
+
+    assert [job.id for job in batch] == ["job_s1", "job_s2"]

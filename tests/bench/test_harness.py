@@ -1,0 +1,67 @@
+"""The benchmark harness: what `make bench` reports is computed and laid out right.
+
+The benchmarks themselves take minutes and are run by `make bench`; these check the
+parts every figure goes through, and run the one cheap benchmark end to end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from bench import memory_economy
+from bench.common import Context, Row, Section, Stats
+from bench.run import BENCHMARKS, render
+
+
+def test_stats_report_min_median_and_max_of_the_runs() -> None:
+    stats = Stats.of([3.0, 1.0, 2.0, 10.0, 4.0], "ms")
+
+    assert (stats.min, stats.median, stats.max) == (1.0, 3.0, 10.0)
+    assert stats.cell(1) == "3.0 (1.0\u201310.0) ms"  # an en dash between min and max
+
+
+def test_stats_refuse_a_figure_without_runs() -> None:
+    with pytest.raises(ValueError, match="no values"):
+        Stats.of([], "ms")
+
+
+def test_a_section_names_its_target_and_marks_rows_that_miss_it() -> None:
+    section = Section(name="x", title="Thing", target="≤ 2 ms")
+    section.rows.append(Row("fast", {"time": "1 ms"}, meets=True))
+    section.rows.append(Row("slow", {"time": "9 ms"}, meets=False))
+    section.notes.append("Why the slow one is slow.")
+
+    text = section.markdown()
+
+    assert "**Target:** ≤ 2 ms" in text
+    assert "| fast | 1 ms | yes |" in text
+    assert "| slow | 9 ms | **no** |" in text
+    assert "Why the slow one is slow." in text
+
+
+def test_results_carry_the_machine_and_every_section_in_suite_order() -> None:
+    sections = {name: {"markdown": f"## {name} section"} for name in reversed(BENCHMARKS)}
+
+    text = render({"date": "2026-12-02", "commit": "abc1234"}, 5, sections)
+
+    assert "| commit | abc1234 |" in text
+    assert "| runs per figure | 5 |" in text
+    positions = [text.index(f"## {name} section") for name in BENCHMARKS]
+    assert positions == sorted(positions)
+
+
+@pytest.mark.sqlite_only  # no database of the suite's: the benchmark makes its own
+def test_the_memory_economy_benchmark_sizes_every_fixture_transcript(tmp_path: Path) -> None:
+    section = asyncio.run(memory_economy.run(Context(runs=1, quick=True, workdir=tmp_path)))
+
+    transcripts = sorted(
+        p.name for p in (Path(__file__).parents[1] / "fixtures" / "claude-code").glob("*.jsonl")
+    )
+    labels = " ".join(row.label for row in section.rows)
+    assert all(name[:20] in labels for name in transcripts)
+    total = section.rows[-1]
+    assert total.label == "**all files**"
+    assert 0 < total.data["block"]["tokens"] < total.data["raw"]["tokens"]
