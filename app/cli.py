@@ -27,7 +27,7 @@ async def _keys_exist(settings: Settings) -> bool:
 
     database = Database(settings)
     try:
-        async with database.session(write=False) as db:
+        async with database.read() as db:
             return await Authenticator(settings.configured_keys).keys_exist(db)
     finally:
         await database.dispose()
@@ -101,9 +101,8 @@ def cmd_keys_create(args: argparse.Namespace) -> int:
     async def create() -> tuple[str, str]:
         database = Database(settings)
         try:
-            async with database.session(write=True) as db:
-                row, key = await create_key(db, args.tenant)
-                return row.id, key
+            row, key = await database.write(lambda db: create_key(db, args.tenant))
+            return row.id, key
         finally:
             await database.dispose()
 

@@ -57,7 +57,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 async def _warn_without_keys(app: FastAPI, database: Database) -> None:
     try:
-        async with database.session(write=False) as db:
+        async with database.read() as db:
             keys_exist = await app.state.authenticator.keys_exist(db)
     except SQLAlchemyError as exc:  # unreachable or not migrated: /readyz says which
         logger.warning("could not look for API keys at start-up: %s", type(exc).__name__)

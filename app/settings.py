@@ -43,6 +43,8 @@ class Settings(BaseSettings):
     database_url: str = "sqlite:///./data/strata.db"
     data_dir: Path = Path("./data")
     sqlite_busy_timeout_ms: int = 5000
+    # write units of work queued together are committed by one transaction (group commit)
+    db_write_batch_max: int = 64
     log_level: str = "info"
 
     # --- tenants and keys ---------------------------------------------------

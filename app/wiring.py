@@ -7,7 +7,9 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
+from typing import assert_never
 
+from app.db import signals
 from app.db.engine import Database
 from app.engine.anthropic import AnthropicLLM
 from app.engine.llm import LLM
@@ -67,6 +69,20 @@ class Runtime:
     runner: Runner | None = None
     dispatcher: WebhookDispatcher | None = None
 
+    def signal(self, signal: signals.Signal) -> None:
+        """Where the after-commit signals of this process's units of work go."""
+        match signal:
+            case signals.Notify(session_id=session_id, job_id=job_id):
+                self.hub.committed(session_id, job_id)
+            case signals.WakeRunner():
+                if self.runner is not None:
+                    self.runner.wake()
+            case signals.WakeDispatcher():
+                if self.dispatcher is not None:
+                    self.dispatcher.wake()
+            case _:
+                assert_never(signal)
+
 
 @asynccontextmanager
 async def runtime(
@@ -88,6 +104,7 @@ async def runtime(
         hub=hub,
         pieces=piece_catalog(settings),
     )
+    database.listener = parts.signal
     stop = asyncio.Event()
     tasks: list[asyncio.Task[None]] = []
     if with_runner:

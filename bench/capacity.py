@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from sqlalchemy import func, select
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
 from app.db.migrate import upgrade_to_head
@@ -81,18 +82,21 @@ async def _template(path: Path, concurrency: int) -> None:
     upgrade_to_head(url)
     database = Database(Settings(_env_file=None, database_url=url, data_dir=path.parent))
     try:
-        async with database.session(write=True) as db:
+
+        async def enqueue(db: AsyncSession) -> None:
             sessions = [(await create_session(db, TENANT)).id for _ in range(concurrency)]
             for k in range(PER_SESSION):
                 for session_id in sessions:
                     await send_message(db, TENANT, session_id, f"message {k}", IfBusy.enqueue)
+
+        await database.write(enqueue)
     finally:
         await database.dispose()
 
 
 async def _progress(database: Database) -> tuple[dt.datetime | None, int]:
     """When the first turn started, and how many turns have ended."""
-    async with database.session(write=False) as db:
+    async with database.read() as db:
         first = (await db.execute(select(func.min(Job.started_at)))).scalar_one()
         ended = select(func.count()).select_from(Job).where(Job.status.in_(TERMINAL))  # type: ignore[attr-defined]
         return first, (await db.execute(ended)).scalar_one()
@@ -101,7 +105,7 @@ async def _progress(database: Database) -> tuple[dt.datetime | None, int]:
 async def _outcome(database: Database, start: dt.datetime) -> tuple[int, float, int]:
     """Turns succeeded within the window, the time they took, and turns that failed."""
     until = start + dt.timedelta(seconds=WINDOW)
-    async with database.session(write=False) as db:
+    async with database.read() as db:
         in_window = Job.finished_at <= until  # type: ignore[operator]
         done = select(func.count(), func.max(Job.finished_at)).where(
             Job.status == "succeeded", in_window
@@ -148,7 +152,7 @@ async def _one_run(
         done, elapsed, failed = await _outcome(database, start)
         if done < total:  # cut by the window: the rate is over the whole window
             elapsed = WINDOW
-        async with database.session(write=False) as db:
+        async with database.read() as db:
             ended_total = (
                 await db.execute(
                     select(func.count()).select_from(Job).where(Job.status.in_(TERMINAL))  # type: ignore[attr-defined]

@@ -29,7 +29,7 @@ from app.db.engine import Database
 from app.db.migrate import upgrade_to_head
 from app.db.models import MemoryTurn, Session
 from app.engine.truncation import CHARS_PER_TOKEN, estimate_tokens
-from app.services.claude_code import ingest_transcript, session_start
+from app.services.claude_code import ingest_transcript, session_start, start_context
 from app.services.memory import memory_block
 from app.settings import Settings
 from bench.common import ROOT, Context, Row, Section
@@ -105,17 +105,16 @@ async def measure(name: str, raw: str, workdir: Path) -> Economy:
     database = Database(settings)
     try:
         stop = {"hook_event_name": "Stop", "session_id": f"{stem}-1", "cwd": PROJECT}
-        async with database.session(write=True) as db:
-            report = await ingest_transcript(db, settings, TENANT, stop, raw)
+        report = await database.write(lambda db: ingest_transcript(db, settings, TENANT, stop, raw))
         start = {
             "hook_event_name": "SessionStart",
             "session_id": f"{stem}-2",
             "cwd": PROJECT,
             "source": "startup",
         }
-        async with database.session(write=True) as db:
-            successor, block = await session_start(db, settings, TENANT, start)
-        async with database.session(write=False) as db:
+        successor = await database.write(lambda db: session_start(db, TENANT, start))
+        async with database.read() as db:
+            block = await start_context(db, settings, TENANT, successor.id)
             counts = (
                 await memory_block(
                     db,

@@ -17,12 +17,17 @@ from __future__ import annotations
 
 import shutil
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
+
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
 from app.db.migrate import upgrade_to_head
 from app.db.models import Job
+from app.db.repositories.jobs import JobRepository
+from app.db.types import utcnow
 from app.domain.ids import new_id
 from app.engine.anthropic import AnthropicLLM
 from app.engine.llm import LLMRequest, LLMResponse, TextSink
@@ -82,9 +87,13 @@ async def _one_turn(settings: Settings, session_id: str) -> tuple[list[float], l
         settings, database, LiveHub(), llm, builtin_tools(settings), piece_catalog(settings)
     )
     try:
-        async with database.session(write=True) as db:
-            job: Job = await send_message(db, TENANT, session_id, "Go on.", IfBusy.reject)
-        job.lease_owner = new_id("w")
+
+        async def claimed_turn(db: AsyncSession) -> Job:
+            job = await send_message(db, TENANT, session_id, "Go on.", IfBusy.reject)
+            await JobRepository(db).take(job, new_id("w"), utcnow() + timedelta(hours=1))
+            return job
+
+        job = await database.write(claimed_turn)
         await run_chat(deps, job)
     finally:
         await llm.inner.close()

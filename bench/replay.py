@@ -334,7 +334,7 @@ def detail_rows(c: Chain, first_id: int, every: int) -> Iterator[dict[str, Any]]
 # --- timing ---------------------------------------------------------------------------------
 async def _timed(db: Database, call: TimedCall) -> float:
     start = time.perf_counter()
-    async with db.session(write=False) as session:
+    async with db.read() as session:
         await call(session)
     return (time.perf_counter() - start) * 1000.0
 
@@ -371,7 +371,7 @@ async def task_rows(ctx: Context) -> tuple[list[Row], list[str]]:
 
     db = database(url)
     try:
-        async with db.session(write=False) as session:
+        async with db.read() as session:
             mixed_ops = len(await task_ops(session, "ses_mix"))
             all_ops = await task_ops(session, "ses_ops")
         mix = await _calls(db, ctx.runs, _rebuild("ses_mix"))
@@ -466,7 +466,7 @@ async def memory_rows(ctx: Context) -> tuple[list[Row], list[str]]:
             for label, call in lookups
         ]
         started = time.perf_counter()  # once, cold: it reads the whole chain
-        async with db.session(write=False) as session:
+        async with db.read() as session:
             block = await memory.memory_block(session, TENANT, big.head, window=WINDOW, tz=ZONE)
         huge = Stats.of([(time.perf_counter() - started) * 1000.0], "ms")
     finally:

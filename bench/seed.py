@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import insert, update
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
 from app.db.models import Item, Session
@@ -53,9 +54,8 @@ def _turn(turn: int) -> list[tuple[ItemPayload, Origin]]:
 async def session_with_log(database: Database, items: int, segment_items: int) -> str:
     """A new session whose log holds `items` items, the last `segment_items` of them in
     its current segment (the rest in earlier, compacted segments)."""
-    async with database.session(write=True) as db:
-        session = await create_session(db, TENANT, title=f"{items} items")
-        session_id = session.id
+    session = await database.write(lambda db: create_session(db, TENANT, title=f"{items} items"))
+    session_id = session.id
     start = utcnow() - timedelta(seconds=items)
     rows: list[dict[str, Any]] = []
     turns = -(-items // TURN_ITEMS)
@@ -83,7 +83,8 @@ async def session_with_log(database: Database, items: int, segment_items: int) -
     for row in rows:
         if row["seq"] > earlier:
             row["segment"] = current
-    async with database.session(write=True) as db:
+
+    async def fill(db: AsyncSession) -> None:
         for chunk in range(0, len(rows), 5000):
             await db.execute(insert(Item), rows[chunk : chunk + 5000])
         await db.execute(
@@ -91,4 +92,6 @@ async def session_with_log(database: Database, items: int, segment_items: int) -
             .where(Session.id == session_id)  # type: ignore[arg-type]
             .values(last_seq=len(rows), current_turn=turns, current_segment=current)
         )
+
+    await database.write(fill)
     return session_id

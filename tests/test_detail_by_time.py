@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
 from app.db.models import MemoryTurn, Session
@@ -141,7 +142,8 @@ AUTUMN = [
 @pytest.fixture
 async def database(database_url: str) -> AsyncIterator[Database]:
     db = Database(Settings(_env_file=None, database_url=database_url))
-    async with db.session(write=True) as session:
+
+    async def seed(session: AsyncSession) -> None:
         session.add(Session(id="ses_a", tenant="t"))
         session.add(Session(id="ses_b", tenant="t", continues_from="ses_a"))
         session.add(Session(id="ses_c", tenant="t", continues_from="ses_b"))
@@ -158,6 +160,8 @@ async def database(database_url: str) -> AsyncIterator[Database]:
                         assistant_text=f"a{turn}",
                     )
                 )
+
+    await db.write(seed)
     yield db
     await db.dispose()
 
@@ -188,7 +192,7 @@ async def test_the_look_up_finds_exactly_the_turns_filtering_all_of_them_finds(
         if ref.matches(ended_at, BERLIN)
     )
 
-    async with database.session(write=False) as session:
+    async with database.read() as session:
         try:
             found = await detail(session, "t", "ses_c", reference, tz=BERLIN)
         except NotFound:

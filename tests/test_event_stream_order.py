@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import pytest
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
 from app.db.models import Event, Session
@@ -21,13 +23,23 @@ async def database(settings: Settings) -> AsyncIterator[Database]:
     await db.dispose()
 
 
+def job_status(n: int) -> Event:
+    return Event(session_id="ses_1", job_id="job_1", type="job.status", data={"n": n})
+
+
+def add_rows(*rows: Any) -> Callable[[AsyncSession], Awaitable[None]]:
+    async def work(db: AsyncSession) -> None:
+        for row in rows:
+            db.add(row)
+            await db.flush()
+
+    return work
+
+
 async def test_deltas_queued_before_a_commit_are_sent_before_its_events(
     database: Database,
 ) -> None:
-    async with database.session(write=True) as db:
-        db.add(Session(id="ses_1", tenant="acme"))
-        await db.flush()
-        db.add(Event(session_id="ses_1", job_id="job_1", type="job.status", data={"n": 0}))
+    await database.write(add_rows(Session(id="ses_1", tenant="acme"), job_status(0)))
     hub = LiveHub()
     stream = event_stream(
         database,
@@ -50,8 +62,7 @@ async def test_deltas_queued_before_a_commit_are_sent_before_its_events(
         hub.transient("text.delta", "ses_1", "job_1", {"text": "Hello"})
         hub.transient("text.delta", "ses_1", "job_1", {"text": " world"})
         seen.append(await next_event())
-        async with database.session(write=True) as db:
-            db.add(Event(session_id="ses_1", job_id="job_1", type="job.status", data={"n": 1}))
+        await database.write(add_rows(job_status(1)))
         hub.committed("ses_1", "job_1")
         seen += [await next_event(), await next_event()]
     finally:

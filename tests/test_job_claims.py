@@ -8,12 +8,14 @@ the second claimer waits and then sees the job taken.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any, cast
 
 import pytest
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
 from app.db.models import Job, Session
@@ -33,7 +35,8 @@ async def database(settings: Settings) -> AsyncIterator[Database]:
 
 async def _seed(database: Database, *sessions: str) -> None:
     """One queued job in each of `sessions`, in that order."""
-    async with database.session(write=True) as db:
+
+    async def seed(db: AsyncSession) -> None:
         for session_id in sessions:
             db.add(Session(id=session_id, tenant="acme"))
         await db.flush()
@@ -42,17 +45,21 @@ async def _seed(database: Database, *sessions: str) -> None:
                 Job(id=f"job_{session_id}", tenant="acme", session_id=session_id, status="queued")
             )
 
+    await database.write(seed)
+
 
 async def _claim(
     database: Database,
     owner: str,
     *,
-    claimed: asyncio.Event | None = None,
-    release: asyncio.Event | None = None,
+    claimed: threading.Event | None = None,
+    release: threading.Event | None = None,
 ) -> str | None:
     """One claim as the runner makes it; with `release`, the transaction (and its
-    locks) stays open until that is set, `claimed` being set once the job is taken."""
-    async with database.session(write=True) as db:
+    locks) stays open until that is set, `claimed` being set once the job is taken.
+    (Thread events: on SQLite the claim runs on the writer thread.)"""
+
+    async def claim(db: AsyncSession) -> str | None:
         repo = JobRepository(db)
         job = await repo.claimable(utcnow())
         if job is not None:
@@ -60,8 +67,10 @@ async def _claim(
         if claimed is not None:
             claimed.set()
         if release is not None:
-            await release.wait()
+            await asyncio.to_thread(release.wait)
         return None if job is None else job.id
+
+    return await database.write(claim)
 
 
 async def _first_holds_while_second_claims(
@@ -69,9 +78,9 @@ async def _first_holds_while_second_claims(
 ) -> tuple[str | None, str | None, bool]:
     """Worker A claims and keeps its transaction open; worker B claims meanwhile.
     Returns both claims and whether B finished while A still held its transaction."""
-    claimed, release = asyncio.Event(), asyncio.Event()
+    claimed, release = threading.Event(), threading.Event()
     first = asyncio.create_task(_claim(database, "worker-a", claimed=claimed, release=release))
-    await asyncio.wait_for(claimed.wait(), timeout=5)
+    assert await asyncio.to_thread(claimed.wait, 5)
     second = asyncio.create_task(_claim(database, "worker-b"))
     done, _ = await asyncio.wait({second}, timeout=HOLD_SECONDS)
     release.set()
@@ -94,10 +103,10 @@ async def test_a_job_being_claimed_is_not_claimed_again(database: Database) -> N
 
     assert first == "job_ses_one"
     assert second is None
-    async with database.session(write=False) as db:
+    async with database.read() as db:
         job = await JobRepository(db).get("job_ses_one")
     assert job is not None
-    assert (job.lease_owner, job.attempts) == ("worker-a", 1)
+    assert (job.lease_owner, job.attempts) == ("worker-a#1", 1)
 
 
 @pytest.mark.postgresql_only
@@ -117,7 +126,7 @@ async def test_sqlite_claims_one_writer_at_a_time(database: Database) -> None:
     first, second, without_waiting = await _first_holds_while_second_claims(database)
 
     assert (first, second) == ("job_ses_one", "job_ses_two")
-    assert not without_waiting  # BEGIN IMMEDIATE waited for the first claim's commit
+    assert not without_waiting  # the one writer finished the first claim first
 
 
 async def test_the_claim_query_locks_with_skip_locked_where_the_dialect_has_it() -> None:
@@ -145,7 +154,7 @@ class _Stop(Exception):
 async def test_a_batch_claim_takes_the_earliest_job_of_each_session_only(
     database: Database,
 ) -> None:
-    async with database.session(write=True) as db:
+    async def seed(db: AsyncSession) -> None:
         for session_id in ("s1", "s2", "s3"):
             db.add(Session(id=session_id, tenant="acme"))
         await db.flush()
@@ -155,7 +164,8 @@ async def test_a_batch_claim_takes_the_earliest_job_of_each_session_only(
                 db.add(Job(id=job_id, tenant="acme", session_id=session_id, status="queued"))
                 await db.flush()
 
-    async with database.session(write=True) as db:
+    await database.write(seed)
+    async with database.read() as db:
         batch = await JobRepository(db).claimable_batch(utcnow(), limit=10)
 
     assert sorted(job.id for job in batch) == ["job_s1_1", "job_s2_1", "job_s3_1"]
@@ -164,7 +174,7 @@ async def test_a_batch_claim_takes_the_earliest_job_of_each_session_only(
 async def test_a_batch_claim_stops_at_its_limit(database: Database) -> None:
     await _seed(database, "s1", "s2", "s3")
 
-    async with database.session(write=True) as db:
+    async with database.read() as db:
         batch = await JobRepository(db).claimable_batch(utcnow(), limit=2)
 
     assert [job.id for job in batch] == ["job_s1", "job_s2"]

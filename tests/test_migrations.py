@@ -88,7 +88,7 @@ async def test_sqlite_connections_use_wal_foreign_keys_and_busy_timeout(tmp_path
     )
     database = Database(settings)
     try:
-        async with database.session(write=False) as db:
+        async with database.read() as db:
             connection = await db.connection()
             journal_mode = (await connection.execute(text("PRAGMA journal_mode"))).scalar()
             foreign_keys = (await connection.execute(text("PRAGMA foreign_keys"))).scalar()
@@ -123,7 +123,7 @@ async def test_postgresql_engine_reconnects_after_the_server_drops_a_connection(
     settings = Settings(_env_file=None, database_url=database_url, data_dir=tmp_path / "data")
     database = Database(settings)
     try:
-        async with database.session(write=False) as db:
+        async with database.read() as db:
             connection = await db.connection()
             first = (await connection.execute(text("SELECT pg_backend_pid()"))).scalar()
         # the pool still holds `first`'s connection; another client has the server end it
@@ -131,7 +131,7 @@ async def test_postgresql_engine_reconnects_after_the_server_drops_a_connection(
         with other.connect() as admin:
             admin.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": first})
         other.dispose()
-        async with database.session(write=False) as db:
+        async with database.read() as db:
             connection = await db.connection()
             again = (await connection.execute(text("SELECT pg_backend_pid()"))).scalar()
     finally:

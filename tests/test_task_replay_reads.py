@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 from sqlalchemy import text
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
 from app.db.models import Session
@@ -112,16 +113,21 @@ def test_reading_a_payload_directly_agrees_with_its_model(
 @pytest.fixture
 async def database(database_url: str) -> AsyncIterator[Database]:
     db = Database(Settings(_env_file=None, database_url=database_url))
-    async with db.session(write=True) as session:
+
+    async def add(session: AsyncSession) -> None:
         session.add(Session(id="ses_tasks", tenant="t"))
+
+    await db.write(add)
     yield db
     await db.dispose()
 
 
 async def _append(database: Database, entries: list[tuple[ItemPayload, datetime]]) -> None:
-    async with database.session(write=True) as session:
+    async def append(session: AsyncSession) -> None:
         for payload, at in entries:
             await append_item(session, "ses_tasks", payload, Origin.system, at=at)
+
+    await database.write(append)
 
 
 async def test_ops_come_in_log_order_across_tool_names_with_their_times(
@@ -156,7 +162,7 @@ async def test_ops_come_in_log_order_across_tool_names_with_their_times(
         ],
     )
 
-    async with database.session(write=False) as session:
+    async with database.read() as session:
         ops = await task_ops(session, "ses_tasks")
         store = await load_store(session, "ses_tasks")
 
@@ -188,14 +194,17 @@ async def test_a_payload_the_stdlib_wrote_with_nan_is_still_read(database: Datab
             )
         ],
     )
-    async with database.session(write=True) as session:
+
+    async def corrupt(session: AsyncSession) -> None:
         await session.exec(  # type: ignore[call-overload]
             text("UPDATE items SET payload = json_set(payload, '$.input.description', 'x')")
         )
         await session.exec(  # type: ignore[call-overload]
             text("UPDATE items SET payload = replace(payload, '\"x\"', 'NaN')")
         )
-    async with database.session(write=False) as session:
+
+    await database.write(corrupt)
+    async with database.read() as session:
         [op] = await task_ops(session, "ses_tasks")
     assert op.name == "TaskCreate" and op.args["subject"] == "a"
     assert op.args["description"] != op.args["description"]  # NaN, as the stdlib reads it

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated
 
 from fastapi import Depends, Header, Query, Request
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
@@ -16,7 +17,6 @@ from app.services.idempotency import IdempotentRequest, Replay, body_fingerprint
 from app.settings import Settings
 from app.wiring import Runtime
 
-_READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer <key>`")
 
 
@@ -31,13 +31,10 @@ def get_database(request: Request) -> Database:
 
 
 async def get_db_session(request: Request) -> AsyncIterator[AsyncSession]:
-    """The request's one unit of work; it commits before the response is sent.
-
-    Writing methods take SQLite's write lock up front (BEGIN IMMEDIATE) so that
-    concurrent writers wait for each other instead of failing.
-    """
-    database = get_database(request)
-    async with database.session(write=request.method not in _READ_METHODS) as session:
+    """The request's read unit of work. A route that changes something hands its
+    change to `Database.write` (one transaction on the writer, committed before the
+    response), so no write lock is ever held across a route's awaits."""
+    async with get_database(request).read() as session:
         yield session
 
 
@@ -59,7 +56,7 @@ async def get_current_tenant(
     """Resolved in a short read of its own, so it never holds a writer's lock."""
     authenticator: Authenticator = request.app.state.authenticator
     token = credentials.credentials if credentials else None
-    async with get_database(request).session(write=False) as db:
+    async with get_database(request).read() as db:
         return await authenticator.tenant_for(db, token)
 
 
@@ -115,3 +112,15 @@ def replayed(replay: Replay) -> JSONResponse:
     return JSONResponse(
         replay.body, status_code=replay.status_code, headers={"Idempotent-Replayed": "true"}
     )
+
+
+async def write_once(
+    database: Database,
+    idempotency: IdempotentRequest,
+    status_code: int,
+    work: Callable[[AsyncSession], Awaitable[BaseModel]],
+) -> object:
+    """`work` and its `Idempotency-Key` row in one write transaction; a retry with the
+    same key gets the first answer (replayed) and runs nothing."""
+    answer = await database.write(idempotency.once(status_code, work))
+    return replayed(answer) if isinstance(answer, Replay) else answer

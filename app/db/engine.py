@@ -2,9 +2,9 @@
 
 SQLite notes: every connection gets WAL, a busy timeout and foreign keys. The
 driver's own transaction handling is switched off and `BEGIN` is issued by us, so
-that writing units of work can start with `BEGIN IMMEDIATE`: a deferred
+that the writer's transactions start with `BEGIN IMMEDIATE`: a deferred
 transaction that reads first and writes later can fail with SQLITE_BUSY without
-waiting, which is exactly the race concurrent appends would hit.
+waiting. All writes of a process run on one writer thread (`app.db.writer`).
 
 PostgreSQL notes (psycopg 3, `postgresql+psycopg://`): pooled connections are
 pinged before use, so a restarted server or a dropped idle connection costs a
@@ -18,19 +18,26 @@ or from a tool's output never turns into a server error.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from app.db import signals
+from app.db.stats import DbStats
+from app.db.writer import SqliteWriter, Work, writer_engine
 from app.settings import Settings
+
+logger = logging.getLogger("strata.db")
+T = TypeVar("T")
 
 
 def sync_url(database_url: str) -> str:
@@ -54,6 +61,14 @@ def is_sqlite(database_url: str) -> bool:
     return make_url(database_url).get_backend_name() == "sqlite"
 
 
+def is_transient(exc: BaseException) -> bool:
+    """A database error that says 'not now' rather than 'never': SQLite busy or locked,
+    a connection lost or refused (a restarting PostgreSQL). Retrying later may succeed."""
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    return isinstance(exc, OperationalError | InterfaceError | TimeoutError | ConnectionError)
+
+
 def ensure_sqlite_dir(database_url: str) -> None:
     """Create the folder of a SQLite file so a fresh checkout needs no manual step."""
     url = make_url(database_url)
@@ -61,12 +76,11 @@ def ensure_sqlite_dir(database_url: str) -> None:
         Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
 
 
-def install_sqlite_hooks(engine: AsyncEngine, busy_timeout_ms: int) -> None:
-    """WAL, a busy timeout and foreign keys on every connection; `BEGIN IMMEDIATE` for
-    engines marked `sqlite_immediate`, so writers queue at the start, never mid-way."""
+def sqlite_setup(busy_timeout_ms: int) -> Callable[[Any], None]:
+    """WAL, a busy timeout and foreign keys for a new `sqlite3` connection, whose
+    own transaction handling is off (`BEGIN` is issued by us)."""
 
-    @event.listens_for(engine.sync_engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+    def setup(dbapi_connection: Any) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
@@ -75,10 +89,21 @@ def install_sqlite_hooks(engine: AsyncEngine, busy_timeout_ms: int) -> None:
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()
 
+    return setup
+
+
+def install_sqlite_hooks(engine: AsyncEngine, busy_timeout_ms: int) -> None:
+    """The pragmas on every connection of a (reading) aiosqlite engine, and a plain
+    `BEGIN` for its transactions."""
+    setup = sqlite_setup(busy_timeout_ms)
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        setup(dbapi_connection)
+
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn: Any) -> None:
-        immediate = conn.get_execution_options().get("sqlite_immediate", False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        conn.exec_driver_sql("BEGIN")
 
 
 def _without_nul(value: Any) -> Any:
@@ -107,45 +132,101 @@ def _install_postgresql_hooks(engine: AsyncEngine) -> None:
         return statement, _without_nul(parameters)
 
 
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Mark a unit's outcome as seen when nobody waits for it any more."""
+    if not task.cancelled():
+        task.exception()
+
+
+class UnitsOfWork(Protocol):
+    """Reads and writes: the `Database` itself, or a running job's fenced view of it."""
+
+    def read(self) -> AbstractAsyncContextManager[AsyncSession]: ...
+
+    async def write(self, work: Work[T]) -> T: ...
+
+
 class Database:
-    """Owns the engine; hands out units of work that commit once, at the end."""
+    """Owns the engines; hands out read units of work and runs write units of work.
+
+    Reads run on the caller's event loop and see a consistent snapshot (WAL on
+    SQLite), never waiting behind a writer. Every write runs through `write`: on
+    SQLite on the process's one writer thread (`app.db.writer`), on PostgreSQL on a
+    pooled connection; either way it commits whole or not at all, and the signals it
+    recorded (`app.db.signals`) reach `listener` only after the commit.
+    """
 
     def __init__(self, settings: Settings) -> None:
         ensure_sqlite_dir(settings.database_url)
         self.is_sqlite = is_sqlite(settings.database_url)
+        self.stats = DbStats()
+        self.listener: signals.Listener | None = None
         options: dict[str, Any] = {}
         if not self.is_sqlite:
             options = {"pool_pre_ping": True, "json_serializer": _json_without_nul}
         self.engine = create_async_engine(async_url(settings.database_url), **options)
+        self.stats.watch(self.engine)
+        self._maker = async_sessionmaker(self.engine, class_=AsyncSession, expire_on_commit=False)
+        self._writer: SqliteWriter | None = None
         if self.is_sqlite:
             install_sqlite_hooks(self.engine, settings.sqlite_busy_timeout_ms)
+            path = make_url(settings.database_url).database or ":memory:"
+            setup = sqlite_setup(settings.sqlite_busy_timeout_ms)
+            self._writer = SqliteWriter(
+                lambda: writer_engine(path, setup, self.stats),
+                self.stats,
+                batch=settings.db_write_batch_max,
+            )
         else:
             _install_postgresql_hooks(self.engine)
-        writer = self.engine.execution_options(sqlite_immediate=True)
-        self._read = async_sessionmaker(self.engine, class_=AsyncSession, expire_on_commit=False)
-        self._write = async_sessionmaker(writer, class_=AsyncSession, expire_on_commit=False)
-        # SQLite has one writer at a time. Writers of this process queue here, in
-        # order, instead of in SQLite's busy handler, which sleeps between retries
-        # (up to 100 ms a time): with a few dozen concurrent turns those sleeps, not
-        # the work, set the pace. Other processes still meet the busy timeout.
-        self._write_turn: AbstractAsyncContextManager[Any] = (
-            asyncio.Lock() if self.is_sqlite else contextlib.nullcontext()
-        )
 
     @asynccontextmanager
-    async def session(self, *, write: bool) -> AsyncIterator[AsyncSession]:
-        """One unit of work: commit if the block finishes, roll back if it raises.
+    async def read(self) -> AsyncIterator[AsyncSession]:
+        """A read-only unit of work. Writing in it is a bug: on SQLite it would take the
+        write lock beside the writer thread."""
+        async with self._maker() as session:  # closing ends the transaction and keeps
+            yield session  # what was loaded readable
 
-        A write unit of work must not open another one inside it (on SQLite it
-        would wait for itself)."""
-        maker = self._write if write else self._read
-        async with self._write_turn if write else contextlib.nullcontext(), maker() as session:
+    async def write(self, work: Work[T]) -> T:
+        """Run `work(db)` as one write transaction and return what it returned.
+
+        `work` must only talk to the database (no network, no waiting on other tasks),
+        and must not call `write` itself: on SQLite it runs on the writer thread,
+        holding the write lock, and would wait for itself."""
+        loop = asyncio.get_running_loop()
+
+        def deliver(fired: list[signals.Signal]) -> None:
+            loop.call_soon_threadsafe(self._fire, fired)
+
+        if self._writer is not None:
+            return await self._writer.submit(work, deliver)
+        # as on the writer thread, a caller that stops waiting does not cut the
+        # transaction in the middle: it runs on in a task of its own
+        unit = asyncio.ensure_future(self._write_on_pool(work))
+        unit.add_done_callback(_retrieve)
+        return await asyncio.shield(unit)
+
+    async def _write_on_pool(self, work: Work[T]) -> T:
+        async with self._maker() as session:
             try:
-                yield session
+                value = await work(session)
                 await session.commit()
             except BaseException:
                 await session.rollback()
                 raise
+        self._fire(signals.take(session))
+        return value
+
+    def _fire(self, fired: list[signals.Signal]) -> None:
+        if self.listener is None:
+            return
+        for signal in fired:
+            try:
+                self.listener(signal)
+            except Exception:  # a signal is a hint; losing one costs a poll interval
+                logger.exception("after-commit signal %r failed", signal)
 
     async def dispose(self) -> None:
+        if self._writer is not None:
+            await self._writer.close()
         await self.engine.dispose()

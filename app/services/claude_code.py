@@ -122,22 +122,24 @@ async def ingest_transcript(
     return report
 
 
-async def session_start(
-    db: AsyncSession, settings: Settings, tenant: str, payload: dict[str, Any]
-) -> tuple[Session, str]:
-    """Link the starting session into its project's chain; return its memory block."""
+async def session_start(db: AsyncSession, tenant: str, payload: dict[str, Any]) -> Session:
+    """Link the starting session into its project's chain (a write)."""
     source = str(payload.get("source") or "startup")
-    session = await mirrored_session(
+    return await mirrored_session(
         db,
         tenant,
         _session_id(payload),
         project=payload.get("cwd"),
         link_to_project=source in NEW_SESSION_SOURCES,
     )
+
+
+async def start_context(db: AsyncSession, settings: Settings, tenant: str, session_id: str) -> str:
+    """The memory block a starting session is given (a read)."""
     block = await memory_block(
-        db, tenant, session.id, window=settings.memory_l2_window_turns, tz=settings.zone
+        db, tenant, session_id, window=settings.memory_l2_window_turns, tz=settings.zone
     )
-    return session, block.text
+    return block.text
 
 
 def _session_id(payload: dict[str, Any]) -> str:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import logging
 
-from app.db.engine import Database
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.db.engine import UnitsOfWork
 from app.db.repositories.sessions import SessionRepository
 from app.domain.ids import new_id
 from app.domain.items import Origin
@@ -18,7 +20,6 @@ from app.engine.compaction import opening_items, summary_request
 from app.engine.llm import LLM, LLMError, LLMRequest, text_of
 from app.services.events import record_event
 from app.services.items import append_item, segment_payloads
-from app.services.live import LiveHub
 from app.services.sessions import get_session
 from app.services.tasks import load_store
 from app.settings import Settings
@@ -35,8 +36,7 @@ class CompactionFailed(Exception):
 async def compact_session(
     *,
     settings: Settings,
-    database: Database,
-    hub: LiveHub,
+    database: UnitsOfWork,
     llm: LLM,
     tenant: str,
     session_id: str,
@@ -44,7 +44,7 @@ async def compact_session(
     turn: int | None,
 ) -> int:
     """Compact the session's current segment; returns the new segment number."""
-    async with database.session(write=False) as db:
+    async with database.read() as db:
         session = await get_session(db, tenant, session_id)
         items = await segment_payloads(db, session_id, session.current_segment)
         snapshot = render_snapshot(await load_store(db, session_id))
@@ -57,20 +57,21 @@ async def compact_session(
     )
     summary = await _summarize(llm, request, settings.summary_retries)
     if summary is None:
-        async with database.session(write=True) as db:
-            await record_event(
+        await database.write(
+            lambda db: record_event(
                 db,
                 session_id,
                 "compaction.failed",
                 {"segment": session.current_segment},
                 job_id=job_id,
             )
-        hub.committed(session_id, job_id)
+        )
         raise CompactionFailed(
             f"the summary model failed {settings.summary_retries + 1} times; "
             "the session is unchanged"
         )
-    async with database.session(write=True) as db:
+
+    async def open_segment(db: AsyncSession) -> int:
         sessions = SessionRepository(db)
         await sessions.lock(session_id)
         store = await load_store(db, session_id)  # tasks may have changed meanwhile
@@ -87,8 +88,9 @@ async def compact_session(
             {"segment": segment, "summarized_items": len(items), "tasks": len(store.all())},
             job_id=job_id,
         )
-    hub.committed(session_id, job_id)
-    return segment
+        return segment
+
+    return await database.write(open_segment)
 
 
 async def _summarize(llm: LLM, request: LLMRequest, retries: int) -> str | None:

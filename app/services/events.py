@@ -1,4 +1,5 @@
-"""Durable events: written in the transaction of the change they report."""
+"""Durable events: written in the transaction of the change they report; once it
+commits, live streams of the session are told to read again."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from app.db import signals
 from app.db.models import Event
 from app.db.repositories.events import EventRepository
 
@@ -18,6 +20,7 @@ async def record_event(
     *,
     job_id: str | None = None,
 ) -> Event:
+    signals.emit(db, signals.Notify(session_id, job_id))
     return await EventRepository(db).add(
         Event(session_id=session_id, job_id=job_id, type=type_, data=data)
     )

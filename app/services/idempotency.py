@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
+from pydantic import BaseModel
 from sqlalchemy.exc import IntegrityError
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -22,6 +24,7 @@ from app.db.types import utcnow
 from app.domain.errors import Conflict, InvalidInput
 
 MAX_KEY_LENGTH = 255
+M = TypeVar("M", bound=BaseModel)
 
 
 def body_fingerprint(body: bytes) -> str:
@@ -65,6 +68,21 @@ class IdempotentRequest:
                 field="Idempotency-Key",
             )
         return Replay(row.status_code, row.response)
+
+    def once(
+        self, status_code: int, work: Callable[[AsyncSession], Awaitable[M]]
+    ) -> Callable[[AsyncSession], Awaitable[M | Replay]]:
+        """A unit of work that replays this key's answer, or runs `work` and remembers
+        what it answered."""
+
+        async def unit(db: AsyncSession) -> M | Replay:
+            if (replay := await self.replay(db)) is not None:
+                return replay
+            answer = await work(db)
+            await self.remember(db, status_code, answer.model_dump(mode="json"))
+            return answer
+
+        return unit
 
     async def remember(self, db: AsyncSession, status_code: int, body: dict[str, Any]) -> None:
         if self.key is None:

@@ -7,6 +7,7 @@ from typing import Any
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from app.db import signals
 from app.db.models import Job
 from app.db.repositories.jobs import JobRepository
 from app.db.types import utcnow
@@ -45,6 +46,7 @@ async def enqueue(db: AsyncSession, job: Job) -> Job:
     """Every new job enters the queue here, so each one is also a `job.status` event."""
     job.status = "queued"
     await JobRepository(db).add(job)
+    signals.emit(db, signals.WakeRunner())
     await record_event(
         db, job.session_id, "job.status", {"job_id": job.id, "status": "queued"}, job_id=job.id
     )
@@ -67,6 +69,8 @@ async def set_status(
         job.error = error
     if result is not None:
         job.result = result
+    if status == "queued" or status in TERMINAL:  # runnable again, or its session freed
+        signals.emit(db, signals.WakeRunner())
     if status in TERMINAL:
         job.finished_at = now
         job.lease_owner = None
@@ -114,4 +118,5 @@ async def cancel_job(db: AsyncSession, tenant: str, job_id: str) -> Job:
         job.updated_at = utcnow()
         db.add(job)
         await db.flush()
+        signals.emit(db, signals.Notify(job.session_id, job.id))  # its runner stops soon
     return job

@@ -39,7 +39,7 @@ def parse_last_event_id(value: str | None) -> int:
 async def _durable_after(
     database: Database, *, session_id: str | None, job_id: str | None, after: int
 ) -> list[tuple[Event, dict[str, Any]]]:
-    async with database.session(write=False) as db:
+    async with database.read() as db:
         rows = await EventRepository(db).after(
             session_id=session_id, job_id=job_id, after_id=after, limit=BATCH
         )

@@ -14,7 +14,7 @@ import logging
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.db.engine import Database
+from app.db.engine import UnitsOfWork
 from app.db.models import Job, MemoryTurn, Session
 from app.db.repositories.jobs import JobRepository
 from app.db.repositories.memory import MemoryRepository
@@ -57,7 +57,7 @@ async def enqueue_if_needed(db: AsyncSession, session: Session, window: int) -> 
     )
 
 
-async def summarize_backlog(settings: Settings, database: Database, llm: LLM, job: Job) -> int:
+async def summarize_backlog(settings: Settings, database: UnitsOfWork, llm: LLM, job: Job) -> int:
     """Summarize every pending turn of the job's chain; returns how many were written.
 
     The backlog is read again after each round: turns that left the window while
@@ -68,13 +68,15 @@ async def summarize_backlog(settings: Settings, database: Database, llm: LLM, jo
     async def one(turn: MemoryTurn) -> None:
         async with gate:
             text, fallback = await summarize_turn(settings, llm, turn)
-            async with database.session(write=True) as db:
-                assert turn.id is not None
-                await MemoryRepository(db).set_l1(turn.id, text, fallback=fallback)
+            assert turn.id is not None
+            turn_id = turn.id
+            await database.write(
+                lambda db: MemoryRepository(db).set_l1(turn_id, text, fallback=fallback)
+            )
 
     written = 0
     while True:
-        async with database.session(write=False) as db:
+        async with database.read() as db:
             session = await db.get(Session, job.session_id)
             if session is None:
                 return written

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.db.engine import Database
+from app.db.engine import UnitsOfWork
 from app.db.models import Job
 from app.db.repositories.items import ItemRepository
 from app.db.repositories.sessions import SessionRepository
@@ -35,7 +35,6 @@ from app.domain.tasks import (
 from app.services import webhooks
 from app.services.events import record_event
 from app.services.items import append_item
-from app.services.live import LiveHub
 from app.services.sessions import get_session
 from app.tools.registry import ToolError, ToolOutput
 
@@ -151,14 +150,14 @@ async def change_task(
 class LogTaskGateway:
     """What TaskCreate/TaskUpdate/TaskList/TaskGet do, for one running job."""
 
-    def __init__(self, database: Database, hub: LiveHub, job: Job) -> None:
+    def __init__(self, database: UnitsOfWork, job: Job) -> None:
         self.database = database
-        self.hub = hub
         self.job = job
 
     async def write(self, tool_use_id: str, op: str, args: dict[str, Any]) -> ToolOutput:
         job = self.job
-        async with self.database.session(write=True) as db:
+
+        async def work(db: AsyncSession) -> ToolOutput:
             store = await _locked_store(db, job.session_id)
             try:
                 task = store.apply(TaskOp(op, args))
@@ -187,11 +186,12 @@ class LogTaskGateway:
                 await webhooks.task_updated(
                     db, job.tenant, job.session_id, task, op=op, origin="llm", job_id=job.id
                 )
-        self.hub.committed(job.session_id, job.id)
-        return ToolOutput(content, is_error, recorded=True)
+            return ToolOutput(content, is_error, recorded=True)
+
+        return await self.database.write(work)
 
     async def read(self, taskid: int | None) -> str:
-        async with self.database.session(write=False) as db:
+        async with self.database.read() as db:
             store = await load_store(db, self.job.session_id)
         if taskid is None:
             return render_task_list(store)

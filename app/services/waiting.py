@@ -18,7 +18,7 @@ async def wait_for_job(
     deadline = loop.time() + within
     with hub.subscribe() as signals:
         while True:
-            async with database.session(write=False) as db:
+            async with database.read() as db:
                 job = await get_job(db, tenant, job_id)
             remaining = deadline - loop.time()
             if job.status in TERMINAL or remaining <= 0:

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from app.db import signals
 from app.db.models import Job, WebhookAttempt, WebhookDelivery, WebhookSubscription
 from app.db.repositories.webhooks import WebhookRepository
 from app.db.types import utcnow
@@ -126,13 +127,13 @@ async def create_subscription(
     url: str,
     events: list[str],
     description: str | None,
-    allow_private: bool,
 ) -> WebhookSubscription:
-    """The returned row holds the secret; it is shown to the client this once."""
+    """`url` has passed `check_target`. The returned row holds the secret; it is shown
+    to the client this once."""
     row = WebhookSubscription(
         id=new_id("wh"),
         tenant=tenant,
-        url=await check_target(url, allow_private=allow_private),
+        url=url,
         events=_check_events(events),
         description=description,
         secret=generate_secret(),
@@ -161,13 +162,12 @@ async def update_subscription(
     tenant: str,
     subscription_id: str,
     changes: dict[str, Any],
-    *,
-    allow_private: bool,
 ) -> WebhookSubscription:
-    """Only the fields sent change. Enabling again clears the reason and the failing clock."""
+    """Only the fields sent change (a new `url` has passed `check_target`). Enabling
+    again clears the reason and the failing clock."""
     row = await get_subscription(db, tenant, subscription_id)
     if changes.get("url") is not None:
-        row.url = await check_target(changes["url"], allow_private=allow_private)
+        row.url = changes["url"]
     if changes.get("events") is not None:
         row.events = _check_events(changes["events"])
     if "description" in changes:
@@ -234,6 +234,7 @@ async def _add_delivery(
     row = WebhookDelivery(
         id=new_id("msg"), subscription_id=subscription.id, event_type=type_, payload=payload
     )
+    signals.emit(repo.db, signals.WakeDispatcher())
     return await repo.add_delivery(row)
 
 
@@ -328,6 +329,12 @@ class AttemptResult:
 
     def describe(self) -> str:
         return f"HTTP {self.status_code}" if self.error is None else str(self.error)
+
+
+async def due_deliveries_exist(db: AsyncSession, settings: Settings) -> bool:
+    now = utcnow()
+    first_delay = timedelta(seconds=settings.webhook_retry_delays[0])
+    return await WebhookRepository(db).any_due(now, now - first_delay)
 
 
 async def claim_deliveries(

@@ -15,7 +15,7 @@ from typing import Any
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
-from app.db.models import Job
+from app.db.models import Job, Session
 from app.engine.compaction import context_ratio
 from app.engine.llm import LLM, LLMRequest, LLMResponse
 from app.engine.loop import (
@@ -28,6 +28,7 @@ from app.engine.loop import (
 from app.engine.pieces import PieceCatalog
 from app.services.chat import append_turn_input
 from app.services.compaction import CompactionFailed, compact_session
+from app.services.leases import JobDatabase
 from app.services.live import LiveHub
 from app.services.memory import memory_block, project_turns
 from app.services.sessions import get_session
@@ -67,14 +68,19 @@ class Deps:
     pieces: PieceCatalog
 
 
+def job_database(deps: Deps, job: Job) -> JobDatabase:
+    return JobDatabase(deps.database, job)
+
+
 def tool_context(deps: Deps, job: Job, **extra: Any) -> ToolContext:
     """What every tool of a job may use: the task list and memory over the log."""
+    database = job_database(deps, job)
     return ToolContext(
         tenant=job.tenant,
         session_id=job.session_id,
         job_id=job.id,
-        tasks=LogTaskGateway(deps.database, deps.hub, job),
-        memory=LogMemoryGateway(deps.settings, deps.database, job),
+        tasks=LogTaskGateway(database, job),
+        memory=LogMemoryGateway(deps.settings, database, job),
         **extra,
     )
 
@@ -94,7 +100,7 @@ def remember_turn(deps: Deps, job: Job) -> Also:
 
 async def _system_prompt(deps: Deps, job: Job, own: str | None) -> str | None:
     """The session's own prompt, then the memory block of the chain it continues."""
-    async with deps.database.session(write=False) as db:
+    async with deps.database.read() as db:
         block = await memory_block(
             db,
             job.tenant,
@@ -106,21 +112,30 @@ async def _system_prompt(deps: Deps, job: Job, own: str | None) -> str | None:
     return "\n\n".join(parts) or None
 
 
-async def run_chat(deps: Deps, job: Job) -> Outcome:
-    # the user's item is usually in the log already (appended at enqueue): then a
-    # read will do, and the turn does not queue for the write lock to do nothing
-    async with deps.database.session(write="item_seq" not in job.input) as db:
-        session = await get_session(db, job.tenant, job.session_id)
+async def _start_turn(deps: Deps, job: Job) -> Session:
+    """The session; and the user's item, when the turn was queued behind another (it is
+    usually in the log already, appended at enqueue: then a read will do)."""
+    if "item_seq" in job.input:
+        async with deps.database.read() as db:
+            return await get_session(db, job.tenant, job.session_id)
+
+    async def start(db: AsyncSession) -> Session:
         await append_turn_input(db, job)
-    deps.hub.committed(job.session_id, job.id)
-    store = DbTurnStore(deps.database, deps.hub, job)
+        return await get_session(db, job.tenant, job.session_id)
+
+    return await job_database(deps, job).write(start)
+
+
+async def run_chat(deps: Deps, job: Job) -> Outcome:
+    session = await _start_turn(deps, job)
+    store = DbTurnStore(job_database(deps, job), job)
     config = TurnConfig(
         model=session.model or deps.settings.model,
         system=await _system_prompt(deps, job, session.system_prompt),
         tool_names=session.tools if session.tools is not None else deps.tools.chat_names,
         max_iterations=deps.settings.agent_max_iterations,
         max_tokens=deps.settings.llm_max_tokens,
-        interceptors=[TaskReminder(deps.settings, deps.database, job.session_id)],
+        interceptors=[TaskReminder(deps.settings, job_database(deps, job), job.session_id)],
         after_response=_compact_when_full(deps, job),
     )
     ctx = tool_context(deps, job)
@@ -142,8 +157,7 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
 async def _compact_now(deps: Deps, job: Job) -> int:
     return await compact_session(
         settings=deps.settings,
-        database=deps.database,
-        hub=deps.hub,
+        database=job_database(deps, job),
         llm=deps.llm,
         tenant=job.tenant,
         session_id=job.session_id,
@@ -180,7 +194,7 @@ async def run_compact(deps: Deps, job: Job) -> Outcome:
 
 
 async def run_summarize(deps: Deps, job: Job) -> Outcome:
-    written = await summarize_backlog(deps.settings, deps.database, deps.llm, job)
+    written = await summarize_backlog(deps.settings, job_database(deps, job), deps.llm, job)
     return Outcome("succeeded", result={"summarized": written})
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.db.engine import Database
+from app.db.engine import UnitsOfWork
 from app.db.models import Job
 from app.domain.errors import InvalidInput, NotFound
 from app.memory.details import render_details
@@ -12,13 +12,13 @@ from app.tools.registry import ToolError
 
 
 class LogMemoryGateway:
-    def __init__(self, settings: Settings, database: Database, job: Job) -> None:
+    def __init__(self, settings: Settings, database: UnitsOfWork, job: Job) -> None:
         self.settings = settings
         self.database = database
         self.job = job
 
     async def detail(self, reference: str) -> str:
-        async with self.database.session(write=False) as db:
+        async with self.database.read() as db:
             try:
                 turns = await detail(
                     db, self.job.tenant, self.job.session_id, reference, tz=self.settings.zone

@@ -13,6 +13,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlmodel.ext.asyncio.session import AsyncSession
+
 from app.db.models import Job
 from app.db.repositories.jobs import JobRepository
 from app.db.repositories.sessions import SessionRepository
@@ -34,7 +36,7 @@ from app.services.tasks import load_store
 from app.tools.paths import Workspace
 from app.tools.registry import ToolContext, ToolError
 from app.tools.transition import SPAWN_SUBTASK, TRANSITION
-from app.worker.handlers import Deps, Outcome, problem, tool_context
+from app.worker.handlers import Deps, Outcome, job_database, problem, tool_context
 from app.worker.turn_store import DbTurnStore, HubTurnEvents
 
 logger = logging.getLogger("strata.pieces")
@@ -126,13 +128,13 @@ class MovementGateway:
         child_piece = self.deps.pieces.get(name)
         if child_piece is None:
             raise ToolError(f"unknown piece {name!r}; known: {sorted(self.deps.pieces.pieces)}")
-        async with self.deps.database.session(write=True) as db:
-            child = await submit_job(
+        child = await job_database(self.deps, self.job).write(
+            lambda db: submit_job(
                 db, self.job.tenant, instruction=instruction, piece=child_piece, parent=self.job
             )
+        )
         self.spawned.append(child.id)
         self.state.children.append(child.id)
-        self.deps.hub.committed(child.session_id, child.id)
         return f"Started subtask {child.id} (piece {name})."
 
 
@@ -204,7 +206,7 @@ def _record_lessons(
 
 
 async def _save(deps: Deps, job: Job, movement: str | None, state: PieceState) -> None:
-    async with deps.database.session(write=True) as db:
+    async def save(db: AsyncSession) -> None:
         current = await JobRepository(db).get(job.id)
         if current is None:
             return
@@ -212,6 +214,8 @@ async def _save(deps: Deps, job: Job, movement: str | None, state: PieceState) -
         current.state = state.dump()
         current.updated_at = utcnow()
         db.add(current)
+
+    await job_database(deps, job).write(save)
     job.movement = movement
     job.state = state.dump()
 
@@ -220,7 +224,7 @@ async def movement_prompt(
     deps: Deps, job: Job, piece: Piece, movement: Movement, state: PieceState, workspace: Workspace
 ) -> str:
     settings = deps.settings
-    async with deps.database.session(write=False) as db:
+    async with deps.database.read() as db:
         comments = await comments_of(db, job.id)
         snapshot = render_snapshot(await load_store(db, job.session_id))
         children = [await JobRepository(db).get(cid) for cid in state.children]
@@ -274,7 +278,7 @@ def _context_actions(
             exhausted=settings.context_exhausted_ratio,
         ),
     )
-    store = DbTurnStore(deps.database, deps.hub, job)
+    store = DbTurnStore(job_database(deps, job), job)
 
     async def after(request: LLMRequest, response: LLMResponse, iteration: int) -> bool:
         chars = sum(len(block.model_dump_json()) for m in request.messages for block in m.content)
@@ -287,15 +291,7 @@ def _context_actions(
         ctx.extras["available_tokens"] = manager.available_tokens()
         stop = False
         for action in actions:
-            async with deps.database.session(write=True) as db:
-                await record_event(
-                    db,
-                    job.session_id,
-                    f"context.{action}",
-                    {"job_id": job.id, "movement": movement.name, "ratio": round(manager.ratio, 4)},
-                    job_id=job.id,
-                )
-            deps.hub.committed(job.session_id, job.id)
+            await _record_context_event(deps, job, movement, action, manager.ratio)
             if action == "prompt":
                 await store.append(
                     user_text(WRAP_UP.format(percent=int(manager.ratio * 100))), Origin.system
@@ -309,16 +305,27 @@ def _context_actions(
     return after
 
 
+async def _record_context_event(
+    deps: Deps, job: Job, movement: Movement, action: str, ratio: float
+) -> None:
+    data = {"job_id": job.id, "movement": movement.name, "ratio": round(ratio, 4)}
+    await job_database(deps, job).write(
+        lambda db: record_event(db, job.session_id, f"context.{action}", data, job_id=job.id)
+    )
+
+
 async def run_movement(
     deps: Deps, job: Job, piece: Piece, movement: Movement, state: PieceState, workspace: Workspace
 ) -> Transition | Outcome | None:
     """One movement: its prompt, the agent loop, and how it ended (None: cancelled)."""
     prompt = await movement_prompt(deps, job, piece, movement, state, workspace)
-    async with deps.database.session(write=True) as db:
+
+    async def begin(db: AsyncSession) -> None:
         if movement.fresh_segment:
             await SessionRepository(db).start_segment(job.session_id)
         await append_item(db, job.session_id, user_text(prompt), Origin.system, job_id=job.id)
-    deps.hub.committed(job.session_id, job.id)
+
+    await job_database(deps, job).write(begin)
 
     gateway = MovementGateway(deps, job, piece, movement, state)
     names = [n for n in movement.allowed_tools if n in deps.tools.names]
@@ -338,7 +345,7 @@ async def run_movement(
             ),
         },
     )
-    store = DbTurnStore(deps.database, deps.hub, job)
+    store = DbTurnStore(job_database(deps, job), job)
     nudges = 0
     while True:
         config = TurnConfig(

@@ -7,7 +7,7 @@ the next reminder comes exactly when it would have without the restart.
 
 from __future__ import annotations
 
-from app.db.engine import Database
+from app.db.engine import UnitsOfWork
 from app.db.repositories.sessions import SessionRepository
 from app.domain.reminder import reminder_text, should_remind
 from app.engine.llm import LLMRequest
@@ -17,13 +17,13 @@ from app.settings import Settings
 
 
 class TaskReminder:
-    def __init__(self, settings: Settings, database: Database, session_id: str) -> None:
+    def __init__(self, settings: Settings, database: UnitsOfWork, session_id: str) -> None:
         self.settings = settings
         self.database = database
         self.session_id = session_id
 
     async def __call__(self, request: LLMRequest) -> LLMRequest:
-        async with self.database.session(write=False) as db:
+        async with self.database.read() as db:
             state = await SessionRepository(db).reminder_state(self.session_id)
             if state is None:
                 return request
@@ -35,7 +35,8 @@ class TaskReminder:
             between=self.settings.reminder_requests_between_reminders,
         ):
             return request
-        async with self.database.session(write=True) as db:
-            await SessionRepository(db).mark_reminder(self.session_id, state.requests_done + 1)
+        await self.database.write(
+            lambda db: SessionRepository(db).mark_reminder(self.session_id, state.requests_done + 1)
+        )
         append_to_last_user_text(request.messages, reminder_text(active))
         return request

@@ -4,6 +4,13 @@ Durability comes from the job table, not from this process: a job is claimed
 with a lease that a heartbeat renews; if the process dies, the lease expires and
 any runner claims the job again and resumes it from the log. The asyncio tasks
 here only carry work the table already holds.
+
+The runner outlives the database: a claim, heartbeat, hand-back or finish that
+fails on a transient database error (a lock held by another process, a restarting
+server) is retried with backoff and logged once per outage, and a job whose step
+failed that way is handed back to the queue instead of being failed. Every write a
+job makes is fenced by its lease (`app.services.leases`), so a runner whose lease
+was taken over stops at its next write, writing nothing.
 """
 
 from __future__ import annotations
@@ -12,11 +19,14 @@ import asyncio
 import logging
 import os
 import socket
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from app.db.engine import Database
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.db.engine import Database, is_transient
 from app.db.models import Job
 from app.db.repositories.jobs import JobRepository
 from app.db.types import utcnow
@@ -25,17 +35,20 @@ from app.engine.llm import LLM, LLMError
 from app.engine.loop import CANCELLED, close_dangling_tool_uses
 from app.engine.pieces import PieceCatalog
 from app.services.jobs import set_status
+from app.services.leases import JobDatabase, LeaseLost, fence
 from app.services.live import LiveHub
 from app.settings import Settings
 from app.tools.registry import ToolRegistry
 from app.worker.handlers import HANDLERS, Deps, Outcome, problem, remember_turn
 from app.worker.idle import idle
+from app.worker.outage import Outage
 from app.worker.piece_runner import run_piece
 from app.worker.turn_store import DbTurnStore
 
 logger = logging.getLogger("strata.runner")
 
 StopReason = Literal["cancel", "lease_lost", "shutdown"]
+T = TypeVar("T")
 
 
 @dataclass
@@ -43,6 +56,8 @@ class _Running:
     job: Job
     task: asyncio.Task[None] | None = None
     stop_reason: StopReason | None = None
+    # once the job's work is over, its closing write is never interrupted
+    settling: bool = False
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -65,8 +80,10 @@ class Runner:
         self.hub = hub
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{new_id('w')[-6:]}"
         self.deps = Deps(settings, database, hub, llm, tools, pieces)
+        self.ticked_at: float | None = None  # loop time of the last turn of the main loop
         self._running: dict[str, _Running] = {}
         self._wake = asyncio.Event()
+        self._outage = Outage(logger, "runner")
 
     def wake(self) -> None:
         """Tell the runner new work may be there (saves a poll interval)."""
@@ -74,165 +91,205 @@ class Runner:
 
     async def run(self, stop: asyncio.Event) -> None:
         logger.info("runner %s started", self.worker_id)
+        loop = asyncio.get_running_loop()
         async with asyncio.TaskGroup() as group:
+            group.create_task(self._heartbeat(stop), name="strata-heartbeat")
             while not stop.is_set():
+                self.ticked_at = loop.time()
                 free = self.settings.worker_concurrency - len(self._running)
-                if free > 0:
-                    try:
-                        jobs = await self._claim(free)
-                    except Exception:  # the database is away: keep the runner alive
-                        logger.exception("runner %s could not claim a job", self.worker_id)
-                        jobs = []
-                    for job in jobs:
-                        running = _Running(job=job)
-                        self._running[job.id] = running
-                        running.task = group.create_task(self._run_job(running))
-                    if len(jobs) == free:
-                        continue  # there may be more
-                await self._idle(stop)
+                jobs = await self._claim_safely(free) if free > 0 else []
+                for job in jobs:
+                    running = _Running(job=job)
+                    self._running[job.id] = running
+                    running.task = group.create_task(self._run_job(running))
+                if jobs and len(jobs) == free:
+                    continue  # there may be more
+                await self._idle(stop, self._outage.backoff(self.settings.worker_poll_seconds))
             await self._shut_down()
         logger.info("runner %s stopped", self.worker_id)
 
-    async def _shut_down(self) -> None:
-        """Let running jobs finish their step for a moment, then hand the rest back.
+    async def _claim_safely(self, limit: int) -> list[Job]:
+        try:
+            jobs = await self._claim(limit)
+        except Exception as exc:  # the runner never dies of the database
+            self._outage.failed(exc, "could not claim jobs")
+            return []
+        self._outage.recovered()
+        return jobs
 
-        Cancelling a job in the middle of a database call can leave its connection
-        holding a lock, so jobs get a grace period before the cancel.
-        """
+    async def _shut_down(self) -> None:
+        """Let running jobs finish their step for a moment, then hand the rest back."""
         tasks = [r.task for r in self._running.values() if r.task is not None]
         if tasks:
             await asyncio.wait(tasks, timeout=self.settings.worker_shutdown_grace_seconds)
         for running in list(self._running.values()):
             self._stop_job(running, "shutdown")
 
-    async def _idle(self, stop: asyncio.Event) -> None:
-        await idle(self._wake, stop, self.settings.worker_poll_seconds)
+    async def _idle(self, stop: asyncio.Event, seconds: float) -> None:
+        await idle(self._wake, stop, seconds)
 
     def _lease_until(self) -> Any:
         return utcnow() + timedelta(seconds=self.settings.job_lease_seconds)
 
     async def _claim(self, limit: int) -> list[Job]:
         """Take up to `limit` jobs in one transaction. A read looks first, so an idle
-        runner's polls never take the (on SQLite, exclusive) write lock."""
-        async with self.database.session(write=False) as db:
+        runner's polls never queue for the writer."""
+        async with self.database.read() as db:
             if not await JobRepository(db).claimable_batch(utcnow(), limit=1):
                 return []
-        async with self.database.session(write=True) as db:
+
+        async def claim(db: AsyncSession) -> list[Job]:
             repo = JobRepository(db)
             jobs = await repo.claimable_batch(utcnow(), limit=limit)
-            resumed = [job.id for job in jobs if job.status == "running"]
             for job in jobs:
                 await repo.take(job, self.worker_id, self._lease_until())
                 await set_status(db, job, "running")
+            return jobs
+
+        jobs = await self.database.write(claim)
         for job in jobs:
-            if job.id in resumed:
-                logger.warning(
-                    "job %s resumed after an expired lease (attempt %s)", job.id, job.attempts
-                )
-            self.hub.committed(job.session_id, job.id)
+            if job.attempts > 1:
+                logger.warning("job %s resumed (attempt %s)", job.id, job.attempts)
         return jobs
 
     def _stop_job(self, running: _Running, reason: StopReason) -> None:
         if running.stop_reason is None:
             running.stop_reason = reason
-        if running.task is not None:
+        if running.task is not None and not running.settling:
             running.task.cancel()
 
-    async def _heartbeat(self, running: _Running) -> None:
-        """Renew the lease until the job is done. It is stopped by an event, never
-        cancelled: a cancel in the middle of a database call would leave its
-        connection half-closed."""
-        job = running.job
-        while True:
+    async def _heartbeat(self, stop: asyncio.Event) -> None:
+        """Renew the leases of every running job in one transaction per interval, and
+        stop the jobs whose lease was lost or whose cancel was asked. A failed renewal
+        is retried at the next beat; fencing keeps a lost lease harmless meanwhile."""
+        outage = Outage(logger, "heartbeat")
+        while not stop.is_set():
+            await idle(asyncio.Event(), stop, self.settings.job_heartbeat_seconds)
+            running = [r for r in self._running.values() if not r.done.is_set()]
+            if not running or stop.is_set():
+                continue
+            leases = {r.job.id: r.job.lease_owner or "" for r in running}
+            until = self._lease_until()
             try:
-                await asyncio.wait_for(
-                    running.done.wait(), timeout=self.settings.job_heartbeat_seconds
-                )
-                return
-            except TimeoutError:
-                pass
-            async with self.database.session(write=True) as db:
-                repo = JobRepository(db)
-                held = await repo.renew_lease(job.id, self.worker_id, self._lease_until())
-                current = await repo.get(job.id)
-            if running.done.is_set():
-                return  # the job ended meanwhile (no longer running); nothing to stop
-            if not held:
-                logger.warning("job %s: lease lost, stopping here", job.id)
-                self._stop_job(running, "lease_lost")
-                return
-            if current is not None and current.cancel_requested:
-                self._stop_job(running, "cancel")
-                return
+                held, cancel = await self._renew(leases, until)
+            except Exception as exc:
+                outage.failed(exc, "could not renew leases")
+                continue
+            outage.recovered()
+            for one in running:
+                if one.done.is_set():
+                    continue
+                if one.job.id not in held:
+                    logger.warning("job %s: lease lost, stopping here", one.job.id)
+                    self._stop_job(one, "lease_lost")
+                elif one.job.id in cancel:
+                    self._stop_job(one, "cancel")
+
+    async def _renew(self, leases: dict[str, str], until: Any) -> tuple[set[str], set[str]]:
+        async def renew(db: AsyncSession) -> tuple[set[str], set[str]]:
+            return await JobRepository(db).renew_leases(leases, until)
+
+        return await self.database.write(renew)
 
     async def _run_job(self, running: _Running) -> None:
         """Never raises: a job that cannot even be settled keeps its lease, and once that
         expires any runner resumes it. The runner itself must outlive every job."""
         job = running.job
-        heartbeat = asyncio.create_task(self._heartbeat(running), name=f"heartbeat-{job.id}")
         try:
             await self._settle(running)
         except Exception:
             logger.exception("job %s could not be settled; its lease will expire", job.id)
         finally:
             running.done.set()
-            await heartbeat
             self._running.pop(job.id, None)
             self.wake()
 
     async def _settle(self, running: _Running) -> None:
         job = running.job
         try:
-            await self._execute(job)
+            outcome = await self._execute(job)
         except asyncio.CancelledError:
             await asyncio.shield(self._after_stop(running))
+            return
+        except LeaseLost:
+            logger.warning("job %s: another runner took it over; this one stops", job.id)
+            return
         except LLMError as exc:
             error = problem(exc.slug, "LLM call failed", exc.detail)
             also = remember_turn(self.deps, job) if job.piece == "chat" else None
-            await self._finish(job, Outcome("failed", error=error, also=also))
+            outcome = Outcome("failed", error=error, also=also)
         except Exception as exc:
+            if is_transient(exc):
+                logger.warning("job %s: database unavailable (%s); handing it back", job.id, exc)
+                running.settling = True
+                await self._persist(job, self._hand_back)
+                return
             logger.exception("job %s failed", job.id)
             detail = f"{type(exc).__name__}: {exc}"
-            await self._finish(
-                job, Outcome("failed", error=problem("job-crashed", "Job failed", detail))
-            )
+            outcome = Outcome("failed", error=problem("job-crashed", "Job failed", detail))
+        running.settling = True
+        await self._persist(job, lambda j: self._finish(j, outcome))
 
-    async def _execute(self, job: Job) -> None:
+    async def _execute(self, job: Job) -> Outcome:
         """Chat, compaction and summaries have their own handlers; any other piece is a
         workflow for the piece runner (which fails the job if it knows no such piece)."""
         handler = HANDLERS.get(job.piece, run_piece)
-        await self._finish(job, await handler(self.deps, job))
+        return await handler(self.deps, job)
 
     async def _after_stop(self, running: _Running) -> None:
         job = running.job
         if running.stop_reason == "cancel":
-            await close_dangling_tool_uses(DbTurnStore(self.database, self.hub, job), CANCELLED)
+            store = DbTurnStore(JobDatabase(self.database, job), job)
+            try:
+                await close_dangling_tool_uses(store, CANCELLED)
+            except LeaseLost:
+                return
             also = remember_turn(self.deps, job) if job.piece == "chat" else None
-            await self._finish(job, Outcome("cancelled", also=also))
+            await self._persist(job, lambda j: self._finish(j, Outcome("cancelled", also=also)))
         elif running.stop_reason == "shutdown":
-            await self._hand_back(job)
+            await self._persist(job, self._hand_back)
         # lease_lost: another runner owns the job now; touch nothing
 
-    async def _hand_back(self, job: Job) -> None:
-        """Graceful shutdown: put the job back in the queue for any runner to resume."""
-        async with self.database.session(write=True) as db:
-            current = await JobRepository(db).get(job.id)
-            if current is None or current.lease_owner != self.worker_id:
+    async def _persist(self, job: Job, write: Callable[[Job], Awaitable[None]]) -> None:
+        """Retry a job's closing write through a database outage, for as long as its
+        lease lasts; after that another runner resumes the job from the log."""
+        outage = Outage(logger, f"job {job.id}")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.job_lease_seconds
+        while True:
+            try:
+                await write(job)
                 return
+            except LeaseLost:
+                return
+            except Exception as exc:
+                if not is_transient(exc) or loop.time() >= deadline:
+                    raise
+                outage.failed(exc, "could not record its end")
+                await asyncio.sleep(outage.backoff(self.settings.worker_poll_seconds))
+
+    async def _hand_back(self, job: Job) -> None:
+        """Put the job back in the queue for any runner to resume."""
+
+        async def hand_back(db: AsyncSession) -> None:
+            await fence(db, job)
+            current = await JobRepository(db).get(job.id)
+            assert current is not None
             current.lease_owner = None
             current.lease_expires_at = None
             await set_status(db, current, "queued")
-        self.hub.committed(job.session_id, job.id)
+
+        await self.database.write(hand_back)
 
     async def _finish(self, job: Job, outcome: Outcome) -> None:
-        async with self.database.session(write=True) as db:
+        async def finish(db: AsyncSession) -> None:
+            await fence(db, job)
             current = await JobRepository(db).get(job.id)
-            if current is None or current.lease_owner != self.worker_id:
-                return  # the lease was lost meanwhile; the new owner decides
+            assert current is not None
             if outcome.also is not None:
                 await outcome.also(db)
             await set_status(
                 db, current, outcome.status, error=outcome.error, result=outcome.result
             )
-        self.hub.committed(job.session_id, job.id)
-        self.wake()  # a finished job may have queued another (summaries)
+
+        await self.database.write(finish)

@@ -6,7 +6,9 @@ a client saw happen survives a crash at the next line.
 
 from __future__ import annotations
 
-from app.db.engine import Database
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.db.engine import UnitsOfWork
 from app.db.models import Job
 from app.db.repositories.jobs import JobRepository
 from app.db.repositories.sessions import SessionRepository
@@ -34,16 +36,15 @@ class DbTurnStore:
     appended by someone else (a REST task change, a compaction) is read back, and a
     new segment is read whole."""
 
-    def __init__(self, database: Database, hub: LiveHub, job: Job) -> None:
+    def __init__(self, database: UnitsOfWork, job: Job) -> None:
         self.database = database
-        self.hub = hub
         self.job = job
         self._segment_no: int | None = None
         self._last_seq = 0
         self._items: list[ItemPayload] = []
 
     async def segment(self) -> list[ItemPayload]:
-        async with self.database.session(write=False) as db:
+        async with self.database.read() as db:
             session = await get_session(db, self.job.tenant, self.job.session_id)
             if session.current_segment != self._segment_no:
                 self._segment_no, self._last_seq, self._items = session.current_segment, 0, []
@@ -57,7 +58,8 @@ class DbTurnStore:
         self, payload: ItemPayload, origin: Origin, usage: Usage | None = None
     ) -> None:
         job = self.job
-        async with self.database.session(write=True) as db:
+
+        async def work(db: AsyncSession) -> None:
             await append_item(db, job.session_id, payload, origin, turn=job.turn, job_id=job.id)
             sessions = SessionRepository(db)
             if isinstance(payload, AssistantMessage) and origin is Origin.llm:
@@ -69,10 +71,11 @@ class DbTurnStore:
             if usage is not None:
                 await JobRepository(db).add_usage(job.id, usage)
                 await record_event(db, job.session_id, "usage", usage.model_dump(), job_id=job.id)
-        self.hub.committed(job.session_id, job.id)
+
+        await self.database.write(work)
 
     async def cancel_requested(self) -> bool:
-        async with self.database.session(write=False) as db:
+        async with self.database.read() as db:
             return await JobRepository(db).cancel_requested(self.job.id)
 
 

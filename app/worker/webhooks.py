@@ -25,10 +25,12 @@ from app.services.webhooks import (
     TargetRefused,
     check_target,
     claim_deliveries,
+    due_deliveries_exist,
     record_attempt,
 )
 from app.settings import Settings
 from app.worker.idle import idle
+from app.worker.outage import Outage
 
 logger = logging.getLogger("strata.webhooks")
 
@@ -46,7 +48,9 @@ class WebhookDispatcher:
     def __init__(self, settings: Settings, database: Database) -> None:
         self.settings = settings
         self.database = database
+        self.ticked_at: float | None = None  # loop time of the last turn of the main loop
         self._wake = asyncio.Event()
+        self._outage = Outage(logger, "webhook dispatcher")
 
     def wake(self) -> None:
         """Tell the dispatcher a delivery may be due (saves a poll interval)."""
@@ -57,12 +61,16 @@ class WebhookDispatcher:
         async with httpx.AsyncClient(
             follow_redirects=False, headers={"user-agent": USER_AGENT}
         ) as client:
+            loop = asyncio.get_running_loop()
             while not stop.is_set():
+                self.ticked_at = loop.time()
                 try:
                     claimed = await self._claim()
-                except Exception:  # the database is away: keep the dispatcher alive
-                    logger.exception("webhook dispatcher could not claim deliveries")
+                except Exception as exc:  # the database is away: keep the dispatcher alive
+                    self._outage.failed(exc, "could not claim deliveries")
                     claimed = []
+                else:
+                    self._outage.recovered()
                 if claimed:
                     async with asyncio.TaskGroup() as group:
                         for one in claimed:
@@ -72,12 +80,16 @@ class WebhookDispatcher:
         logger.info("webhook dispatcher stopped")
 
     async def _idle(self, stop: asyncio.Event) -> None:
-        await idle(self._wake, stop, self.settings.webhook_poll_seconds)
+        await idle(self._wake, stop, self._outage.backoff(self.settings.webhook_poll_seconds))
 
     async def _claim(self) -> list[Claimed]:
         lease = self.settings.webhook_timeout_seconds + LEASE_MARGIN_SECONDS
-        async with self.database.session(write=True) as db:
-            return await claim_deliveries(db, self.settings, lease_seconds=lease, limit=BATCH)
+        async with self.database.read() as db:  # an idle poll never queues for the writer
+            if not await due_deliveries_exist(db, self.settings):
+                return []
+        return await self.database.write(
+            lambda db: claim_deliveries(db, self.settings, lease_seconds=lease, limit=BATCH)
+        )
 
     async def _deliver(self, client: httpx.AsyncClient, claimed: Claimed) -> None:
         result = await self.attempt(client, claimed)
@@ -89,8 +101,7 @@ class WebhookDispatcher:
                 result.describe(),
             )
         try:
-            async with self.database.session(write=True) as db:
-                await record_attempt(db, self.settings, claimed, result)
+            await self.database.write(lambda db: record_attempt(db, self.settings, claimed, result))
         except Exception:  # the lease expires and the delivery is tried again
             logger.exception("could not record webhook delivery %s", claimed.delivery_id)
 

@@ -152,8 +152,7 @@ async def test_hashed_key_in_settings_authenticates(make_settings: Any) -> None:
 async def test_stored_key_authenticates_as_its_tenant(
     app: FastAPI, client: httpx.AsyncClient
 ) -> None:
-    async with app.state.database.session(write=True) as db:
-        _, key = await create_key(db, "initech")
+    _, key = await app.state.database.write(lambda db: create_key(db, "initech"))
     headers = {"Authorization": f"Bearer {key}"}
 
     created = await client.post("/sessions", json={}, headers=headers)
@@ -165,8 +164,7 @@ async def test_stored_key_authenticates_as_its_tenant(
 
 async def test_stored_key_turns_authentication_on(app: FastAPI, client: httpx.AsyncClient) -> None:
     assert (await client.get("/sessions")).status_code == 200
-    async with app.state.database.session(write=True) as db:
-        await create_key(db, "initech")
+    await app.state.database.write(lambda db: create_key(db, "initech"))
 
     response = await client.get("/sessions")
 
@@ -176,8 +174,7 @@ async def test_stored_key_turns_authentication_on(app: FastAPI, client: httpx.As
 
 async def test_stored_key_sees_only_its_tenants_sessions(make_settings: Any) -> None:
     async with serve(make_settings(api_keys="acme:key-a")) as (application, c):
-        async with application.state.database.session(write=True) as db:
-            _, key = await create_key(db, "initech")
+        _, key = await application.state.database.write(lambda db: create_key(db, "initech"))
         acme_id = await acme_session(c)
         response = await c.get(f"/sessions/{acme_id}", headers={"Authorization": f"Bearer {key}"})
 
@@ -185,10 +182,9 @@ async def test_stored_key_sees_only_its_tenants_sessions(make_settings: Any) -> 
 
 
 async def test_database_stores_only_the_key_hash(app: FastAPI) -> None:
-    async with app.state.database.session(write=True) as db:
-        _, key = await create_key(db, "initech")
+    _, key = await app.state.database.write(lambda db: create_key(db, "initech"))
 
-    async with app.state.database.session(write=False) as db:
+    async with app.state.database.read() as db:
         connection = await db.connection()
         rows = (await connection.execute(text("SELECT * FROM api_keys"))).all()
 

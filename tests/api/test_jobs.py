@@ -14,6 +14,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Event, Job
 from app.services.comments import Author, post_comment
@@ -50,7 +51,7 @@ async def running(
 
 
 async def status_history(app: FastAPI, job_id: str) -> list[str]:
-    async with app.state.runtime.database.session(write=False) as db:
+    async with app.state.runtime.database.read() as db:
         rows = await db.exec(
             select(Event)
             .where(Event.job_id == job_id, Event.type == "job.status")
@@ -310,10 +311,13 @@ async def test_comments_are_listed_oldest_first_with_their_author_kinds(
     app, client = quiet
     job = await submit_job(client)
     await client.post(f"/jobs/{job['id']}/comments", json={"body": "first"})
-    async with app.state.runtime.database.session(write=True) as db:
+
+    async def comment(db: AsyncSession) -> None:
         row = (await db.exec(select(Job).where(Job.id == job["id"]))).one()
         await post_comment(db, row, "a question", Author.agent)
         await post_comment(db, row, "re-queued", Author.system)
+
+    await app.state.runtime.database.write(comment)
     await client.post(f"/jobs/{job['id']}/comments", json={"body": "last"})
 
     listed = (await client.get(f"/jobs/{job['id']}/comments")).json()["data"]

@@ -170,8 +170,7 @@ async def test_projecting_a_turn_again_changes_nothing(
     before = await memory_rows(agent_app)
     assert before[0] and before[1]
 
-    async with database_of(agent_app).session(write=True) as db:
-        changed = await project_turns(db, session_id, [1])
+    changed = await database_of(agent_app).write(lambda db: project_turns(db, session_id, [1]))
 
     assert changed == 0
     assert await memory_rows(agent_app) == before

@@ -129,7 +129,7 @@ async def finish(client: httpx.AsyncClient, job_id: str) -> dict[str, Any]:
 
 
 async def events_of(app: FastAPI, job_id: str, kind: str | None = None) -> list[Event]:
-    async with app.state.runtime.database.session(write=False) as db:
+    async with app.state.runtime.database.read() as db:
         query = select(Event).where(Event.job_id == job_id)
         if kind is not None:
             query = query.where(Event.type == kind)

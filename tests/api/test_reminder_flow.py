@@ -71,7 +71,7 @@ def _reminder_of(request: RecordedRequest) -> str:
 
 async def _stored_text(app: FastAPI, session_id: str) -> str:
     """Every item payload and every event row of the session (what SSE streams), as text."""
-    async with app.state.database.session(write=False) as db:
+    async with app.state.database.read() as db:
         events = (await db.exec(select(Event).where(col(Event.session_id) == session_id))).all()
         rows = (await db.exec(select(Item).where(col(Item.session_id) == session_id))).all()
     return json.dumps(
@@ -80,7 +80,7 @@ async def _stored_text(app: FastAPI, session_id: str) -> str:
 
 
 async def _counters(app: FastAPI, session_id: str) -> tuple[int, int, int]:
-    async with app.state.database.session(write=False) as db:
+    async with app.state.database.read() as db:
         row = await db.get(Session, session_id)
         assert row is not None
         return row.llm_requests, row.last_task_write_request, row.last_reminder_request

@@ -175,7 +175,7 @@ def database_of(app: FastAPI) -> Database:
 
 async def memory_rows(app: FastAPI) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """Every memory turn and detail row, as comparable tuples, in id order."""
-    async with database_of(app).session(write=False) as db:
+    async with database_of(app).read() as db:
         turns = (await db.exec(select(MemoryTurn).order_by(col(MemoryTurn.id)))).all()
         details = (await db.exec(select(MemoryDetail).order_by(col(MemoryDetail.id)))).all()
     return (
@@ -199,7 +199,7 @@ async def memory_rows(app: FastAPI) -> tuple[list[tuple[Any, ...]], list[tuple[A
 
 async def memory_turns(app: FastAPI, session_id: str) -> list[MemoryTurn]:
     """The memory turns a session owns, oldest first."""
-    async with database_of(app).session(write=False) as db:
+    async with database_of(app).read() as db:
         query = (
             select(MemoryTurn)
             .where(MemoryTurn.session_id == session_id)
@@ -210,7 +210,7 @@ async def memory_turns(app: FastAPI, session_id: str) -> list[MemoryTurn]:
 
 async def row_counts(app: FastAPI) -> dict[str, int]:
     counts: dict[str, int] = {}
-    async with database_of(app).session(write=False) as db:
+    async with database_of(app).read() as db:
         for model in (Session, Item, MemoryTurn, MemoryDetail):
             query = select(func.count()).select_from(model)
             counts[model.__name__] = int((await db.exec(query)).one())
@@ -218,7 +218,7 @@ async def row_counts(app: FastAPI) -> dict[str, int]:
 
 
 async def sessions_with_parent(app: FastAPI, parent_id: str) -> list[Session]:
-    async with database_of(app).session(write=False) as db:
+    async with database_of(app).read() as db:
         query = select(Session).where(Session.parent_session_id == parent_id)
         return list((await db.exec(query)).all())
 

@@ -4,6 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.api.deps import (
     CurrentTenant,
@@ -18,7 +19,8 @@ from app.api.routes.sessions import SessionId
 from app.api.schemas.jobs import JobPublic, MessageAccepted, MessageCreate, MessageReply
 from app.db.models import Job
 from app.services.chat import IfBusy, enqueue_compaction, send_message
-from app.services.jobs import TERMINAL, get_job
+from app.services.idempotency import Replay
+from app.services.jobs import TERMINAL
 from app.services.waiting import wait_for_job
 from app.settings import Settings
 from app.wiring import Runtime
@@ -74,30 +76,23 @@ async def send(
         Query(alias="timeout", gt=0, le=600, description="Longest wait, in seconds."),
     ] = None,
 ) -> object:
-    async with database.session(write=True) as db:
-        replay = await idempotency.replay(db)
-        if replay is None:
-            job = await send_message(db, tenant, session_id, body.text, if_busy)
-            accepted = MessageAccepted(job_id=job.id, turn=job.turn, job=JobPublic.of(job))
-            await idempotency.remember(db, 202, accepted.model_dump(mode="json"))
-    if replay is not None:
-        if not wait:
-            return replayed(replay)
-        async with database.session(write=False) as db:
-            job = await get_job(db, tenant, str(replay.body["job_id"]))
-    runtime.hub.committed(session_id, job.id)
-    if runtime.runner is not None:
-        runtime.runner.wake()
-    if wait:
-        job = await _ended_or_timed_out(runtime, settings, tenant, job.id, wait_seconds)
-        if job.status in TERMINAL:
-            reply = MessageReply(
-                job_id=job.id,
-                turn=job.turn,
-                text=(job.result or {}).get("text"),
-                job=JobPublic.of(job),
-            )
-            return JSONResponse(reply.model_dump(mode="json"), status_code=200)
+    async def work(db: AsyncSession) -> MessageAccepted:
+        job = await send_message(db, tenant, session_id, body.text, if_busy)
+        return MessageAccepted(job_id=job.id, turn=job.turn, job=JobPublic.of(job))
+
+    answer = await database.write(idempotency.once(202, work))
+    if not wait:
+        return replayed(answer) if isinstance(answer, Replay) else answer
+    job_id = str(answer.body["job_id"]) if isinstance(answer, Replay) else answer.job_id
+    job = await _ended_or_timed_out(runtime, settings, tenant, job_id, wait_seconds)
+    if job.status in TERMINAL:
+        reply = MessageReply(
+            job_id=job.id,
+            turn=job.turn,
+            text=(job.result or {}).get("text"),
+            job=JobPublic.of(job),
+        )
+        return JSONResponse(reply.model_dump(mode="json"), status_code=200)
     return MessageAccepted(job_id=job.id, turn=job.turn, job=JobPublic.of(job))
 
 
@@ -127,11 +122,7 @@ async def compact(
     tenant: CurrentTenant,
     wait: bool = False,
 ) -> object:
-    async with database.session(write=True) as db:
-        job = await enqueue_compaction(db, tenant, session_id)
-    runtime.hub.committed(session_id, job.id)
-    if runtime.runner is not None:
-        runtime.runner.wake()
+    job = await database.write(lambda db: enqueue_compaction(db, tenant, session_id))
     if wait:
         job = await _ended_or_timed_out(runtime, settings, tenant, job.id, None)
         if job.status in TERMINAL:

@@ -64,13 +64,13 @@ async def _stream(
 async def _existing_session(
     session_id: SessionId, database: DatabaseDep, tenant: CurrentTenant
 ) -> str:
-    async with database.session(write=False) as db:
+    async with database.read() as db:
         await get_session(db, tenant, session_id)
     return session_id
 
 
 async def _existing_job(job_id: JobId, database: DatabaseDep, tenant: CurrentTenant) -> Job:
-    async with database.session(write=False) as db:
+    async with database.read() as db:
         return await get_job(db, tenant, job_id)
 
 

@@ -44,7 +44,7 @@ async def healthz() -> Health:
 async def readyz(request: Request, settings: SettingsDep) -> object:
     head = head_revision()
     try:
-        async with get_database(request).session(write=False) as db:
+        async with get_database(request).read() as db:
             current = await current_revision(db)
     except Exception as exc:
         logger.warning("readiness check: database unreachable: %s", type(exc).__name__)

@@ -7,10 +7,10 @@ from typing import Any
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.deps import CurrentTenant, SessionDep, SettingsDep
+from app.api.deps import CurrentTenant, DatabaseDep, SettingsDep
 from app.api.errors import problem_responses
 from app.domain.errors import InvalidInput
-from app.services.claude_code import ingest_transcript, session_start
+from app.services.claude_code import ingest_transcript, session_start, start_context
 from app.settings import Settings
 
 router = APIRouter(prefix="/hooks", tags=["hooks"], responses=problem_responses(401))
@@ -81,13 +81,15 @@ def _read_transcript(settings: Settings, hook: ClaudeCodeHook) -> str | None:
 async def claude_code(
     hook: ClaudeCodeHook,
     response: Response,
-    db: SessionDep,
+    database: DatabaseDep,
     tenant: CurrentTenant,
     settings: SettingsDep,
 ) -> HookAnswer:
     payload: dict[str, Any] = hook.model_dump()
     if hook.hook_event_name == "SessionStart":
-        session, text = await session_start(db, settings, tenant, payload)
+        session = await database.write(lambda db: session_start(db, tenant, payload))
+        async with database.read() as db:
+            text = await start_context(db, settings, tenant, session.id)
         response.headers["Strata-Session"] = session.id
         return HookAnswer(
             hookSpecificOutput=HookSpecificOutput(
@@ -105,8 +107,11 @@ async def claude_code(
             "STRATA_HOOK_READ_TRANSCRIPT_PATH on a server on the same machine)",
             field="transcript",
         )
-    report = await ingest_transcript(
-        db, settings, tenant, payload, transcript, first_line=hook.transcript_first_line
+    lines = transcript
+    report = await database.write(
+        lambda db: ingest_transcript(
+            db, settings, tenant, payload, lines, first_line=hook.transcript_first_line
+        )
     )
     response.headers["Strata-Session"] = report.session_id
     response.headers["Strata-Imported"] = str(report.imported)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.api.deps import AfterCursor, CurrentTenant, PageLimit, SessionDep
+from app.api.deps import AfterCursor, CurrentTenant, DatabaseDep, PageLimit, SessionDep
 from app.api.errors import problem_responses
 from app.api.routes.sessions import SessionId
 from app.api.schemas.items import ItemCreate, ItemList, ItemPublic, item_public
@@ -43,9 +43,11 @@ async def list_items(
     responses=problem_responses(404, 409, 413, 422),
 )
 async def append_item(
-    session_id: SessionId, body: ItemCreate, db: SessionDep, tenant: CurrentTenant
+    session_id: SessionId, body: ItemCreate, database: DatabaseDep, tenant: CurrentTenant
 ) -> ItemPublic:
     payload = user_text(body.text) if body.kind == "user_message" else SystemMessage(text=body.text)
     origin = Origin.user if body.kind == "user_message" else Origin.api
-    row = await service.append_client_item(db, tenant, session_id, payload, origin)
+    row = await database.write(
+        lambda db: service.append_client_item(db, tenant, session_id, payload, origin)
+    )
     return item_public(row)

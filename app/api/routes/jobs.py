@@ -4,16 +4,18 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import FileResponse
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.api.deps import (
     AfterCursor,
     CurrentTenant,
+    DatabaseDep,
     IdempotencyDep,
     PageLimit,
     RuntimeDep,
     SessionDep,
     SettingsDep,
-    replayed,
+    write_once,
 )
 from app.api.errors import problem_responses
 from app.api.schemas.jobs import (
@@ -71,12 +73,8 @@ async def get_job(job_id: JobId, db: SessionDep, tenant: CurrentTenant) -> JobPu
     ),
     responses=problem_responses(404, 409, 422),
 )
-async def cancel_job(
-    job_id: JobId, db: SessionDep, tenant: CurrentTenant, runtime: RuntimeDep
-) -> JobPublic:
-    job = await service.cancel_job(db, tenant, job_id)
-    runtime.hub.committed(job.session_id, job.id)
-    return JobPublic.of(job)
+async def cancel_job(job_id: JobId, database: DatabaseDep, tenant: CurrentTenant) -> JobPublic:
+    return JobPublic.of(await database.write(lambda db: service.cancel_job(db, tenant, job_id)))
 
 
 @router.post(
@@ -94,34 +92,31 @@ async def cancel_job(
 )
 async def create_job(
     body: JobCreate,
-    db: SessionDep,
+    database: DatabaseDep,
     tenant: CurrentTenant,
     runtime: RuntimeDep,
     idempotency: IdempotencyDep,
 ) -> object:
-    if (replay := await idempotency.replay(db)) is not None:
-        return replayed(replay)
     piece = runtime.pieces.get(body.piece)
     if piece is None:
         raise InvalidInput(
             f"unknown piece {body.piece!r}; known: {sorted(runtime.pieces.pieces)}", field="piece"
         )
-    if piece.name == CHAT_PIECE:
+
+    async def work(db: AsyncSession) -> JobPublic:
+        if piece.name != CHAT_PIECE:
+            job = await submit_job(
+                db, tenant, instruction=body.instruction, piece=piece, session_id=body.session_id
+            )
+            return JobPublic.of(job)
         if body.session_id is None:
-            session = await create_session(db, tenant, title=body.instruction[:80])
-            session_id = session.id
+            session_id = (await create_session(db, tenant, title=body.instruction[:80])).id
         else:
             session_id = body.session_id
         job = await send_message(db, tenant, session_id, body.instruction, IfBusy.enqueue)
-    else:
-        job = await submit_job(
-            db, tenant, instruction=body.instruction, piece=piece, session_id=body.session_id
-        )
-    if runtime.runner is not None:
-        runtime.runner.wake()
-    created = JobPublic.of(job)
-    await idempotency.remember(db, 201, created.model_dump(mode="json"))
-    return created
+        return JobPublic.of(job)
+
+    return await write_once(database, idempotency, 201, work)
 
 
 @router.post(
@@ -137,19 +132,15 @@ async def create_job(
 async def comment(
     job_id: JobId,
     body: CommentCreate,
-    db: SessionDep,
+    database: DatabaseDep,
     tenant: CurrentTenant,
-    runtime: RuntimeDep,
     idempotency: IdempotencyDep,
 ) -> object:
-    if (replay := await idempotency.replay(db)) is not None:
-        return replayed(replay)
-    row = await comments.add_comment(db, tenant, job_id, body.body)
-    if runtime.runner is not None:
-        runtime.runner.wake()
-    created = CommentPublic.model_validate(row, from_attributes=True)
-    await idempotency.remember(db, 201, created.model_dump(mode="json"))
-    return created
+    async def work(db: AsyncSession) -> CommentPublic:
+        row = await comments.add_comment(db, tenant, job_id, body.body)
+        return CommentPublic.model_validate(row, from_attributes=True)
+
+    return await write_once(database, idempotency, 201, work)
 
 
 @router.get(

@@ -3,8 +3,9 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Path
+from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.api.deps import CurrentTenant, SessionDep, SettingsDep
+from app.api.deps import CurrentTenant, DatabaseDep, SessionDep, SettingsDep
 from app.api.errors import problem_responses
 from app.api.routes.sessions import SessionId
 from app.api.schemas.memory import (
@@ -16,6 +17,7 @@ from app.api.schemas.memory import (
     TurnDetailPublic,
 )
 from app.api.schemas.sessions import SessionPublic
+from app.db.models import Session
 from app.services import memory as service
 from app.services.summaries import enqueue_if_needed
 
@@ -109,11 +111,14 @@ async def get_detail(
 async def merge(
     session_id: SessionId,
     body: MergeRequest,
-    db: SessionDep,
+    database: DatabaseDep,
     tenant: CurrentTenant,
     settings: SettingsDep,
 ) -> SessionPublic:
-    target = await service.merge_sessions(db, tenant, session_id, body.into)
-    # merged-in turns may push older ones out of the window: queue their summaries
-    await enqueue_if_needed(db, target, settings.memory_l2_window_turns)
-    return SessionPublic.of(target)
+    async def work(db: AsyncSession) -> Session:
+        target = await service.merge_sessions(db, tenant, session_id, body.into)
+        # merged-in turns may push older ones out of the window: queue their summaries
+        await enqueue_if_needed(db, target, settings.memory_l2_window_turns)
+        return target
+
+    return SessionPublic.of(await database.write(work))

@@ -3,15 +3,17 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Path
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.api.deps import (
     AfterCursor,
     CurrentTenant,
+    DatabaseDep,
     IdempotencyDep,
     PageLimit,
     RuntimeDep,
     SessionDep,
-    replayed,
+    write_once,
 )
 from app.api.errors import problem_responses
 from app.api.schemas.sessions import SessionCreate, SessionList, SessionPublic, SessionUpdate
@@ -32,27 +34,26 @@ SessionId = Annotated[str, Path(max_length=40, description="A session id (`ses_â
 )
 async def create_session(
     body: SessionCreate,
-    db: SessionDep,
+    database: DatabaseDep,
     tenant: CurrentTenant,
     runtime: RuntimeDep,
     idempotency: IdempotencyDep,
 ) -> object:
-    if (replay := await idempotency.replay(db)) is not None:
-        return replayed(replay)
-    row = await service.create_session(
-        db,
-        tenant,
-        title=body.title,
-        system_prompt=body.system_prompt,
-        model=body.model,
-        metadata=body.metadata,
-        tools=body.tools,
-        known_tools=runtime.tools.names,
-        continues_from=body.continues_from,
-    )
-    created = SessionPublic.of(row)
-    await idempotency.remember(db, 201, created.model_dump(mode="json"))
-    return created
+    async def work(db: AsyncSession) -> SessionPublic:
+        row = await service.create_session(
+            db,
+            tenant,
+            title=body.title,
+            system_prompt=body.system_prompt,
+            model=body.model,
+            metadata=body.metadata,
+            tools=body.tools,
+            known_tools=runtime.tools.names,
+            continues_from=body.continues_from,
+        )
+        return SessionPublic.of(row)
+
+    return await write_once(database, idempotency, 201, work)
 
 
 @router.get(
@@ -89,10 +90,12 @@ async def get_session(
 async def update_session(
     session_id: SessionId,
     body: SessionUpdate,
-    db: SessionDep,
+    database: DatabaseDep,
     tenant: CurrentTenant,
     runtime: RuntimeDep,
 ) -> SessionPublic:
     changes = body.model_dump(exclude_unset=True)
-    row = await service.update_session(db, tenant, session_id, changes, runtime.tools.names)
+    row = await database.write(
+        lambda db: service.update_session(db, tenant, session_id, changes, runtime.tools.names)
+    )
     return SessionPublic.of(row)

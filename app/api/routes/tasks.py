@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path
 
-from app.api.deps import CurrentTenant, IdempotencyDep, SessionDep, replayed
+from app.api.deps import CurrentTenant, DatabaseDep, IdempotencyDep, SessionDep, write_once
 from app.api.errors import problem_responses
 from app.api.routes.sessions import SessionId
 from app.api.schemas.tasks import Task, TaskCreate, TaskList, TaskPatch
@@ -36,15 +36,17 @@ RECORDED = (
 async def create_task(
     session_id: SessionId,
     body: TaskCreate,
-    db: SessionDep,
+    database: DatabaseDep,
     tenant: CurrentTenant,
     idempotency: IdempotencyDep,
 ) -> object:
-    if (replay := await idempotency.replay(db)) is not None:
-        return replayed(replay)
-    task = await service.change_task(db, tenant, session_id, "TaskCreate", body.model_dump())
-    await idempotency.remember(db, 201, task.model_dump(mode="json"))
-    return task
+    args = body.model_dump()
+    return await write_once(
+        database,
+        idempotency,
+        201,
+        lambda db: service.change_task(db, tenant, session_id, "TaskCreate", args),
+    )
 
 
 @router.get(
@@ -77,8 +79,10 @@ async def update_task(
     session_id: SessionId,
     taskid: TaskId,
     body: TaskPatch,
-    db: SessionDep,
+    database: DatabaseDep,
     tenant: CurrentTenant,
 ) -> Task:
     args = {"taskid": taskid, **body.model_dump(exclude_none=True)}
-    return await service.change_task(db, tenant, session_id, "TaskUpdate", args)
+    return await database.write(
+        lambda db: service.change_task(db, tenant, session_id, "TaskUpdate", args)
+    )

@@ -6,7 +6,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Response
 
-from app.api.deps import AfterCursor, CurrentTenant, PageLimit, RuntimeDep, SessionDep, SettingsDep
+from app.api.deps import (
+    AfterCursor,
+    CurrentTenant,
+    DatabaseDep,
+    PageLimit,
+    SessionDep,
+    SettingsDep,
+)
 from app.api.errors import problem_responses
 from app.api.schemas.webhooks import (
     DeliveryList,
@@ -40,15 +47,17 @@ SIGNING = (
     responses=problem_responses(413, 422),
 )
 async def create_webhook(
-    body: WebhookCreate, db: SessionDep, tenant: CurrentTenant, settings: SettingsDep
+    body: WebhookCreate, database: DatabaseDep, tenant: CurrentTenant, settings: SettingsDep
 ) -> WebhookCreated:
-    row = await service.create_subscription(
-        db,
-        tenant,
-        url=body.url,
-        events=list(body.events),
-        description=body.description,
-        allow_private=settings.webhook_allow_private,
+    url = await service.check_target(body.url, allow_private=settings.webhook_allow_private)
+    row = await database.write(
+        lambda db: service.create_subscription(
+            db,
+            tenant,
+            url=url,
+            events=list(body.events),
+            description=body.description,
+        )
     )
     return WebhookCreated.of(row)
 
@@ -89,16 +98,17 @@ async def get_webhook(
 async def update_webhook(
     webhook_id: WebhookId,
     body: WebhookUpdate,
-    db: SessionDep,
+    database: DatabaseDep,
     tenant: CurrentTenant,
     settings: SettingsDep,
 ) -> WebhookPublic:
-    row = await service.update_subscription(
-        db,
-        tenant,
-        webhook_id,
-        body.model_dump(exclude_unset=True),
-        allow_private=settings.webhook_allow_private,
+    changes = body.model_dump(exclude_unset=True)
+    if changes.get("url") is not None:  # resolved before the write, never inside it
+        changes["url"] = await service.check_target(
+            changes["url"], allow_private=settings.webhook_allow_private
+        )
+    row = await database.write(
+        lambda db: service.update_subscription(db, tenant, webhook_id, changes)
     )
     return WebhookPublic.of(row)
 
@@ -110,8 +120,10 @@ async def update_webhook(
     summary="Delete a subscription and its deliveries",
     responses=problem_responses(404, 422),
 )
-async def delete_webhook(webhook_id: WebhookId, db: SessionDep, tenant: CurrentTenant) -> Response:
-    await service.delete_subscription(db, tenant, webhook_id)
+async def delete_webhook(
+    webhook_id: WebhookId, database: DatabaseDep, tenant: CurrentTenant
+) -> Response:
+    await database.write(lambda db: service.delete_subscription(db, tenant, webhook_id))
     return Response(status_code=204)
 
 
@@ -144,9 +156,7 @@ async def list_deliveries(
     responses=problem_responses(404, 409, 422),
 )
 async def test_webhook(
-    webhook_id: WebhookId, db: SessionDep, tenant: CurrentTenant, runtime: RuntimeDep
+    webhook_id: WebhookId, database: DatabaseDep, tenant: CurrentTenant
 ) -> DeliveryPublic:
-    view = await service.send_test(db, tenant, webhook_id)
-    if runtime.dispatcher is not None:
-        runtime.dispatcher.wake()
+    view = await database.write(lambda db: service.send_test(db, tenant, webhook_id))
     return DeliveryPublic.of(view)

@@ -70,26 +70,50 @@ class JobRepository:
         return list((await self.db.exec(query)).all())
 
     async def take(self, job: Job, owner: str, until: datetime) -> None:
+        """Lease the job to `owner`. The lease token names the attempt too, so a runner
+        that claims the same job again later never mistakes an old lease for its own."""
         now = utcnow()
         job.status = "running"
-        job.lease_owner = owner
-        job.lease_expires_at = until
         job.attempts += 1
+        job.lease_owner = f"{owner}#{job.attempts}"
+        job.lease_expires_at = until
         job.started_at = job.started_at or now
         job.updated_at = now
         self.db.add(job)
         await self.db.flush()
 
-    async def renew_lease(self, job_id: str, owner: str, until: datetime) -> bool:
-        """Extend the lease if this worker still holds it; False means it was lost."""
+    async def renew_leases(
+        self, leases: dict[str, str], until: datetime
+    ) -> tuple[set[str], set[str]]:
+        """Extend the leases still held (job id → lease token) in one statement; returns
+        the ids renewed, and those of them whose cancel was asked."""
+        if not leases:
+            return set(), set()
+        held = or_(
+            *(
+                and_(col(Job.id) == job_id, col(Job.lease_owner) == token)
+                for job_id, token in leases.items()
+            )
+        )
         stmt = (
             update(Job)
-            .where(col(Job.id) == job_id, col(Job.lease_owner) == owner)
-            .where(col(Job.status) == "running")
-            .values(lease_expires_at=until, updated_at=utcnow())
+            .where(held, col(Job.status) == "running")
+            .values(lease_expires_at=until)
+            .returning(col(Job.id), col(Job.cancel_requested))
         )
-        result = await self.db.exec(stmt)
-        return bool(result.rowcount)
+        rows = (await self.db.exec(stmt)).all()
+        return {row[0] for row in rows}, {row[0] for row in rows if row[1]}
+
+    async def still_owned(self, job_id: str, token: str) -> bool:
+        """Whether `token` still holds the running job's lease, in one UPDATE: it takes
+        the row's lock (PostgreSQL), so a concurrent claim waits for this transaction."""
+        stmt = (
+            update(Job)
+            .where(col(Job.id) == job_id, col(Job.lease_owner) == token)
+            .where(col(Job.status) == "running")
+            .values(updated_at=utcnow())
+        )
+        return bool((await self.db.exec(stmt)).rowcount)
 
     async def add_usage(self, job_id: str, usage: Usage) -> None:
         await self.db.exec(

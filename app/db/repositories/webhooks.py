@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import and_, func, or_, update
 from sqlmodel import col, select
@@ -119,29 +120,7 @@ class WebhookRepository:
         delivery; SQLite renders no lock clause, its writing transaction (`BEGIN
         IMMEDIATE`) is exclusive already. Each claim counts as an attempt started."""
         query = (
-            select(WebhookDelivery, WebhookSubscription)
-            .join(
-                WebhookSubscription,
-                col(WebhookSubscription.id) == col(WebhookDelivery.subscription_id),
-            )
-            .where(
-                col(WebhookDelivery.status) == "pending",
-                or_(
-                    and_(
-                        col(WebhookDelivery.attempts) == 0,
-                        col(WebhookDelivery.next_attempt_at) <= first_due,
-                    ),
-                    and_(
-                        col(WebhookDelivery.attempts) > 0,
-                        col(WebhookDelivery.next_attempt_at) <= now,
-                    ),
-                ),
-                or_(
-                    col(WebhookDelivery.lease_until).is_(None),
-                    col(WebhookDelivery.lease_until) < now,
-                ),
-                col(WebhookSubscription.enabled).is_(True),
-            )
+            self._due(select(WebhookDelivery, WebhookSubscription), now, first_due)
             .order_by(col(WebhookDelivery.next_attempt_at), col(WebhookDelivery.id))
             .limit(limit)
             .with_for_update(skip_locked=True, of=WebhookDelivery)
@@ -153,6 +132,34 @@ class WebhookRepository:
             self.db.add(delivery)
         await self.db.flush()
         return [(delivery, subscription) for delivery, subscription in rows]
+
+    async def any_due(self, now: datetime, first_due: datetime) -> bool:
+        query = self._due(select(WebhookDelivery.id), now, first_due).limit(1)
+        return (await self.db.exec(query)).first() is not None
+
+    @staticmethod
+    def _due(query: Any, now: datetime, first_due: datetime) -> Any:
+        return query.join(
+            WebhookSubscription,
+            col(WebhookSubscription.id) == col(WebhookDelivery.subscription_id),
+        ).where(
+            col(WebhookDelivery.status) == "pending",
+            or_(
+                and_(
+                    col(WebhookDelivery.attempts) == 0,
+                    col(WebhookDelivery.next_attempt_at) <= first_due,
+                ),
+                and_(
+                    col(WebhookDelivery.attempts) > 0,
+                    col(WebhookDelivery.next_attempt_at) <= now,
+                ),
+            ),
+            or_(
+                col(WebhookDelivery.lease_until).is_(None),
+                col(WebhookDelivery.lease_until) < now,
+            ),
+            col(WebhookSubscription.enabled).is_(True),
+        )
 
     async def add_attempt(self, row: WebhookAttempt) -> WebhookAttempt:
         self.db.add(row)

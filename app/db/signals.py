@@ -1,0 +1,51 @@
+"""After-commit signals: what a unit of work asks to happen once its change is durable.
+
+A service that makes a change others wait for (a durable event, a queued job, a
+webhook delivery) records a signal on its database session; the `Database` fires
+the signals of a unit of work only after that unit committed, and drops them when
+it rolls back. So no reader is ever woken for a change that then vanished, and no
+route or service fires a signal by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+_KEY = "strata.signals"
+
+
+@dataclass(frozen=True)
+class Notify:
+    """Durable events of this session (and job) were committed: streams read again."""
+
+    session_id: str | None
+    job_id: str | None = None
+
+
+@dataclass(frozen=True)
+class WakeRunner:
+    """A job may have become runnable (queued, re-queued, or its session freed)."""
+
+
+@dataclass(frozen=True)
+class WakeDispatcher:
+    """A webhook delivery was queued."""
+
+
+Signal = Notify | WakeRunner | WakeDispatcher
+Listener = Callable[[Signal], None]
+
+
+def emit(db: Any, signal: Signal) -> None:
+    """Record `signal` on the unit of work `db` (an ORM session) for after its commit."""
+    pending: list[Signal] = db.info.setdefault(_KEY, [])
+    if signal not in pending:
+        pending.append(signal)
+
+
+def take(db: Any) -> list[Signal]:
+    """The signals recorded on `db`, removed from it."""
+    pending: list[Signal] = db.info.pop(_KEY, [])
+    return pending

@@ -1,0 +1,61 @@
+"""Fenced writes: a running job writes only while it still owns its lease.
+
+A job is claimed with a lease token (`jobs.lease_owner`, new at every claim). If a
+runner's heartbeat comes late and the lease expires, another runner may claim the
+job and resume it; the first runner must then not write one more row, or the log
+would get its steps twice (two `tool_result`s for one `tool_use`). So every write
+transaction of a job starts by checking the token in one statement — an UPDATE of
+the job's row, which on PostgreSQL also locks it against a concurrent claim — and
+is rolled back whole, raising `LeaseLost`, when the token is no longer there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TypeVar
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.db.engine import Database
+from app.db.models import Job
+from app.db.repositories.jobs import JobRepository
+from app.db.writer import Work
+
+T = TypeVar("T")
+
+
+class LeaseLost(Exception):
+    """Another runner owns the job now; this one must stop and touch nothing."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"job {job_id}: the lease was taken over by another runner")
+        self.job_id = job_id
+
+
+async def fence(db: AsyncSession, job: Job) -> None:
+    """The first statement of each of `job`'s write transactions."""
+    if job.lease_owner is None or not await JobRepository(db).still_owned(job.id, job.lease_owner):
+        raise LeaseLost(job.id)
+
+
+class JobDatabase:
+    """The database as a running job sees it: reads as usual, every write fenced."""
+
+    def __init__(self, database: Database, job: Job) -> None:
+        self.database = database
+        self.job = job
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncSession]:
+        async with self.database.read() as db:
+            yield db
+
+    async def write(self, work: Work[T]) -> T:
+        job = self.job
+
+        async def fenced(db: AsyncSession) -> T:
+            await fence(db, job)
+            return await work(db)
+
+        return await self.database.write(fenced)
