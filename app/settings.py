@@ -45,6 +45,12 @@ class Settings(BaseSettings):
     sqlite_busy_timeout_ms: int = 5000
     # write units of work queued together are committed by one transaction (group commit)
     db_write_batch_max: int = 64
+    # a request that meets a locked or unreachable database gets 503 with this Retry-After
+    db_unavailable_retry_after_seconds: int = 2
+    # background loops retrying through a database outage wait at most this long between tries
+    db_retry_max_seconds: float = 5.0
+    # /readyz is 503 when the runner or webhook dispatcher has not come round for this long
+    background_stall_seconds: float = 15.0
     log_level: str = "info"
 
     # --- tenants and keys ---------------------------------------------------

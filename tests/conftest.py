@@ -128,6 +128,11 @@ class PostgresDatabases(DatabaseFactory):
     def release(self, url: str) -> None:
         self.server.drop_database(url.rsplit("/", 1)[1])
 
+    def restart_server(self, down_seconds: float) -> None:
+        """Restart the server under the running test (the next test's copy is made first)."""
+        self._next.result()
+        self.server.restart(down_seconds)
+
     def close(self) -> None:
         self._cloner.shutdown(wait=True, cancel_futures=True)
 

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from app.db.engine import is_transient
 from app.domain.errors import DomainError, Unauthorized
 from app.domain.ids import new_id
 
@@ -147,6 +148,16 @@ def _allowed_methods(request: Request) -> str:
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+    if is_transient(exc):  # a locked or restarting database: try again soon, nothing is lost
+        logger.warning("database unavailable on %s %s: %s", request.method, request.url.path, exc)
+        retry_after = request.app.state.settings.db_unavailable_retry_after_seconds
+        return problem_response(
+            503,
+            "the database is busy or unreachable; retry the request",
+            slug="database-unavailable",
+            instance=request.url.path,
+            headers={"Retry-After": str(retry_after)},
+        )
     reference = new_id("err")
     logger.exception("unhandled error %s on %s %s", reference, request.method, request.url.path)
     return problem_response(

@@ -6,8 +6,6 @@ import logging
 
 from app.db.engine import is_transient
 
-MAX_BACKOFF_SECONDS = 5.0
-
 
 class Outage:
     """One loop's view of the database being away.
@@ -16,9 +14,10 @@ class Outage:
     transient), later ones of the same outage only at debug level; the first success
     after it says it is over. `backoff` grows while failures go on."""
 
-    def __init__(self, logger: logging.Logger, who: str) -> None:
+    def __init__(self, logger: logging.Logger, who: str, max_seconds: float) -> None:
         self.logger = logger
         self.who = who
+        self.max_seconds = max_seconds
         self.failures = 0
 
     def failed(self, exc: BaseException, what: str) -> None:
@@ -39,4 +38,4 @@ class Outage:
         """The wait before the next try: `base` while all is well, then doubling."""
         if not self.failures:
             return base
-        return min(MAX_BACKOFF_SECONDS, base * 2.0 ** min(self.failures, 10))
+        return min(self.max_seconds, base * 2.0 ** min(self.failures, 10))

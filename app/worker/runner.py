@@ -83,7 +83,7 @@ class Runner:
         self.ticked_at: float | None = None  # loop time of the last turn of the main loop
         self._running: dict[str, _Running] = {}
         self._wake = asyncio.Event()
-        self._outage = Outage(logger, "runner")
+        self._outage = Outage(logger, "runner", settings.db_retry_max_seconds)
 
     def wake(self) -> None:
         """Tell the runner new work may be there (saves a poll interval)."""
@@ -99,6 +99,8 @@ class Runner:
                 free = self.settings.worker_concurrency - len(self._running)
                 jobs = await self._claim_safely(free) if free > 0 else []
                 for job in jobs:
+                    if (previous := self._running.get(job.id)) is not None:
+                        self._stop_job(previous, "lease_lost")  # claimed again, see _run_job
                     running = _Running(job=job)
                     self._running[job.id] = running
                     running.task = group.create_task(self._run_job(running))
@@ -162,7 +164,7 @@ class Runner:
         """Renew the leases of every running job in one transaction per interval, and
         stop the jobs whose lease was lost or whose cancel was asked. A failed renewal
         is retried at the next beat; fencing keeps a lost lease harmless meanwhile."""
-        outage = Outage(logger, "heartbeat")
+        outage = Outage(logger, "heartbeat", self.settings.db_retry_max_seconds)
         while not stop.is_set():
             await idle(asyncio.Event(), stop, self.settings.job_heartbeat_seconds)
             running = [r for r in self._running.values() if not r.done.is_set()]
@@ -201,7 +203,10 @@ class Runner:
             logger.exception("job %s could not be settled; its lease will expire", job.id)
         finally:
             running.done.set()
-            self._running.pop(job.id, None)
+            # after an outage longer than the lease this runner may have claimed the job
+            # again (a new lease); the old run stopped at its fence and must not drop it
+            if self._running.get(job.id) is running:
+                del self._running[job.id]
             self.wake()
 
     async def _settle(self, running: _Running) -> None:
@@ -253,7 +258,7 @@ class Runner:
     async def _persist(self, job: Job, write: Callable[[Job], Awaitable[None]]) -> None:
         """Retry a job's closing write through a database outage, for as long as its
         lease lasts; after that another runner resumes the job from the log."""
-        outage = Outage(logger, f"job {job.id}")
+        outage = Outage(logger, f"job {job.id}", self.settings.db_retry_max_seconds)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.settings.job_lease_seconds
         while True:

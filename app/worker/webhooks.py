@@ -50,7 +50,7 @@ class WebhookDispatcher:
         self.database = database
         self.ticked_at: float | None = None  # loop time of the last turn of the main loop
         self._wake = asyncio.Event()
-        self._outage = Outage(logger, "webhook dispatcher")
+        self._outage = Outage(logger, "webhook dispatcher", settings.db_retry_max_seconds)
 
     def wake(self) -> None:
         """Tell the dispatcher a delivery may be due (saves a poll interval)."""

@@ -56,3 +56,20 @@ async def test_readyz_is_503_on_a_database_never_migrated(
     assert problem["type"] == "urn:strata:problem:migrations-pending"
     assert problem["status"] == 503
     assert problem["detail"]
+
+
+async def test_readyz_is_503_and_names_a_background_loop_that_stopped_coming_round(
+    make_settings: Any,
+) -> None:
+    async with serve(make_settings(background_stall_seconds=5.0)) as (app, c):
+        ready = await c.get("/readyz")
+        runner = app.state.runtime.runner
+        runner.ticked_at -= 60  # as if its loop had been stuck for a minute
+        stalled = await c.get("/readyz")
+
+    assert ready.status_code == 200
+    assert stalled.status_code == 503
+    assert stalled.headers["content-type"] == PROBLEM
+    body = stalled.json()
+    assert body["type"] == "urn:strata:problem:background-stalled"
+    assert body["stalled"] == ["runner"]

@@ -212,6 +212,15 @@ class EmbeddedPostgres:
                 raise RuntimeError(f"postgres not ready in {START_WITHIN} s:\n{self.log()}")
             time.sleep(0.05)
 
+    def restart(self, down_seconds: float) -> None:
+        """Stop the server (fast shutdown, data kept), stay down a while, start it again on
+        the same port: what clients see of a database server restart."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGINT)
+        self.process.wait(STOP_WITHIN)
+        time.sleep(down_seconds)
+        self._launch()
+
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
