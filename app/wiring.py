@@ -80,6 +80,9 @@ class Runtime:
             case signals.WakeDispatcher():
                 if self.dispatcher is not None:
                     self.dispatcher.wake()
+            case signals.CancelJob(job_id=job_id):
+                if self.runner is not None:
+                    self.runner.cancel(job_id)
             case _:
                 assert_never(signal)
 

@@ -33,7 +33,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db import signals
 from app.db.stats import DbStats
-from app.db.writer import SqliteWriter, Work, writer_engine
+from app.db.writer import SqliteWriter, Work, direct_engine
 from app.settings import Settings
 
 logger = logging.getLogger("strata.db")
@@ -132,6 +132,10 @@ def _install_postgresql_hooks(engine: AsyncEngine) -> None:
         return statement, _without_nul(parameters)
 
 
+def _no_signals(_fired: list[signals.Signal]) -> None:
+    """A read records no signals."""
+
+
 def _retrieve(task: asyncio.Future[Any]) -> None:
     """Mark a unit's outcome as seen when nobody waits for it any more."""
     if not task.cancelled():
@@ -142,6 +146,8 @@ class UnitsOfWork(Protocol):
     """Reads and writes: the `Database` itself, or a running job's fenced view of it."""
 
     def read(self) -> AbstractAsyncContextManager[AsyncSession]: ...
+
+    async def read_unit(self, work: Work[T]) -> T: ...
 
     async def write(self, work: Work[T]) -> T: ...
 
@@ -168,14 +174,21 @@ class Database:
         self.stats.watch(self.engine)
         self._maker = async_sessionmaker(self.engine, class_=AsyncSession, expire_on_commit=False)
         self._writer: SqliteWriter | None = None
+        self._reader: SqliteWriter | None = None
         if self.is_sqlite:
             install_sqlite_hooks(self.engine, settings.sqlite_busy_timeout_ms)
             path = make_url(settings.database_url).database or ":memory:"
             setup = sqlite_setup(settings.sqlite_busy_timeout_ms)
             self._writer = SqliteWriter(
-                lambda: writer_engine(path, setup, self.stats),
+                lambda: direct_engine(path, setup, self.stats, write=True),
                 self.stats,
                 batch=settings.db_write_batch_max,
+            )
+            self._reader = SqliteWriter(
+                lambda: direct_engine(path, setup, self.stats, write=False),
+                self.stats,
+                batch=1,
+                name="strata-db-reader",
             )
         else:
             _install_postgresql_hooks(self.engine)
@@ -186,6 +199,15 @@ class Database:
         write lock beside the writer thread."""
         async with self._maker() as session:  # closing ends the transaction and keeps
             yield session  # what was loaded readable
+
+    async def read_unit(self, work: Work[T]) -> T:
+        """Run the small read `work(db)` in one hand-off: on SQLite on the process's reader
+        thread (a connection of its own, never behind the writer), elsewhere on the pool.
+        For reads a running job makes every step; anything large belongs in `read`."""
+        if self._reader is not None:
+            return await self._reader.submit(work, _no_signals)
+        async with self.read() as db:
+            return await work(db)
 
     async def write(self, work: Work[T]) -> T:
         """Run `work(db)` as one write transaction and return what it returned.
@@ -227,6 +249,7 @@ class Database:
                 logger.exception("after-commit signal %r failed", signal)
 
     async def dispose(self) -> None:
-        if self._writer is not None:
-            await self._writer.close()
+        for thread in (self._writer, self._reader):
+            if thread is not None:
+                await thread.close()
         await self.engine.dispose()

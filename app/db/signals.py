@@ -34,7 +34,15 @@ class WakeDispatcher:
     """A webhook delivery was queued."""
 
 
-Signal = Notify | WakeRunner | WakeDispatcher
+@dataclass(frozen=True)
+class CancelJob:
+    """A running job was asked to stop: a runner of this process that runs it stops it
+    at once (others see the flag at their next step or heartbeat)."""
+
+    job_id: str
+
+
+Signal = Notify | WakeRunner | WakeDispatcher | CancelJob
 Listener = Callable[[Signal], None]
 
 

@@ -58,7 +58,18 @@ class _Unit:
 
 
 class SqliteWriter:
-    def __init__(self, make_engine: Callable[[], AsyncEngine], stats: DbStats, batch: int) -> None:
+    """Runs units of work on a thread of its own, in order. The process's writer takes
+    queued units together (`batch` > 1); its reader (batch 1, plain `BEGIN`) runs the
+    small reads a running job makes every step for one hand-off each, beside the
+    writer, on a connection of its own."""
+
+    def __init__(
+        self,
+        make_engine: Callable[[], AsyncEngine],
+        stats: DbStats,
+        batch: int,
+        name: str = "strata-db-writer",
+    ) -> None:
         self._make_engine = make_engine
         self._stats = stats
         self._batch = batch
@@ -68,7 +79,7 @@ class SqliteWriter:
         self._ready: asyncio.Event | None = None
         self._closing = False
         self._started = threading.Event()
-        self._thread = threading.Thread(target=self._main, name="strata-db-writer", daemon=True)
+        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
         self._thread.start()
         self._started.wait()
 
@@ -170,8 +181,11 @@ class SqliteWriter:
             unit.succeed(value, fired)
 
 
-def writer_engine(path: str, setup: Callable[[Any], None], stats: DbStats) -> AsyncEngine:
-    """The writer's engine: one direct connection, every transaction `BEGIN IMMEDIATE`."""
+def direct_engine(
+    path: str, setup: Callable[[Any], None], stats: DbStats, *, write: bool
+) -> AsyncEngine:
+    """One direct connection for a unit thread: the writer's transactions begin with
+    `BEGIN IMMEDIATE` (the write lock up front), the reader's with a plain `BEGIN`."""
     from app.db.sqlite_direct import direct_connector
 
     engine = create_async_engine(
@@ -179,10 +193,11 @@ def writer_engine(path: str, setup: Callable[[Any], None], stats: DbStats) -> As
         async_creator=direct_connector(path, setup),
         poolclass=StaticPool,
     )
+    begin = "BEGIN IMMEDIATE" if write else "BEGIN"
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn: Any) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        conn.exec_driver_sql(begin)
 
     stats.watch(engine)
     return engine

@@ -104,6 +104,13 @@ class TaskStore:
             return self.update(TaskUpdateArgs.model_validate(op.args), op.at)
         raise TaskError(f"{op.name} is not a task operation")
 
+    def apply_or_skip(self, op: TaskOp) -> None:
+        """Apply `op` as replay does: an operation the store refuses changes nothing."""
+        try:
+            self.apply(op)
+        except (ValidationError, TaskError):
+            pass
+
     # --- reads --------------------------------------------------------------
     def get(self, taskid: int) -> Task:
         task = self._tasks.get(taskid)
@@ -127,10 +134,7 @@ def replay(ops: Iterable[TaskOp]) -> TaskStore:
     """The store the operations produce; unreadable or refused ones are skipped."""
     store = TaskStore()
     for op in ops:
-        try:
-            store.apply(op)
-        except (ValidationError, TaskError):
-            continue
+        store.apply_or_skip(op)
     return store
 
 

@@ -35,6 +35,10 @@ class TurnStore(Protocol):
         self, payload: ItemPayload, origin: Origin, usage: Usage | None = None
     ) -> None: ...
 
+    async def append_all(self, payloads: Sequence[ItemPayload], origin: Origin) -> None:
+        """Several items in one go (one step's tool results)."""
+        ...
+
     async def cancel_requested(self) -> bool: ...
 
 
@@ -72,9 +76,12 @@ class TurnOutcome:
 
 async def close_dangling_tool_uses(store: TurnStore, reason: str) -> None:
     """Give every unanswered tool call a result, so the log stays a valid conversation."""
-    for block in unanswered_tool_uses(await store.segment()):
-        result = ToolResult(tool_use_id=block.id, content=reason, is_error=True, name=block.name)
-        await store.append(result, Origin.system)
+    results = [
+        ToolResult(tool_use_id=block.id, content=reason, is_error=True, name=block.name)
+        for block in unanswered_tool_uses(await store.segment())
+    ]
+    if results:
+        await store.append_all(results, Origin.system)
 
 
 async def run_turn(
@@ -87,6 +94,7 @@ async def run_turn(
 ) -> TurnOutcome:
     outcome = TurnOutcome(status="completed")
     await close_dangling_tool_uses(store, INTERRUPTED)
+    specs = tools.specs(config.tool_names)  # the same for every request of the turn
     while True:
         items = await store.segment()
         if turn_is_answered(items):
@@ -104,7 +112,7 @@ async def run_turn(
             model=config.model,
             system=config.system,
             messages=to_messages(items),
-            tools=tools.specs(config.tool_names),
+            tools=specs,
             max_tokens=config.max_tokens,
         )
         outbound = request.copy()
@@ -120,32 +128,7 @@ async def run_turn(
         )
         await store.append(assistant, Origin.llm, response.usage)
 
-        ended_by: str | None = None
-        for block in (b for b in response.content if isinstance(b, ToolUseBlock)):
-            if await store.cancel_requested():
-                break
-            if ended_by is not None:  # keep the log valid: the step is over
-                skipped = ToolResult(
-                    tool_use_id=block.id,
-                    content=f"not run: {ended_by} ended this step",
-                    is_error=True,
-                    name=block.name,
-                )
-                await store.append(skipped, Origin.system)
-                continue
-            await events.tool_started(block)
-            output = await tools.run(ctx, block.name, block.input, config.tool_names, block.id)
-            if not output.recorded:
-                result = ToolResult(
-                    tool_use_id=block.id,
-                    content=output.content,
-                    is_error=output.is_error,
-                    name=block.name,
-                )
-                await store.append(result, Origin.system)
-            await events.tool_finished(block, output)
-            if output.ends_turn:
-                ended_by = block.name
+        ended_by = await _run_tools(response, store, tools, ctx, config, events)
         if ended_by is not None:
             outcome.status = "ended_by_tool"
             return outcome
@@ -157,6 +140,42 @@ async def run_turn(
         ):
             outcome.status = "stopped"
             return outcome
+
+
+async def _run_tools(
+    response: LLMResponse,
+    store: TurnStore,
+    tools: ToolRegistry,
+    ctx: ToolContext,
+    config: TurnConfig,
+    events: TurnEvents,
+) -> str | None:
+    """Run the response's tool calls in order and record their results in one append
+    (tools that record their own result, the task tools, do so as they run). Returns
+    the name of a tool that ended the step, if one did."""
+    results: list[ItemPayload] = []
+    ended_by: str | None = None
+    for block in (b for b in response.content if isinstance(b, ToolUseBlock)):
+        if await store.cancel_requested():
+            break
+        if ended_by is not None:  # keep the log valid: the step is over
+            skipped = f"not run: {ended_by} ended this step"
+            results.append(_result(block, skipped, is_error=True))
+            continue
+        await events.tool_started(block)
+        output = await tools.run(ctx, block.name, block.input, config.tool_names, block.id)
+        if not output.recorded:
+            results.append(_result(block, output.content, is_error=output.is_error))
+        await events.tool_finished(block, output)
+        if output.ends_turn:
+            ended_by = block.name
+    if results:
+        await store.append_all(results, Origin.system)
+    return ended_by
+
+
+def _result(block: ToolUseBlock, content: str, *, is_error: bool) -> ToolResult:
+    return ToolResult(tool_use_id=block.id, content=content, is_error=is_error, name=block.name)
 
 
 def _last_text(items: Sequence[ItemPayload]) -> str:

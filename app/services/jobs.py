@@ -118,5 +118,6 @@ async def cancel_job(db: AsyncSession, tenant: str, job_id: str) -> Job:
         job.updated_at = utcnow()
         db.add(job)
         await db.flush()
-        signals.emit(db, signals.Notify(job.session_id, job.id))  # its runner stops soon
+        signals.emit(db, signals.Notify(job.session_id, job.id))
+        signals.emit(db, signals.CancelJob(job.id))
     return job

@@ -51,6 +51,9 @@ class JobDatabase:
         async with self.database.read() as db:
             yield db
 
+    async def read_unit(self, work: Work[T]) -> T:
+        return await self.database.read_unit(work)
+
     async def write(self, work: Work[T]) -> T:
         job = self.job
 

@@ -13,13 +13,11 @@ from typing import Any
 from pydantic import ValidationError
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.db.engine import UnitsOfWork
-from app.db.models import Job
 from app.db.repositories.items import ItemRepository
 from app.db.repositories.sessions import SessionRepository
 from app.db.types import utcnow
 from app.domain.errors import InvalidInput, NotFound
-from app.domain.items import Origin, TaskEvent, ToolResult, load_payload
+from app.domain.items import ItemPayload, Origin, TaskEvent, ToolResult, load_payload
 from app.domain.tasks import (
     TASK_WRITE_TOOLS,
     Task,
@@ -27,16 +25,12 @@ from app.domain.tasks import (
     TaskOp,
     TaskStore,
     UnknownTask,
-    render_summary,
-    render_task,
-    render_task_list,
     replay,
 )
 from app.services import webhooks
 from app.services.events import record_event
 from app.services.items import append_item
 from app.services.sessions import get_session
-from app.tools.registry import ToolError, ToolOutput
 
 _TOOL_RESULT_FIELDS = frozenset(ToolResult.model_fields) - {"kind"}
 _TASK_EVENT_FIELDS = frozenset(TaskEvent.model_fields) - {"kind"}
@@ -90,9 +84,26 @@ def task_op_of(kind: str, data: dict[str, Any], at: datetime) -> TaskOp | None:
     return None
 
 
-async def task_ops(db: AsyncSession, session_id: str) -> list[TaskOp]:
-    """The session's task operations in log order: REST events and successful tool calls."""
-    rows = await ItemRepository(db).by_tool_names(session_id, sorted(TASK_WRITE_TOOLS))
+def task_op_of_payload(payload: ItemPayload) -> TaskOp | None:
+    """The task operation an item records, if any (as `task_op_of`, for a model)."""
+    if isinstance(payload, TaskEvent):
+        return TaskOp(payload.op, payload.input)
+    if (
+        isinstance(payload, ToolResult)
+        and payload.name in TASK_WRITE_TOOLS
+        and not payload.is_error
+        and payload.input is not None
+    ):
+        return TaskOp(payload.name, payload.input)
+    return None
+
+
+async def task_ops(db: AsyncSession, session_id: str, *, after_seq: int = 0) -> list[TaskOp]:
+    """The session's task operations in log order (after `after_seq`): REST events and
+    successful tool calls."""
+    rows = await ItemRepository(db).by_tool_names(
+        session_id, sorted(TASK_WRITE_TOOLS), after_seq=after_seq
+    )
     return [op for row in rows if (op := task_op_of(*row)) is not None]
 
 
@@ -144,58 +155,3 @@ async def change_task(
     )
     await webhooks.task_updated(db, tenant, session_id, task, op=op, origin="api")
     return task
-
-
-# --- the task tools' gateway ----------------------------------------------------
-class LogTaskGateway:
-    """What TaskCreate/TaskUpdate/TaskList/TaskGet do, for one running job."""
-
-    def __init__(self, database: UnitsOfWork, job: Job) -> None:
-        self.database = database
-        self.job = job
-
-    async def write(self, tool_use_id: str, op: str, args: dict[str, Any]) -> ToolOutput:
-        job = self.job
-
-        async def work(db: AsyncSession) -> ToolOutput:
-            store = await _locked_store(db, job.session_id)
-            try:
-                task = store.apply(TaskOp(op, args))
-            except (TaskError, ValidationError) as exc:
-                content, is_error = str(exc), True
-            else:
-                verb = "Created" if op == "TaskCreate" else "Updated"
-                content = (
-                    f"{verb} task {task.taskid}:\n{render_task(task)}\n\n{render_summary(store)}"
-                )
-                is_error = False
-            result = ToolResult(
-                tool_use_id=tool_use_id, content=content, is_error=is_error, name=op, input=args
-            )
-            await append_item(
-                db, job.session_id, result, Origin.system, turn=job.turn, job_id=job.id
-            )
-            if not is_error:
-                await record_event(
-                    db,
-                    job.session_id,
-                    "task.updated",
-                    {"taskid": task.taskid, "op": op, "origin": "llm"},
-                    job_id=job.id,
-                )
-                await webhooks.task_updated(
-                    db, job.tenant, job.session_id, task, op=op, origin="llm", job_id=job.id
-                )
-            return ToolOutput(content, is_error, recorded=True)
-
-        return await self.database.write(work)
-
-    async def read(self, taskid: int | None) -> str:
-        async with self.database.read() as db:
-            store = await load_store(db, self.job.session_id)
-        if taskid is None:
-            return render_task_list(store)
-        try:
-            return render_task(store.get(taskid))
-        except UnknownTask as exc:
-            raise ToolError(str(exc)) from exc

@@ -33,11 +33,12 @@ from app.services.live import LiveHub
 from app.services.memory import memory_block, project_turns
 from app.services.sessions import get_session
 from app.services.summaries import enqueue_if_needed, summarize_backlog
-from app.services.tasks import LogTaskGateway
 from app.settings import Settings
 from app.tools.registry import ToolContext, ToolRegistry
+from app.worker.job_session import JobSession
 from app.worker.memory_gateway import LogMemoryGateway
 from app.worker.reminder import TaskReminder
+from app.worker.task_gateway import JobTaskGateway
 from app.worker.turn_store import DbTurnStore, HubTurnEvents
 
 logger = logging.getLogger("strata.jobs")
@@ -72,15 +73,15 @@ def job_database(deps: Deps, job: Job) -> JobDatabase:
     return JobDatabase(deps.database, job)
 
 
-def tool_context(deps: Deps, job: Job, **extra: Any) -> ToolContext:
+def tool_context(deps: Deps, session: JobSession, **extra: Any) -> ToolContext:
     """What every tool of a job may use: the task list and memory over the log."""
-    database = job_database(deps, job)
+    job = session.job
     return ToolContext(
         tenant=job.tenant,
         session_id=job.session_id,
         job_id=job.id,
-        tasks=LogTaskGateway(database, job),
-        memory=LogMemoryGateway(deps.settings, database, job),
+        tasks=JobTaskGateway(session),
+        memory=LogMemoryGateway(deps.settings, session.database, job),
         **extra,
     )
 
@@ -128,17 +129,18 @@ async def _start_turn(deps: Deps, job: Job) -> Session:
 
 async def run_chat(deps: Deps, job: Job) -> Outcome:
     session = await _start_turn(deps, job)
-    store = DbTurnStore(job_database(deps, job), job)
+    held = JobSession(job_database(deps, job), job)
+    store = DbTurnStore(held)
     config = TurnConfig(
         model=session.model or deps.settings.model,
         system=await _system_prompt(deps, job, session.system_prompt),
         tool_names=session.tools if session.tools is not None else deps.tools.chat_names,
         max_iterations=deps.settings.agent_max_iterations,
         max_tokens=deps.settings.llm_max_tokens,
-        interceptors=[TaskReminder(deps.settings, job_database(deps, job), job.session_id)],
+        interceptors=[TaskReminder(deps.settings, store)],
         after_response=_compact_when_full(deps, job),
     )
-    ctx = tool_context(deps, job)
+    ctx = tool_context(deps, held)
     outcome = await run_turn(deps.llm, store, deps.tools, ctx, config, HubTurnEvents(deps.hub, job))
     also = remember_turn(deps, job)
     if outcome.status == "cancelled":

@@ -20,7 +20,7 @@ from app.db.repositories.jobs import JobRepository
 from app.db.repositories.sessions import SessionRepository
 from app.db.types import utcnow
 from app.domain.items import Origin, user_text
-from app.domain.tasks import render_snapshot
+from app.domain.tasks import TASK_WRITE_TOOLS, render_snapshot
 from app.engine.context import ContextManager, Thresholds
 from app.engine.instruction import CommentView, render_enriched_instruction
 from app.engine.llm import LLMRequest, LLMResponse
@@ -37,6 +37,8 @@ from app.tools.paths import Workspace
 from app.tools.registry import ToolContext, ToolError
 from app.tools.transition import SPAWN_SUBTASK, TRANSITION
 from app.worker.handlers import Deps, Outcome, job_database, problem, tool_context
+from app.worker.job_session import JobSession
+from app.worker.reminder import TaskReminder
 from app.worker.turn_store import DbTurnStore, HubTurnEvents
 
 logger = logging.getLogger("strata.pieces")
@@ -267,6 +269,7 @@ def _context_actions(
     movement: Movement,
     gateway: MovementGateway,
     ctx: ToolContext,
+    store: DbTurnStore,
 ) -> AfterResponse:
     settings = deps.settings
     manager = ContextManager(
@@ -278,7 +281,6 @@ def _context_actions(
             exhausted=settings.context_exhausted_ratio,
         ),
     )
-    store = DbTurnStore(job_database(deps, job), job)
 
     async def after(request: LLMRequest, response: LLMResponse, iteration: int) -> bool:
         chars = sum(len(block.model_dump_json()) for m in request.messages for block in m.content)
@@ -333,9 +335,11 @@ async def run_movement(
         names.append(TRANSITION)
         if WAIT_SUBTASKS in piece.next_steps(movement):
             names.append(SPAWN_SUBTASK)
+    held = JobSession(job_database(deps, job), job)
+    store = DbTurnStore(held)
     ctx = tool_context(
         deps,
-        job,
+        held,
         piece=gateway,
         extras={
             "workspace": workspace,
@@ -345,7 +349,7 @@ async def run_movement(
             ),
         },
     )
-    store = DbTurnStore(job_database(deps, job), job)
+    reminders = [TaskReminder(deps.settings, store)] if TASK_WRITE_TOOLS & set(names) else []
     nudges = 0
     while True:
         config = TurnConfig(
@@ -354,7 +358,8 @@ async def run_movement(
             tool_names=list(dict.fromkeys(names)),
             max_iterations=movement.max_iterations,
             max_tokens=deps.settings.llm_max_tokens,
-            after_response=_context_actions(deps, job, piece, movement, gateway, ctx),
+            interceptors=reminders,
+            after_response=_context_actions(deps, job, piece, movement, gateway, ctx, store),
         )
         outcome = await run_turn(
             deps.llm, store, deps.tools, ctx, config, HubTurnEvents(deps.hub, job)

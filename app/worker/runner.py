@@ -41,6 +41,7 @@ from app.settings import Settings
 from app.tools.registry import ToolRegistry
 from app.worker.handlers import HANDLERS, Deps, Outcome, problem, remember_turn
 from app.worker.idle import idle
+from app.worker.job_session import JobSession
 from app.worker.outage import Outage
 from app.worker.piece_runner import run_piece
 from app.worker.turn_store import DbTurnStore
@@ -88,6 +89,12 @@ class Runner:
     def wake(self) -> None:
         """Tell the runner new work may be there (saves a poll interval)."""
         self._wake.set()
+
+    def cancel(self, job_id: str) -> None:
+        """A cancel of `job_id` was committed: stop it now if it runs here."""
+        running = self._running.get(job_id)
+        if running is not None and not running.done.is_set():
+            self._stop_job(running, "cancel")
 
     async def run(self, stop: asyncio.Event) -> None:
         logger.info("runner %s started", self.worker_id)
@@ -244,7 +251,7 @@ class Runner:
     async def _after_stop(self, running: _Running) -> None:
         job = running.job
         if running.stop_reason == "cancel":
-            store = DbTurnStore(JobDatabase(self.database, job), job)
+            store = DbTurnStore(JobSession(JobDatabase(self.database, job), job))
             try:
                 await close_dangling_tool_uses(store, CANCELLED)
             except LeaseLost:

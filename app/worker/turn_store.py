@@ -1,14 +1,15 @@
 """The agent loop's ports, backed by the database and the live hub.
 
-Every append is its own unit of work, committed before the loop goes on: what
-a client saw happen survives a crash at the next line.
+Every append is a unit of work committed before the loop goes on: what a client
+saw happen survives a crash at the next line.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.db.engine import UnitsOfWork
 from app.db.models import Job
 from app.db.repositories.jobs import JobRepository
 from app.db.repositories.sessions import SessionRepository
@@ -16,10 +17,10 @@ from app.domain.items import AssistantMessage, ItemPayload, Origin, ToolUseBlock
 from app.domain.tasks import TASK_WRITE_TOOLS
 from app.domain.usage import Usage
 from app.services.events import record_event
-from app.services.items import append_item, segment_tail
+from app.services.items import append_item
 from app.services.live import LiveHub
-from app.services.sessions import get_session
 from app.tools.registry import ToolOutput
+from app.worker.job_session import JobSession
 
 
 def writes_tasks(message: AssistantMessage) -> bool:
@@ -30,53 +31,68 @@ def writes_tasks(message: AssistantMessage) -> bool:
 
 
 class DbTurnStore:
-    """The loop reads the segment before every request; this store keeps what it read
-    and asks the database only for the items after it, so a request costs the same
-    whatever the segment's or the log's length. The log stays the truth: anything
-    appended by someone else (a REST task change, a compaction) is read back, and a
-    new segment is read whole."""
+    """The loop's store over the job's session held in memory (`JobSession`): a step
+    costs one probe read, and each append one write transaction whose item is kept
+    without being read back."""
 
-    def __init__(self, database: UnitsOfWork, job: Job) -> None:
-        self.database = database
-        self.job = job
-        self._segment_no: int | None = None
-        self._last_seq = 0
-        self._items: list[ItemPayload] = []
+    def __init__(self, session: JobSession) -> None:
+        self.session = session
+        self.job = session.job
+        # the request being answered carries the task reminder (set by the interceptor)
+        self.reminder_pending = False
 
     async def segment(self) -> list[ItemPayload]:
-        async with self.database.read() as db:
-            session = await get_session(db, self.job.tenant, self.job.session_id)
-            if session.current_segment != self._segment_no:
-                self._segment_no, self._last_seq, self._items = session.current_segment, 0, []
-            tail = await segment_tail(db, session.id, session.current_segment, self._last_seq)
-        for seq, payload in tail:
-            self._items.append(payload)
-            self._last_seq = seq
-        return list(self._items)
+        await self.session.refresh()
+        return list(self.session.items)
 
     async def append(
         self, payload: ItemPayload, origin: Origin, usage: Usage | None = None
     ) -> None:
-        job = self.job
+        await self.append_all([payload], origin, usage)
 
-        async def work(db: AsyncSession) -> None:
-            await append_item(db, job.session_id, payload, origin, turn=job.turn, job_id=job.id)
+    async def append_all(
+        self, payloads: Sequence[ItemPayload], origin: Origin, usage: Usage | None = None
+    ) -> None:
+        """Append `payloads` in one transaction (an LLM response, or one step's tool
+        results); `usage` is the response's, counted with it."""
+        job = self.job
+        reminded, self.reminder_pending = self.reminder_pending, False
+
+        async def work(db: AsyncSession) -> list[int]:
+            seqs = []
+            for payload in payloads:
+                row = await append_item(
+                    db, job.session_id, payload, origin, turn=job.turn, job_id=job.id
+                )
+                seqs.append(row.seq)
             sessions = SessionRepository(db)
-            if isinstance(payload, AssistantMessage) and origin is Origin.llm:
+            answered = [p for p in payloads if isinstance(p, AssistantMessage)]
+            if answered and origin is Origin.llm:
                 await sessions.count_request(
-                    job.session_id, wrote_tasks=writes_tasks(payload), usage=usage
+                    job.session_id,
+                    wrote_tasks=any(writes_tasks(p) for p in answered),
+                    usage=usage,
+                    carried_reminder=reminded,
                 )
             elif usage is not None:
                 await sessions.add_usage(job.session_id, usage)
             if usage is not None:
                 await JobRepository(db).add_usage(job.id, usage)
                 await record_event(db, job.session_id, "usage", usage.model_dump(), job_id=job.id)
+            return seqs
 
-        await self.database.write(work)
+        try:
+            seqs = await self.session.database.write(work)
+        except BaseException:
+            self.session.invalidate()
+            raise
+        for seq, payload in zip(seqs, payloads, strict=True):
+            self.session.appended(seq, payload)
 
     async def cancel_requested(self) -> bool:
-        async with self.database.read() as db:
-            return await JobRepository(db).cancel_requested(self.job.id)
+        """As of the step's probe; a cancel asked in this process also stops the job's
+        task at once (the runner is told after the commit)."""
+        return self.session.cancel_requested
 
 
 class HubTurnEvents:

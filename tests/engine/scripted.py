@@ -8,7 +8,7 @@ receives is recorded as a deep copy, so later mutation by anyone cannot rewrite 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from app.domain.items import ContentBlock, ItemPayload, Origin, TextBlock, ToolUseBlock
@@ -99,6 +99,10 @@ class InMemoryStore:
             len(self.appended) >= self.cancel_after_appends
         ):
             self.cancel = True
+
+    async def append_all(self, payloads: Sequence[ItemPayload], origin: Origin) -> None:
+        for payload in payloads:
+            await self.append(payload, origin)
 
     async def cancel_requested(self) -> bool:
         return self.cancel

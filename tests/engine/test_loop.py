@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -48,6 +49,7 @@ class Harness:
 
     def __init__(self) -> None:
         self.ran: list[str] = []
+        self.while_echoing: Callable[[], None] | None = None
         self.tools = ToolRegistry(
             [
                 Tool("echo", "Repeat the text.", EchoInput, self._echo),
@@ -58,6 +60,8 @@ class Harness:
 
     async def _echo(self, ctx: ToolContext, args: EchoInput) -> str:
         self.ran.append(args.text)
+        if self.while_echoing is not None:
+            self.while_echoing()
         return args.text
 
     async def _boom(self, ctx: ToolContext, args: Empty) -> str:
@@ -379,14 +383,15 @@ async def test_a_cancel_during_tool_calls_leaves_the_later_calls_unrun() -> None
             )
         ]
     )
-    # Cancelled once the assistant message and the first tool result are stored.
-    store = InMemoryStore([user_text("go")], cancel_after_appends=2)
+    store = InMemoryStore([user_text("go")])
     harness = Harness()
+    harness.while_echoing = lambda: setattr(store, "cancel", True)  # cancel during tool a
 
     outcome = await run(llm, store, harness)
 
     assert outcome.status == "cancelled"
     assert harness.ran == ["a"]
+    # the result of the tool that ran is kept; the calls after the cancel have none
     assert [b.id for b in unanswered_tool_uses(store.payloads)] == ["t2", "t3"]
     llm.assert_all_consumed()
 
@@ -401,8 +406,10 @@ async def test_closing_dangling_tool_uses_after_a_cancel_gives_them_error_result
             )
         ]
     )
-    store = InMemoryStore([user_text("go")], cancel_after_appends=2)
-    await run(llm, store)
+    store = InMemoryStore([user_text("go")])
+    harness = Harness()
+    harness.while_echoing = lambda: setattr(store, "cancel", True)  # cancel during tool a
+    await run(llm, store, harness)
 
     await close_dangling_tool_uses(store, CANCELLED)
 

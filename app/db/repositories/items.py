@@ -63,7 +63,9 @@ class ItemRepository:
         query = select(Item).where(Item.session_id == session_id, Item.seq == seq)
         return (await self.db.exec(query)).first()
 
-    async def by_tool_names(self, session_id: str, names: Sequence[str]) -> list[ItemRecord]:
+    async def by_tool_names(
+        self, session_id: str, names: Sequence[str], *, after_seq: int = 0
+    ) -> list[ItemRecord]:
         """The items with these tool names, in log order, as plain records.
 
         Task replay reads every task item of a session on each request, so this skips what
@@ -79,6 +81,8 @@ class ItemRepository:
         query = select(Item.seq, Item.kind, cast(Item.payload, Text), Item.created_at).where(
             Item.session_id == session_id, col(Item.tool_name).in_(names)
         )
+        if after_seq:
+            query = query.where(col(Item.seq) > after_seq)
         rows = sorted((await self.db.exec(query)).all(), key=itemgetter(0))
         return [
             ItemRecord(kind, _parse_json(payload), created_at)

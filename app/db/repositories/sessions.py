@@ -3,14 +3,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import select as core_select
 from sqlalchemy import update
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.db.models import Session
+from app.db.models import Job, Session
 from app.db.types import utcnow
 from app.domain.reminder import ReminderState
 from app.domain.usage import Usage
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What a running job asks once per step: where the log ends, the reminder's
+    counters, and whether its cancel was asked (None: the session or job is gone)."""
+
+    last_seq: int
+    segment: int
+    reminder: ReminderState
+    cancel_requested: bool
 
 
 @dataclass(frozen=True)
@@ -90,36 +102,54 @@ class SessionRepository:
         query = select(Session).where(col(Session.id) == session_id).with_for_update()
         return (await self.db.exec(query)).first()
 
+    async def probe(self, session_id: str, job_id: str) -> Probe | None:
+        """One statement: the session's log end and reminder counters, and the job's
+        cancel flag."""
+        cancel = select(Job.cancel_requested).where(col(Job.id) == job_id).scalar_subquery()
+        query = core_select(
+            col(Session.last_seq),
+            col(Session.current_segment),
+            col(Session.llm_requests),
+            col(Session.last_task_write_request),
+            col(Session.last_reminder_request),
+            cancel,
+        ).where(col(Session.id) == session_id)
+        row = (await self.db.exec(query)).first()  # type: ignore[call-overload]
+        if row is None or row[5] is None:
+            return None
+        return Probe(
+            last_seq=row[0],
+            segment=row[1],
+            reminder=ReminderState(
+                requests_done=row[2], last_task_write_request=row[3], last_reminder_request=row[4]
+            ),
+            cancel_requested=bool(row[5]),
+        )
+
     async def count_request(
-        self, session_id: str, *, wrote_tasks: bool, usage: Usage | None = None
+        self,
+        session_id: str,
+        *,
+        wrote_tasks: bool,
+        usage: Usage | None = None,
+        carried_reminder: bool = False,
     ) -> None:
-        """One more main-thread LLM request answered; remember it if it wrote tasks.
-        Its usage, if given, is added by the same statement."""
+        """One more main-thread LLM request answered; remember it if it wrote tasks, and
+        if it carried the task reminder (counted as shown only now that it got an
+        answer). Its usage, if given, is added by the same statement."""
         values: dict[str, object] = {"llm_requests": col(Session.llm_requests) + 1}
         if wrote_tasks:
             values["last_task_write_request"] = col(Session.llm_requests) + 1
+        if carried_reminder:
+            values["last_reminder_request"] = col(Session.llm_requests) + 1
         if usage is not None:
             values.update(_usage_values(usage))
         await self.db.exec(update(Session).where(col(Session.id) == session_id).values(**values))
 
-    async def reminder_state(self, session_id: str) -> ReminderState | None:
-        """The reminder's counters alone (read before every LLM request)."""
-        query = select(
-            Session.llm_requests, Session.last_task_write_request, Session.last_reminder_request
-        ).where(col(Session.id) == session_id)
-        row = (await self.db.exec(query)).first()
-        if row is None:
-            return None
-        return ReminderState(
-            requests_done=row[0], last_task_write_request=row[1], last_reminder_request=row[2]
-        )
-
-    async def mark_reminder(self, session_id: str, request: int) -> None:
-        await self.db.exec(
-            update(Session)
-            .where(col(Session.id) == session_id)
-            .values(last_reminder_request=request)
-        )
+    async def last_seq(self, session_id: str) -> int | None:
+        """Where the log ends, the row locked for this transaction (PostgreSQL)."""
+        query = select(Session.last_seq).where(col(Session.id) == session_id).with_for_update()
+        return (await self.db.exec(query)).first()
 
     async def start_segment(self, session_id: str) -> int:
         """Open the next segment: items appended from now on belong to it."""

@@ -1,0 +1,85 @@
+"""A running job's session, held in memory between its steps.
+
+Before, every step re-read the session row, read back the step's own appends,
+asked for the cancel flag twice and replayed the whole task log for the reminder.
+Now a job loads its segment and task list once, keeps them current from its own
+writes, and asks the database one question per step (`SessionRepository.probe`):
+has the log moved past what this job holds (a REST task change, a client's item),
+and was its cancel asked. Only when the log moved is anything else read.
+
+The log stays the truth: whenever the job's picture may be off (its own write landed
+after someone else's, or a write failed half-way in memory), the picture is dropped
+and read again whole.
+"""
+
+from __future__ import annotations
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.db.engine import UnitsOfWork
+from app.db.models import Job
+from app.db.repositories.sessions import SessionRepository
+from app.domain.items import ItemPayload
+from app.domain.reminder import ReminderState
+from app.domain.tasks import TaskStore
+from app.services.items import segment_tail
+from app.services.tasks import load_store, task_op_of_payload, task_ops
+
+
+class JobSession:
+    def __init__(self, database: UnitsOfWork, job: Job) -> None:
+        self.database = database
+        self.job = job
+        self.segment_no: int | None = None
+        self.last_seq = 0
+        self.items: list[ItemPayload] = []
+        self.tasks = TaskStore()
+        self.reminder = ReminderState(0, 0, 0)
+        self.cancel_requested = False
+        self._tasks_loaded = False
+
+    async def refresh(self) -> None:
+        """The step's one probe, and a read of whatever moved since the last one."""
+        await self.database.read_unit(self._refresh)
+
+    async def _refresh(self, db: AsyncSession) -> None:
+        probe = await SessionRepository(db).probe(self.job.session_id, self.job.id)
+        if probe is None:  # the session or the job is gone: stop
+            self.cancel_requested = True
+            return
+        self.cancel_requested = probe.cancel_requested
+        self.reminder = probe.reminder
+        if probe.segment != self.segment_no or probe.last_seq > self.last_seq:
+            await self._catch_up(db, probe.segment, probe.last_seq)
+
+    async def _catch_up(self, db: AsyncSession, segment: int, last_seq: int) -> None:
+        if not self._tasks_loaded:
+            self.tasks = await load_store(db, self.job.session_id)
+        else:
+            for op in await task_ops(db, self.job.session_id, after_seq=self.last_seq):
+                self.tasks.apply_or_skip(op)
+        if segment != self.segment_no:
+            self.segment_no, self.items = segment, []
+            tail = await segment_tail(db, self.job.session_id, segment, 0)
+        else:
+            tail = await segment_tail(db, self.job.session_id, segment, self.last_seq)
+        self.items.extend(payload for _, payload in tail)
+        self.last_seq = max(last_seq, tail[-1][0] if tail else 0)
+        self._tasks_loaded = True
+
+    def appended(self, seq: int, payload: ItemPayload, *, tasks_applied: bool = False) -> None:
+        """Keep the picture current with an item this job just wrote at `seq`."""
+        if seq != self.last_seq + 1:  # someone else wrote in between: read it all again
+            self.invalidate()
+            return
+        self.items.append(payload)
+        self.last_seq = seq
+        if not tasks_applied and (op := task_op_of_payload(payload)) is not None:
+            self.tasks.apply_or_skip(op)
+
+    def invalidate(self) -> None:
+        """Forget everything held; the next `refresh` reads the segment and tasks whole."""
+        self.segment_no = None
+        self.last_seq = 0
+        self.items = []
+        self._tasks_loaded = False
