@@ -620,7 +620,11 @@ class FakeMessagesAPI:
     def start(self, timeout: float = 10.0) -> FakeMessagesAPI:
         if self._thread is not None:
             raise RuntimeError("FakeMessagesAPI is already started")
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP, not the default 0: asyncio turns Nagle's algorithm off
+        # (TCP_NODELAY) only on accepted sockets whose `proto` says TCP, and accepted
+        # sockets inherit the listener's. With Nagle on, the answer's last small write
+        # waits for the client's delayed ACK: ~40 ms per request on a reused connection.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
         self._socket = sock
@@ -683,6 +687,26 @@ class FakeMessagesAPI:
         if self._socket is not None:
             self._socket.close()
         self._server = self._thread = self._loop = self._stopping = self._socket = None
+
+    def server_nodelay(self) -> list[bool]:
+        """Whether TCP_NODELAY is on, for the server's side of each open connection.
+
+        For tests of the fake itself: a connection without it answers a reused
+        connection ~40 ms late (Nagle + delayed ACK), which every timing taken
+        against the fake would include."""
+        server = self._server
+        if server is None:
+            return []
+        sockets = [
+            conn.transport.get_extra_info("socket")
+            for conn in list(server.server_state.connections)
+            if getattr(conn, "transport", None) is not None
+        ]
+        return [
+            bool(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            for sock in sockets
+            if sock is not None
+        ]
 
     def __enter__(self) -> FakeMessagesAPI:
         return self.start()
