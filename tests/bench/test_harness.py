@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench import memory_economy
-from bench.common import Context, Row, Section, Stats
+from bench.common import Context, DbCounts, HandoffCounter, Row, Section, Stats, step_gaps_ms
 from bench.run import BENCHMARKS, render
 
 
@@ -65,3 +65,39 @@ def test_the_memory_economy_benchmark_sizes_every_fixture_transcript(tmp_path: P
     total = section.rows[-1]
     assert total.label == "**all files**"
     assert 0 < total.data["block"]["tokens"] < total.data["raw"]["tokens"]
+
+
+def test_step_gaps_run_from_each_answer_written_to_the_next_request() -> None:
+    # (arrived, written), out of order as a fake may report them
+    exchanges = [(1.010, 1.012), (1.000, 1.004), (1.015, 1.020)]
+
+    assert step_gaps_ms(exchanges) == pytest.approx([6.0, 3.0])
+
+
+def test_step_gaps_refuse_overlapping_requests() -> None:
+    """Concurrent conversations have no step gaps: the next request is not this one's."""
+    with pytest.raises(ValueError, match="overlap"):
+        step_gaps_ms([(1.0, 1.5), (1.2, 1.6)])
+
+
+def test_db_counts_subtract_and_divide_per_step() -> None:
+    before, after = DbCounts(2, 10, 4), DbCounts(14, 56, 96)
+
+    steps = after - before
+
+    assert steps == DbCounts(12, 46, 92)
+    assert steps.cell(2) == "6.0 tx · 23.0 stmt · 46.0 hand-offs"
+
+
+def test_handoff_counter_counts_two_per_aiosqlite_call(tmp_path: Path) -> None:
+    import aiosqlite
+
+    HandoffCounter.install()
+
+    async def two_calls() -> int:
+        before = HandoffCounter.total
+        async with aiosqlite.connect(tmp_path / "x.db") as db:  # opening is not counted
+            await db.execute("SELECT 1")
+        return HandoffCounter.total - before  # the execute and the close
+
+    assert asyncio.run(two_calls()) == 4

@@ -582,6 +582,7 @@ class FakeMessagesAPI:
         self._queue: deque[Step] = deque()
         self._requests: list[RecordedRequest] = []
         self._unexpected: list[UnexpectedRequest] = []
+        self._exchanges: list[tuple[float, float]] = []
         self._generation = 0
         self._message_ids = itertools.count(1)
         self._request_ids = itertools.count(1)
@@ -790,6 +791,7 @@ class FakeMessagesAPI:
             self._queue.clear()
             self._requests.clear()
             self._unexpected.clear()
+            self._exchanges.clear()
             self._generation += 1
             self._message_ids = itertools.count(1)
             self._request_ids = itertools.count(1)
@@ -830,6 +832,20 @@ class FakeMessagesAPI:
         if problems:
             raise AssertionError("FakeMessagesAPI: " + "\n".join(problems))
 
+    def take_exchanges(self) -> list[tuple[float, float]]:
+        """(request arrived, answer written) of each answered request since the last
+        call, in `time.perf_counter()` seconds of the server's process, and forget them.
+
+        For benchmarks: the gap between an answer written and the next request arrived
+        is the client's own work between two LLM calls, seen from outside the client."""
+        with self._lock:
+            taken, self._exchanges = self._exchanges, []
+        return taken
+
+    def _answered(self, arrived: float) -> None:
+        with self._lock:
+            self._exchanges.append((arrived, time.perf_counter()))
+
     async def wait_for_requests(self, count: int, within: float = 5.0) -> list[RecordedRequest]:
         """Wait (without blocking the event loop) until `count` requests have arrived."""
         deadline = time.monotonic() + within
@@ -847,6 +863,7 @@ class FakeMessagesAPI:
     # ---------------------------------------------------------------------- serving
 
     async def _handle(self, request: Request) -> Response:
+        arrived = time.perf_counter()
         raw = await request.body()
         headers = {k.lower(): v for k, v in request.headers.items()}
         try:
@@ -920,10 +937,13 @@ class FakeMessagesAPI:
                 extra = {**FAST_RETRY_HEADERS, **extra}
             return self._error_response(step.status, body_out, extra, request_id)
         if isinstance(step, RawSSE):
-            return self._stream(_split_sse(step.text), step.delay_between_chunks, request_id)
+            return self._stream(
+                _split_sse(step.text), step.delay_between_chunks, request_id, arrived
+            )
         if recorded.stream:
             events = sse_events(step, message_id=message_id, model=model)
-            return self._stream(events, step.delay_between_chunks, request_id)
+            return self._stream(events, step.delay_between_chunks, request_id, arrived)
+        self._answered(arrived)  # not quite written yet: only benchmarks read this
         return Response(
             _json(message_json(step, message_id=message_id, model=model)),
             media_type="application/json",
@@ -941,7 +961,9 @@ class FakeMessagesAPI:
             headers={"request-id": request_id, "x-fake-messages-api": "1", **headers},
         )
 
-    def _stream(self, chunks: Iterable[str], gap: float, request_id: str) -> StreamingResponse:
+    def _stream(
+        self, chunks: Iterable[str], gap: float, request_id: str, arrived: float
+    ) -> StreamingResponse:
         parts = list(chunks)
 
         async def body() -> AsyncIterator[bytes]:
@@ -949,6 +971,8 @@ class FakeMessagesAPI:
                 if index and gap > 0:
                     await asyncio.sleep(gap)
                 yield part.encode()
+            # asked for more after the last part was handed to the transport: written
+            self._answered(arrived)
 
         return StreamingResponse(
             body(),
