@@ -8,6 +8,7 @@ comparison is a ratio of two things measured side by side in the same run.
 from __future__ import annotations
 
 import itertools
+import os
 import statistics
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -215,3 +216,10 @@ def step_gaps_ms(exchanges: Iterable[tuple[float, float]]) -> list[float]:
             raise ValueError("the requests overlap: not one sequential conversation")
         gaps.append((arrived - answered) * 1000.0)
     return gaps
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a live process (any of ours), from /proc: what a
+    request or a turn costs that process, whatever else the machine runs."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

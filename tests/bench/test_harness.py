@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench import memory_economy
+from bench.api_throughput import Load, starved, unstarved
 from bench.common import Context, DbCounts, HandoffCounter, Row, Section, Stats, step_gaps_ms
 from bench.run import BENCHMARKS, render
 
@@ -101,3 +102,34 @@ def test_handoff_counter_counts_two_per_aiosqlite_call(tmp_path: Path) -> None:
         return HandoffCounter.total - before  # the execute and the close
 
     assert asyncio.run(two_calls()) == 4
+
+
+def _load(rps: float, cpu_s: float, wall_s: float = 2.0) -> Load:
+    return Load(rps, 10.0, int(rps * wall_s), 0, cpu_s=cpu_s, wall_s=wall_s)
+
+
+def test_cpu_per_request_is_the_servers_cpu_over_the_requests_it_completed() -> None:
+    load = _load(rps=500, cpu_s=1.9)
+
+    assert load.cpu_ms_per_request == pytest.approx(1.9)
+    assert load.utilisation == pytest.approx(0.95)
+
+
+def test_a_baseline_short_of_its_core_or_its_best_rate_is_starved() -> None:
+    busy, idle, slow = _load(500, 1.9), _load(300, 1.0), _load(200, 1.9)
+
+    assert not starved(busy, best_rps=520, cpu_bound=True)
+    assert starved(idle, best_rps=520, cpu_bound=True)  # half its core went elsewhere
+    assert starved(slow, best_rps=520, cpu_bound=True)  # busy, yet far below its best
+    # on PostgreSQL the server waits for the database: only the rate can tell
+    assert not starved(idle, best_rps=520, cpu_bound=False)
+
+
+def test_pairs_with_a_starved_baseline_are_discarded_and_counted() -> None:
+    strata = _load(200, 1.9)
+    pairs = [(strata, _load(500, 1.9)), (strata, _load(150, 0.6)), (strata, _load(480, 1.9))]
+
+    kept, discarded = unstarved(pairs, cpu_bound=True)
+
+    assert discarded == 1
+    assert [b.rps for _, b in kept] == [500, 480]
