@@ -184,7 +184,7 @@ class HandoffCounter:
             return
         import aiosqlite.core
 
-        original = aiosqlite.core.Connection._execute
+        original: Any = aiosqlite.core.Connection._execute
 
         async def counted(self: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
             cls.total += 2

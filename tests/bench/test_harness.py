@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import memory_economy
+from bench import capacity, memory_economy
 from bench.api_throughput import Load, starved, unstarved
 from bench.common import Context, DbCounts, HandoffCounter, Row, Section, Stats, step_gaps_ms
 from bench.run import BENCHMARKS, render
@@ -133,3 +133,8 @@ def test_pairs_with_a_starved_baseline_are_discarded_and_counted() -> None:
 
     assert discarded == 1
     assert [b.rps for _, b in kept] == [500, 480]
+
+
+def test_throughput_may_not_fall_as_concurrency_grows_beyond_noise() -> None:
+    assert capacity.nondecreasing([15.0, 30.0, 29.0])  # within 5%
+    assert not capacity.nondecreasing([15.6, 11.6])
