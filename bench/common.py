@@ -7,6 +7,8 @@ comparison is a ratio of two things measured side by side in the same run.
 
 from __future__ import annotations
 
+import itertools
+import os
 import statistics
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -130,3 +132,94 @@ def timed_ms(fn: Callable[[], object]) -> float:
     start = time.perf_counter()
     fn()
     return (time.perf_counter() - start) * 1000.0
+
+
+# --- database work, counted in process ----------------------------------------------------
+@dataclass(frozen=True)
+class DbCounts:
+    """Transactions, statements and thread hand-offs of some database work.
+
+    These do not depend on load or on the machine, so they explain a timing where the
+    timing itself is noisy: a step's cost follows them."""
+
+    transactions: int = 0
+    statements: int = 0
+    handoffs: int = 0
+
+    def __sub__(self, other: DbCounts) -> DbCounts:
+        return DbCounts(
+            self.transactions - other.transactions,
+            self.statements - other.statements,
+            self.handoffs - other.handoffs,
+        )
+
+    def per(self, n: int) -> tuple[float, float, float]:
+        return (self.transactions / n, self.statements / n, self.handoffs / n)
+
+    def cell(self, n: int = 1) -> str:
+        t, s, h = self.per(n)
+        return f"{t:.1f} tx · {s:.1f} stmt · {h:.1f} hand-offs"
+
+    def as_dict(self, n: int = 1) -> dict[str, float]:
+        t, s, h = self.per(n)
+        return {"transactions": t, "statements": s, "handoffs": h}
+
+
+class HandoffCounter:
+    """Counts what `Database.stats` cannot see: reads go through aiosqlite on the event
+    loop, and every aiosqlite call (connect, execute, fetch, commit, close…) passes
+    through `aiosqlite.core.Connection._execute`, which hands the call to the
+    connection's thread and waits for the answer. Like the writer's count (2 per write
+    unit), each such call counts as 2 hand-offs: there and back. Opening a connection
+    does not pass there and is not counted (the engine's pool keeps connections open).
+
+    Installed for the whole bench process (`install()`); `total` only grows."""
+
+    total = 0
+    _installed = False
+
+    @classmethod
+    def install(cls) -> None:
+        if cls._installed:
+            return
+        import aiosqlite.core
+
+        original: Any = aiosqlite.core.Connection._execute
+
+        async def counted(self: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
+            cls.total += 2
+            return await original(self, fn, *args, **kwargs)
+
+        aiosqlite.core.Connection._execute = counted  # type: ignore[method-assign]
+        cls._installed = True
+
+
+def db_counts(stats: Any) -> DbCounts:
+    """Now's counts: a `DbStats`' (both engines, the writer's hand-offs) plus aiosqlite's
+    hand-offs in this process (`HandoffCounter`, which must be installed)."""
+    return DbCounts(stats.transactions, stats.statements, stats.handoffs + HandoffCounter.total)
+
+
+# --- the fake LLM's view of a turn ----------------------------------------------------------
+def step_gaps_ms(exchanges: Iterable[tuple[float, float]]) -> list[float]:
+    """The gaps between one answer written and the next request arrived, in ms.
+
+    `exchanges` are one sequential conversation's (request arrived, answer written)
+    moments in seconds, as the fake LLM saw them. Each gap is everything the client did
+    between two LLM calls: reading and parsing the answer, its own work, building and
+    sending the next request. Measured on the fake's side, it does not depend on the
+    client's own clock points, so Strata and a bare SDK loop are timed alike."""
+    ordered = sorted(exchanges)
+    gaps = []
+    for (_, answered), (arrived, _) in itertools.pairwise(ordered):
+        if arrived < answered:
+            raise ValueError("the requests overlap: not one sequential conversation")
+        gaps.append((arrived - answered) * 1000.0)
+    return gaps
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a live process (any of ours), from /proc: what a
+    request or a turn costs that process, whatever else the machine runs."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

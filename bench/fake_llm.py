@@ -3,49 +3,99 @@
     python -m bench.fake_llm --delay 0.2     # prints its base URL, serves until killed
 
 Benchmarks run it apart from what they measure, so its work never shares a GIL with
-Strata's: the SDK talks to it over loopback exactly as it would to the real API.
+Strata's: the SDK talks to it over loopback exactly as it would to the real API. Its
+sockets send without delay (TCP_NODELAY, see `FakeMessagesAPI.start`): with Nagle on,
+every answer on a reused connection arrived ~40 ms late, in every figure.
+
+The parent reads the fake's view of the conversation over the child's stdin/stdout:
+a line `take` is answered by one JSON line, the (request arrived, answer written)
+moments of the requests answered since the last `take` (`FakeLLM.take_exchanges`).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import signal
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from typing import Any
 
-from tests.fakes.messages_api import FakeMessagesAPI, reply, tool_use
+from tests.fakes.messages_api import FakeMessagesAPI, Step, reply, tool_use
+
+ONE_REQUEST = "Just answer."
+"""A user message with this text is answered without a tool call, even when the fake
+calls a tool otherwise: a one-request turn beside the many-request ones."""
+
+
+def _last_user_text(body: dict[str, Any]) -> str:
+    messages = body.get("messages") or []
+    if not messages:
+        return ""
+    content = messages[-1].get("content")
+    if isinstance(content, str):
+        return content
+    return " ".join(b.get("text", "") for b in content or [] if isinstance(b, dict))
+
+
+def answer(body: dict[str, Any], text: str, tool: str | None, delay: float) -> Step:
+    if tool is None or ONE_REQUEST in _last_user_text(body):
+        return reply(text, delay=delay, chunk_text=False)
+    # the agent keeps calling `tool`: one turn makes as many requests as it may
+    return reply(text, tool_use(tool, {}), delay=delay, chunk_text=False)
 
 
 def serve(delay: float, text: str, tool: str | None) -> None:
     fake = FakeMessagesAPI(validate_requests=False)
-    if tool is None:
-        fake.always(lambda body: reply(text, delay=delay, chunk_text=False))
-    else:  # the agent keeps calling `tool`: one turn makes as many requests as it may
-        fake.always(lambda body: reply(text, tool_use(tool, {}), delay=delay, chunk_text=False))
+    fake.always(lambda body: answer(body, text, tool, delay))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+
+    def commands() -> None:
+        for line in sys.stdin:
+            if line.strip() == "take":
+                print(json.dumps(fake.take_exchanges()), flush=True)
+        stop.set()  # the parent is gone
+
     with fake:
         print(fake.url, flush=True)
+        threading.Thread(target=commands, daemon=True).start()
         while not stop.wait(0.5):
             with fake._lock:  # nobody reads the records; don't let them grow without end
                 fake._requests.clear()
 
 
+class FakeLLM:
+    """The running child: its base URL, and its view of the requests it answered."""
+
+    def __init__(self, proc: subprocess.Popen[str], url: str) -> None:
+        self._proc = proc
+        self.url = url
+
+    def take_exchanges(self) -> list[tuple[float, float]]:
+        """(arrived, written) of the requests answered since the last call, in the
+        child's `perf_counter` seconds (only differences between them mean anything)."""
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write("take\n")
+        self._proc.stdin.flush()
+        return [(a, w) for a, w in json.loads(self._proc.stdout.readline())]
+
+
 @contextlib.contextmanager
-def running(delay: float = 0.0, text: str = "ok", tool: str | None = None) -> Iterator[str]:
-    """Start the fake in a child process; yields its base URL for `ANTHROPIC_BASE_URL`."""
+def running(delay: float = 0.0, text: str = "ok", tool: str | None = None) -> Iterator[FakeLLM]:
+    """Start the fake in a child process; yields it (`.url` for `ANTHROPIC_BASE_URL`)."""
     command = [sys.executable, "-m", "bench.fake_llm", "--delay", str(delay), "--text", text]
     command += ["--tool", tool] if tool else []
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         url = proc.stdout.readline().strip()
         if not url.startswith("http"):
             raise RuntimeError("the fake Messages API did not start")
-        yield url
+        yield FakeLLM(proc, url)
     finally:
         proc.terminate()
         try:

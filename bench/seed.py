@@ -51,37 +51,54 @@ def _turn(turn: int) -> list[tuple[ItemPayload, Origin]]:
     ]
 
 
-async def session_with_log(database: Database, items: int, segment_items: int) -> str:
-    """A new session whose log holds `items` items, the last `segment_items` of them in
-    its current segment (the rest in earlier, compacted segments)."""
+async def session_with_log(
+    database: Database, items: int, segment_items: int, task_ops: int = 0
+) -> str:
+    """A new session whose log holds `items` chat items, the last `segment_items` of them
+    in its current segment (the rest in earlier, compacted segments).
+
+    With `task_ops`, the log starts with that many task operations (TaskCreate /
+    TaskUpdate results and REST task events, as `bench.replay` writes them) in a
+    compacted segment of their own: the task list is rebuilt from the log, so a turn
+    in such a session shows what a long task history costs each step."""
     session = await database.write(lambda db: create_session(db, TENANT, title=f"{items} items"))
     session_id = session.id
     start = utcnow() - timedelta(seconds=items)
     rows: list[dict[str, Any]] = []
+    if task_ops:
+        from bench.replay import task_only_log
+
+        rows = task_only_log(session_id, task_ops)
+        for row in rows:
+            row["segment"] = 1
+            row["created_at"] = start - timedelta(seconds=task_ops - row["seq"] + 1)
+    first = len(rows)
     turns = -(-items // TURN_ITEMS)
     earlier = max(items - segment_items, 0)
+    shift = 1 if task_ops else 0  # the task operations' segment comes first
     for turn in range(1, turns + 1):
         for payload, origin in _turn(turn):
-            seq = len(rows) + 1
-            if seq > items:
+            n = len(rows) - first + 1
+            if n > items:
                 break
             rows.append(
                 {
                     "session_id": session_id,
-                    "seq": seq,
+                    "seq": len(rows) + 1,
                     "turn": turn,
-                    "segment": 0 if seq > earlier else 1 + (seq - 1) * 4 // max(earlier, 1),
+                    "segment": shift + 1 + (n - 1) * 4 // max(earlier, 1),
                     "kind": payload.kind,
                     "origin": origin.value,
                     "tool_name": tool_name_of(payload),
                     "payload": dump_payload(payload),
-                    "created_at": start + timedelta(seconds=seq),
+                    "created_at": start + timedelta(seconds=n),
                 }
             )
-    # earlier segments are numbered 1..4 above; the current one must be the highest
-    current = 5 if earlier else 0
-    for row in rows:
-        if row["seq"] > earlier:
+    # earlier segments are numbered 1..4 (after the task segment) above; the current one
+    # must be the highest
+    current = shift + 5 if earlier else (2 if task_ops else 0)
+    for row in rows[first:]:
+        if row["seq"] - first > earlier:
             row["segment"] = current
 
     async def fill(db: AsyncSession) -> None:

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from bench import memory_economy
-from bench.common import Context, Row, Section, Stats
+from bench import capacity, memory_economy
+from bench.api_throughput import Load, starved, unstarved
+from bench.common import Context, DbCounts, HandoffCounter, Row, Section, Stats, step_gaps_ms
 from bench.run import BENCHMARKS, render
 
 
@@ -65,3 +66,75 @@ def test_the_memory_economy_benchmark_sizes_every_fixture_transcript(tmp_path: P
     total = section.rows[-1]
     assert total.label == "**all files**"
     assert 0 < total.data["block"]["tokens"] < total.data["raw"]["tokens"]
+
+
+def test_step_gaps_run_from_each_answer_written_to_the_next_request() -> None:
+    # (arrived, written), out of order as a fake may report them
+    exchanges = [(1.010, 1.012), (1.000, 1.004), (1.015, 1.020)]
+
+    assert step_gaps_ms(exchanges) == pytest.approx([6.0, 3.0])
+
+
+def test_step_gaps_refuse_overlapping_requests() -> None:
+    """Concurrent conversations have no step gaps: the next request is not this one's."""
+    with pytest.raises(ValueError, match="overlap"):
+        step_gaps_ms([(1.0, 1.5), (1.2, 1.6)])
+
+
+def test_db_counts_subtract_and_divide_per_step() -> None:
+    before, after = DbCounts(2, 10, 4), DbCounts(14, 56, 96)
+
+    steps = after - before
+
+    assert steps == DbCounts(12, 46, 92)
+    assert steps.cell(2) == "6.0 tx · 23.0 stmt · 46.0 hand-offs"
+
+
+def test_handoff_counter_counts_two_per_aiosqlite_call(tmp_path: Path) -> None:
+    import aiosqlite
+
+    HandoffCounter.install()
+
+    async def two_calls() -> int:
+        before = HandoffCounter.total
+        async with aiosqlite.connect(tmp_path / "x.db") as db:  # opening is not counted
+            await db.execute("SELECT 1")
+        return HandoffCounter.total - before  # the execute and the close
+
+    assert asyncio.run(two_calls()) == 4
+
+
+def _load(rps: float, cpu_s: float, wall_s: float = 2.0) -> Load:
+    return Load(rps, 10.0, int(rps * wall_s), 0, cpu_s=cpu_s, wall_s=wall_s)
+
+
+def test_cpu_per_request_is_the_servers_cpu_over_the_requests_it_completed() -> None:
+    load = _load(rps=500, cpu_s=1.9)
+
+    assert load.cpu_ms_per_request == pytest.approx(1.9)
+    assert load.utilisation == pytest.approx(0.95)
+
+
+def test_a_baseline_short_of_its_core_or_its_best_rate_is_starved() -> None:
+    busy, idle, slow = _load(500, 1.9), _load(300, 1.0), _load(200, 1.9)
+
+    assert not starved(busy, best_rps=520, cpu_bound=True)
+    assert starved(idle, best_rps=520, cpu_bound=True)  # half its core went elsewhere
+    assert starved(slow, best_rps=520, cpu_bound=True)  # busy, yet far below its best
+    # on PostgreSQL the server waits for the database: only the rate can tell
+    assert not starved(idle, best_rps=520, cpu_bound=False)
+
+
+def test_pairs_with_a_starved_baseline_are_discarded_and_counted() -> None:
+    strata = _load(200, 1.9)
+    pairs = [(strata, _load(500, 1.9)), (strata, _load(150, 0.6)), (strata, _load(480, 1.9))]
+
+    kept, discarded = unstarved(pairs, cpu_bound=True)
+
+    assert discarded == 1
+    assert [b.rps for _, b in kept] == [500, 480]
+
+
+def test_throughput_may_not_fall_as_concurrency_grows_beyond_noise() -> None:
+    assert capacity.nondecreasing([15.0, 30.0, 29.0])  # within 5%
+    assert not capacity.nondecreasing([15.6, 11.6])

@@ -582,6 +582,7 @@ class FakeMessagesAPI:
         self._queue: deque[Step] = deque()
         self._requests: list[RecordedRequest] = []
         self._unexpected: list[UnexpectedRequest] = []
+        self._exchanges: list[tuple[float, float]] = []
         self._generation = 0
         self._message_ids = itertools.count(1)
         self._request_ids = itertools.count(1)
@@ -620,7 +621,11 @@ class FakeMessagesAPI:
     def start(self, timeout: float = 10.0) -> FakeMessagesAPI:
         if self._thread is not None:
             raise RuntimeError("FakeMessagesAPI is already started")
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP, not the default 0: asyncio turns Nagle's algorithm off
+        # (TCP_NODELAY) only on accepted sockets whose `proto` says TCP, and accepted
+        # sockets inherit the listener's. With Nagle on, the answer's last small write
+        # waits for the client's delayed ACK: ~40 ms per request on a reused connection.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
         self._socket = sock
@@ -683,6 +688,26 @@ class FakeMessagesAPI:
         if self._socket is not None:
             self._socket.close()
         self._server = self._thread = self._loop = self._stopping = self._socket = None
+
+    def server_nodelay(self) -> list[bool]:
+        """Whether TCP_NODELAY is on, for the server's side of each open connection.
+
+        For tests of the fake itself: a connection without it answers a reused
+        connection ~40 ms late (Nagle + delayed ACK), which every timing taken
+        against the fake would include."""
+        server = self._server
+        if server is None:
+            return []
+        sockets = [
+            conn.transport.get_extra_info("socket")
+            for conn in list(server.server_state.connections)
+            if getattr(conn, "transport", None) is not None
+        ]
+        return [
+            bool(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            for sock in sockets
+            if sock is not None
+        ]
 
     def __enter__(self) -> FakeMessagesAPI:
         return self.start()
@@ -766,6 +791,7 @@ class FakeMessagesAPI:
             self._queue.clear()
             self._requests.clear()
             self._unexpected.clear()
+            self._exchanges.clear()
             self._generation += 1
             self._message_ids = itertools.count(1)
             self._request_ids = itertools.count(1)
@@ -806,6 +832,20 @@ class FakeMessagesAPI:
         if problems:
             raise AssertionError("FakeMessagesAPI: " + "\n".join(problems))
 
+    def take_exchanges(self) -> list[tuple[float, float]]:
+        """(request arrived, answer written) of each answered request since the last
+        call, in `time.perf_counter()` seconds of the server's process, and forget them.
+
+        For benchmarks: the gap between an answer written and the next request arrived
+        is the client's own work between two LLM calls, seen from outside the client."""
+        with self._lock:
+            taken, self._exchanges = self._exchanges, []
+        return taken
+
+    def _answered(self, arrived: float) -> None:
+        with self._lock:
+            self._exchanges.append((arrived, time.perf_counter()))
+
     async def wait_for_requests(self, count: int, within: float = 5.0) -> list[RecordedRequest]:
         """Wait (without blocking the event loop) until `count` requests have arrived."""
         deadline = time.monotonic() + within
@@ -823,6 +863,7 @@ class FakeMessagesAPI:
     # ---------------------------------------------------------------------- serving
 
     async def _handle(self, request: Request) -> Response:
+        arrived = time.perf_counter()
         raw = await request.body()
         headers = {k.lower(): v for k, v in request.headers.items()}
         try:
@@ -896,10 +937,13 @@ class FakeMessagesAPI:
                 extra = {**FAST_RETRY_HEADERS, **extra}
             return self._error_response(step.status, body_out, extra, request_id)
         if isinstance(step, RawSSE):
-            return self._stream(_split_sse(step.text), step.delay_between_chunks, request_id)
+            return self._stream(
+                _split_sse(step.text), step.delay_between_chunks, request_id, arrived
+            )
         if recorded.stream:
             events = sse_events(step, message_id=message_id, model=model)
-            return self._stream(events, step.delay_between_chunks, request_id)
+            return self._stream(events, step.delay_between_chunks, request_id, arrived)
+        self._answered(arrived)  # not quite written yet: only benchmarks read this
         return Response(
             _json(message_json(step, message_id=message_id, model=model)),
             media_type="application/json",
@@ -917,7 +961,9 @@ class FakeMessagesAPI:
             headers={"request-id": request_id, "x-fake-messages-api": "1", **headers},
         )
 
-    def _stream(self, chunks: Iterable[str], gap: float, request_id: str) -> StreamingResponse:
+    def _stream(
+        self, chunks: Iterable[str], gap: float, request_id: str, arrived: float
+    ) -> StreamingResponse:
         parts = list(chunks)
 
         async def body() -> AsyncIterator[bytes]:
@@ -925,6 +971,8 @@ class FakeMessagesAPI:
                 if index and gap > 0:
                     await asyncio.sleep(gap)
                 yield part.encode()
+            # asked for more after the last part was handed to the transport: written
+            self._answered(arrived)
 
         return StreamingResponse(
             body(),

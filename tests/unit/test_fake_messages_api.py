@@ -333,3 +333,24 @@ def test_a_standalone_server_starts_and_stops() -> None:
 
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", fake.port), timeout=1).close()
+
+
+def test_the_server_side_of_a_connection_sends_without_delay() -> None:
+    """TCP_NODELAY on the fake's side: without it, the last small write of every answer
+    on a reused connection waits for the client's delayed ACK (~40 ms), and every
+    benchmark timed against the fake measured that wait."""
+    with FakeMessagesAPI() as fake, make_sync_request(fake) as client:
+        deadline = time.monotonic() + 5
+        while not fake.server_nodelay() and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+        assert fake.server_nodelay() == [True]
+        assert client.fileno() != -1  # the connection checked is still open
+
+
+def make_sync_request(fake: FakeMessagesAPI) -> socket.socket:
+    """A raw client connection that has sent one request (and read its answer)."""
+    client = socket.create_connection(("127.0.0.1", fake.port), timeout=5)
+    client.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert client.recv(4096).startswith(b"HTTP/1.1 404")
+    return client
