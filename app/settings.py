@@ -60,6 +60,11 @@ class Settings(BaseSettings):
     idempotency_ttl_seconds: float = 24 * 3600
     page_limit_default: int = 50
     page_limit_max: int = 200
+    # Requests of one tenant in flight at once (per process) on POST /hooks/claude-code,
+    # POST /sessions/{id}/messages and POST /jobs; more get 429. 0: no cap.
+    tenant_max_concurrent_heavy: int = Field(default=8, ge=0)
+    # The Retry-After of that 429, in whole seconds.
+    tenant_heavy_retry_after_seconds: int = Field(default=2, ge=0)
 
     # --- LLM ----------------------------------------------------------------
     anthropic_api_key: SecretStr | None = Field(

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from app.domain.errors import DomainError, Unauthorized
+from app.domain.errors import DomainError
 from app.domain.ids import new_id
 
 logger = logging.getLogger("strata.api")
@@ -92,14 +92,13 @@ def _field_name(loc: tuple[Any, ...]) -> str:
 
 async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, DomainError)
-    headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
     return problem_response(
         exc.status,
         exc.detail,
         slug=exc.slug,
         title=exc.title,
         instance=request.url.path,
-        headers=headers,
+        headers=exc.headers,
         **exc.extensions,
     )
 
