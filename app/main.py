@@ -58,8 +58,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 async def _warn_without_keys(app: FastAPI, database: Database) -> None:
     try:
-        async with database.read() as db:
-            keys_exist = await app.state.authenticator.keys_exist(db)
+        keys_exist = await app.state.authenticator.keys_exist(database)
     except SQLAlchemyError as exc:  # unreachable or not migrated: /readyz says which
         logger.warning("could not look for API keys at start-up: %s", type(exc).__name__)
         return

@@ -45,12 +45,18 @@ class Settings(BaseSettings):
     sqlite_busy_timeout_ms: int = 5000
     # write units of work queued together are committed by one transaction (group commit)
     db_write_batch_max: int = 64
+    # Entries each in-process cache (API keys, webhook subscriptions) keeps at most.
+    cache_max_entries: int = Field(default=10_000, ge=1)
     log_level: str = "info"
 
     # --- tenants and keys ---------------------------------------------------
     # Comma-separated `tenant:key` pairs; a key may be given as `sha256:<hex>` so
     # that the deployment's environment never holds the key itself.
     api_keys: str = ""
+    # How long a process trusts what it read about a key (its tenant, or that it does not
+    # exist, or that no key exists at all), in seconds. Keys created in this process count
+    # at once; keys created elsewhere (`strata keys create`) after this long at most.
+    api_key_cache_seconds: float = Field(default=5.0, ge=0)
 
     # --- HTTP limits --------------------------------------------------------
     max_body_bytes: int = 1024 * 1024

@@ -80,6 +80,8 @@ class Runtime:
             case signals.WakeDispatcher():
                 if self.dispatcher is not None:
                     self.dispatcher.wake()
+            case signals.Forget():
+                pass  # the Database applied it to its caches at the commit
             case _:
                 assert_never(signal)
 

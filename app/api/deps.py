@@ -54,11 +54,10 @@ async def get_current_tenant(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> str:
-    """Resolved in a short read of its own, so it never holds a writer's lock."""
+    """From the cache, or else a short read of its own (never a writer's lock)."""
     authenticator: Authenticator = request.app.state.authenticator
     token = credentials.credentials if credentials else None
-    async with get_database(request).read() as db:
-        return await authenticator.tenant_for(db, token)
+    return await authenticator.tenant_for(get_database(request), token)
 
 
 CurrentTenant = Annotated[str, Depends(get_current_tenant)]

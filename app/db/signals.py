@@ -34,7 +34,16 @@ class WakeDispatcher:
     """A webhook delivery was queued."""
 
 
-Signal = Notify | WakeRunner | WakeDispatcher
+@dataclass(frozen=True)
+class Forget:
+    """Rows a cache of this process holds changed (`app.db.caches`): drop `key` of `cache`
+    (every key: None). The `Database` applies it itself, before any listener hears of it."""
+
+    cache: str
+    key: str | None = None
+
+
+Signal = Notify | WakeRunner | WakeDispatcher | Forget
 Listener = Callable[[Signal], None]
 
 
