@@ -133,6 +133,9 @@ class Settings(BaseSettings):
     # for good.
     webhook_disable_after_hours: float = 24.0
     webhook_poll_seconds: float = 1.0
+    # How long a process reuses a tenant's enabled subscriptions when queueing events, in
+    # seconds; changes made in this process count at once, others after this long at most.
+    webhook_cache_seconds: float = Field(default=5.0, ge=0)
 
     # --- context manager thresholds (seed 004) ------------------------------
     context_warn_ratio: float = 0.70

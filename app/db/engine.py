@@ -166,6 +166,7 @@ class Database:
         self.caches = caches.Caches(
             {
                 caches.API_KEYS: settings.api_key_cache_seconds,
+                caches.WEBHOOKS: settings.webhook_cache_seconds,
             },
             max_entries=settings.cache_max_entries,
             clock=clock,
