@@ -27,8 +27,7 @@ async def _keys_exist(settings: Settings) -> bool:
 
     database = Database(settings)
     try:
-        async with database.read() as db:
-            return await Authenticator(settings.configured_keys).keys_exist(db)
+        return await Authenticator(settings.configured_keys).keys_exist(database)
     finally:
         await database.dispose()
 

@@ -18,6 +18,7 @@ from app.api.router import api_router
 from app.db.engine import Database
 from app.engine.llm import LLM
 from app.services.auth import Authenticator
+from app.services.limits import TenantGate
 from app.settings import Settings, get_settings
 from app.tools.registry import ToolRegistry
 from app.wiring import runtime
@@ -57,8 +58,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 async def _warn_without_keys(app: FastAPI, database: Database) -> None:
     try:
-        async with database.read() as db:
-            keys_exist = await app.state.authenticator.keys_exist(db)
+        keys_exist = await app.state.authenticator.keys_exist(database)
     except SQLAlchemyError as exc:  # unreachable or not migrated: /readyz says which
         logger.warning("could not look for API keys at start-up: %s", type(exc).__name__)
         return
@@ -87,6 +87,11 @@ def create_app(
     )
     app.state.settings = settings
     app.state.authenticator = Authenticator(settings.configured_keys)
+    app.state.heavy_gate = TenantGate(
+        settings.tenant_max_concurrent_heavy,
+        retry_after_seconds=settings.tenant_heavy_retry_after_seconds,
+        setting="STRATA_TENANT_MAX_CONCURRENT_HEAVY",
+    )
     app.state.llm_override = llm
     app.state.tools_override = tools
     install_error_handlers(app)

@@ -51,12 +51,18 @@ class Settings(BaseSettings):
     db_retry_max_seconds: float = 5.0
     # /readyz is 503 when the runner or webhook dispatcher has not come round for this long
     background_stall_seconds: float = 15.0
+    # Entries each in-process cache (API keys, webhook subscriptions) keeps at most.
+    cache_max_entries: int = Field(default=10_000, ge=1)
     log_level: str = "info"
 
     # --- tenants and keys ---------------------------------------------------
     # Comma-separated `tenant:key` pairs; a key may be given as `sha256:<hex>` so
     # that the deployment's environment never holds the key itself.
     api_keys: str = ""
+    # How long a process trusts what it read about a key (its tenant, or that it does not
+    # exist, or that no key exists at all), in seconds. Keys created in this process count
+    # at once; keys created elsewhere (`strata keys create`) after this long at most.
+    api_key_cache_seconds: float = Field(default=5.0, ge=0)
 
     # --- HTTP limits --------------------------------------------------------
     max_body_bytes: int = 1024 * 1024
@@ -66,6 +72,11 @@ class Settings(BaseSettings):
     idempotency_ttl_seconds: float = 24 * 3600
     page_limit_default: int = 50
     page_limit_max: int = 200
+    # Requests of one tenant in flight at once (per process) on POST /hooks/claude-code,
+    # POST /sessions/{id}/messages and POST /jobs; more get 429. 0: no cap.
+    tenant_max_concurrent_heavy: int = Field(default=8, ge=0)
+    # The Retry-After of that 429, in whole seconds.
+    tenant_heavy_retry_after_seconds: int = Field(default=2, ge=0)
 
     # --- LLM ----------------------------------------------------------------
     anthropic_api_key: SecretStr | None = Field(
@@ -128,6 +139,9 @@ class Settings(BaseSettings):
     # for good.
     webhook_disable_after_hours: float = 24.0
     webhook_poll_seconds: float = 1.0
+    # How long a process reuses a tenant's enabled subscriptions when queueing events, in
+    # seconds; changes made in this process count at once, others after this long at most.
+    webhook_cache_seconds: float = Field(default=5.0, ge=0)
 
     # --- context manager thresholds (seed 004) ------------------------------
     context_warn_ratio: float = 0.70

@@ -14,6 +14,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.db.engine import Database
 from app.services.auth import Authenticator
 from app.services.idempotency import IdempotentRequest, Replay, body_fingerprint, check_key
+from app.services.limits import TenantGate
 from app.settings import Settings
 from app.wiring import Runtime
 
@@ -53,14 +54,25 @@ async def get_current_tenant(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> str:
-    """Resolved in a short read of its own, so it never holds a writer's lock."""
+    """From the cache, or else a short read of its own (never a writer's lock)."""
     authenticator: Authenticator = request.app.state.authenticator
     token = credentials.credentials if credentials else None
-    async with get_database(request).read() as db:
-        return await authenticator.tenant_for(db, token)
+    return await authenticator.tenant_for(get_database(request), token)
 
 
 CurrentTenant = Annotated[str, Depends(get_current_tenant)]
+
+
+async def heavy_slot(request: Request, tenant: CurrentTenant) -> AsyncIterator[None]:
+    """One of the tenant's slots for heavy work, held until the route function returns
+    or raises (STRATA_TENANT_MAX_CONCURRENT_HEAVY; past it: 429)."""
+    gate: TenantGate = request.app.state.heavy_gate
+    with gate.slot(tenant):
+        yield
+
+
+# for a route's `dependencies=[...]`; document 429 in its responses
+HEAVY = Depends(heavy_slot, scope="function")
 
 
 def page_limit(

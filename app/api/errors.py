@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from app.db.engine import is_transient
-from app.domain.errors import DomainError, Unauthorized
+from app.domain.errors import DomainError
 from app.domain.ids import new_id
 
 logger = logging.getLogger("strata.api")
@@ -93,14 +93,13 @@ def _field_name(loc: tuple[Any, ...]) -> str:
 
 async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, DomainError)
-    headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
     return problem_response(
         exc.status,
         exc.detail,
         slug=exc.slug,
         title=exc.title,
         instance=request.url.path,
-        headers=headers,
+        headers=exc.headers,
         **exc.extensions,
     )
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -31,7 +32,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.db import signals
+from app.db import caches, signals
 from app.db.stats import DbStats
 from app.db.writer import SqliteWriter, Work, direct_engine
 from app.settings import Settings
@@ -162,11 +163,20 @@ class Database:
     recorded (`app.db.signals`) reach `listener` only after the commit.
     """
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, clock: Callable[[], float] = time.monotonic) -> None:
+        """`clock` (seconds) times the caches' entries."""
         ensure_sqlite_dir(settings.database_url)
         self.is_sqlite = is_sqlite(settings.database_url)
         self.stats = DbStats()
         self.listener: signals.Listener | None = None
+        self.caches = caches.Caches(
+            {
+                caches.API_KEYS: settings.api_key_cache_seconds,
+                caches.WEBHOOKS: settings.webhook_cache_seconds,
+            },
+            max_entries=settings.cache_max_entries,
+            clock=clock,
+        )
         options: dict[str, Any] = {}
         if not self.is_sqlite:
             options = {"pool_pre_ping": True, "json_serializer": _json_without_nul}
@@ -197,17 +207,24 @@ class Database:
     async def read(self) -> AsyncIterator[AsyncSession]:
         """A read-only unit of work. Writing in it is a bug: on SQLite it would take the
         write lock beside the writer thread."""
-        async with self._maker() as session:  # closing ends the transaction and keeps
-            yield session  # what was loaded readable
+        # closing ends the transaction and keeps what was loaded readable
+        async with self._maker() as session:
+            caches.attach(session, self.caches)
+            yield session
 
     async def read_unit(self, work: Work[T]) -> T:
         """Run the small read `work(db)` in one hand-off: on SQLite on the process's reader
         thread (a connection of its own, never behind the writer), elsewhere on the pool.
         For reads a running job makes every step; anything large belongs in `read`."""
-        if self._reader is not None:
-            return await self._reader.submit(work, _no_signals)
-        async with self.read() as db:
+        if self._reader is None:
+            async with self.read() as db:
+                return await work(db)
+
+        async def unit_of_work(db: AsyncSession) -> T:
+            caches.attach(db, self.caches)
             return await work(db)
+
+        return await self._reader.submit(unit_of_work, _no_signals)
 
     async def write(self, work: Work[T]) -> T:
         """Run `work(db)` as one write transaction and return what it returned.
@@ -217,14 +234,20 @@ class Database:
         holding the write lock, and would wait for itself."""
         loop = asyncio.get_running_loop()
 
+        async def unit_of_work(db: AsyncSession) -> T:
+            caches.attach(db, self.caches)
+            return await work(db)
+
         def deliver(fired: list[signals.Signal]) -> None:
+            # on the writer thread, before it runs the next unit of work
+            self.caches.apply(fired)
             loop.call_soon_threadsafe(self._fire, fired)
 
         if self._writer is not None:
-            return await self._writer.submit(work, deliver)
+            return await self._writer.submit(unit_of_work, deliver)
         # as on the writer thread, a caller that stops waiting does not cut the
         # transaction in the middle: it runs on in a task of its own
-        unit = asyncio.ensure_future(self._write_on_pool(work))
+        unit = asyncio.ensure_future(self._write_on_pool(unit_of_work))
         unit.add_done_callback(_retrieve)
         return await asyncio.shield(unit)
 
@@ -236,7 +259,9 @@ class Database:
             except BaseException:
                 await session.rollback()
                 raise
-        self._fire(signals.take(session))
+        fired = signals.take(session)
+        self.caches.apply(fired)
+        self._fire(fired)
         return value
 
     def _fire(self, fired: list[signals.Signal]) -> None:

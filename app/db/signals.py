@@ -42,7 +42,16 @@ class CancelJob:
     job_id: str
 
 
-Signal = Notify | WakeRunner | WakeDispatcher | CancelJob
+@dataclass(frozen=True)
+class Forget:
+    """Rows a cache of this process holds changed (`app.db.caches`): drop `key` of `cache`
+    (every key: None). The `Database` applies it itself, before any listener hears of it."""
+
+    cache: str
+    key: str | None = None
+
+
+Signal = Notify | WakeRunner | WakeDispatcher | CancelJob | Forget
 Listener = Callable[[Signal], None]
 
 

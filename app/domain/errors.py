@@ -19,6 +19,11 @@ class DomainError(Exception):
         self.detail = detail
         self.extensions = extensions
 
+    @property
+    def headers(self) -> dict[str, str] | None:
+        """Response headers the error's status calls for."""
+        return None
+
 
 class NotFound(DomainError):
     status = 404
@@ -42,3 +47,23 @@ class Unauthorized(DomainError):
     status = 401
     slug = "unauthorized"
     title = "Unauthorized"
+
+    @property
+    def headers(self) -> dict[str, str] | None:
+        return {"WWW-Authenticate": "Bearer"}
+
+
+class TooManyRequests(DomainError):
+    """Refused for now; the client may try again after `retry_after` seconds."""
+
+    status = 429
+    slug = "too-many-requests"
+    title = "Too many requests"
+
+    def __init__(self, detail: str, *, retry_after: int, **extensions: Any) -> None:
+        super().__init__(detail, **extensions)
+        self.retry_after = retry_after
+
+    @property
+    def headers(self) -> dict[str, str] | None:
+        return {"Retry-After": str(self.retry_after)}

@@ -11,9 +11,13 @@ import hashlib
 import hmac
 import re
 import secrets
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from app.db import caches
+from app.db.engine import Database
 from app.db.models import ApiKey
 from app.db.repositories.api_keys import ApiKeyRepository
 from app.domain.errors import InvalidInput, Unauthorized
@@ -22,6 +26,8 @@ from app.settings import ConfiguredKey
 
 LOCAL_TENANT = "local"
 KEY_PREFIX = "sk_strata_"
+_ANY_KEY = "*"  # the cache entry of "does any key exist" (digests are hex)
+T = TypeVar("T")
 _TENANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
 
@@ -42,7 +48,8 @@ def validate_tenant_name(tenant: str) -> str:
 
 
 async def create_key(db: AsyncSession, tenant: str) -> tuple[ApiKey, str]:
-    """Store a new key's hash; the key itself is returned once and never again."""
+    """Store a new key's hash; the key itself is returned once and never again. This
+    process forgets what it cached about keys, so the key works at once."""
     key = generate_key()
     row = ApiKey(
         id=new_id("key"),
@@ -50,11 +57,16 @@ async def create_key(db: AsyncSession, tenant: str) -> tuple[ApiKey, str]:
         key_hash=hash_key(key),
         prefix=key[: len(KEY_PREFIX) + 4],
     )
+    caches.forget(db, caches.API_KEYS)
     return await ApiKeyRepository(db).add(row), key
 
 
 class Authenticator:
-    """Maps a bearer token to its tenant, from settings or the `api_keys` table."""
+    """Maps a bearer token to its tenant, from settings or the `api_keys` table.
+
+    What the table says is cached for STRATA_API_KEY_CACHE_SECONDS (`app.db.caches`):
+    a known key's tenant, an unknown key, and that no key exists. So a request with a
+    valid key usually costs no database work at all."""
 
     def __init__(self, configured: list[ConfiguredKey]) -> None:
         self._configured: dict[str, str] = {}
@@ -67,31 +79,50 @@ class Authenticator:
             self._configured[digest.lower()] = validate_tenant_name(entry.tenant)
         self._keys_seen = False
 
-    async def keys_exist(self, db: AsyncSession) -> bool:
-        """Keys are never deleted, so once one is seen the answer stays yes; until then
-        every request asks, so a key made by `strata keys create` binds at once."""
+    async def keys_exist(self, database: Database) -> bool:
+        """Keys are never deleted, so once one is seen the answer stays yes. Until then
+        'none' is cached like any answer: a key made in this process binds at once, one
+        made by `strata keys create` elsewhere after the cache time at most."""
         if not self._keys_seen:
-            self._keys_seen = bool(self._configured) or await ApiKeyRepository(db).any_exist()
+            self._keys_seen = bool(self._configured) or await self._cached(
+                database, _ANY_KEY, lambda db: ApiKeyRepository(db).any_exist()
+            )
         return self._keys_seen
 
-    async def tenant_for(self, db: AsyncSession, token: str | None) -> str:
+    async def tenant_for(self, database: Database, token: str | None) -> str:
         """The caller's tenant. Without any key configured, everyone is the local tenant.
 
-        A valid key costs one look-up (none for a configured one); only a request
-        without a valid key asks whether any key exists."""
+        A valid key costs one look-up (none for a configured or cached one); only a
+        request without a valid key asks whether any key exists."""
         if token:
-            tenant = await self._tenant_of_key(db, token)
+            tenant = await self._tenant_of_key(database, token)
             if tenant is not None:
                 return tenant
-        if not await self.keys_exist(db):
+        if not await self.keys_exist(database):
             return LOCAL_TENANT
         if not token:
             raise Unauthorized("this server needs 'Authorization: Bearer <key>'")
         raise Unauthorized("the API key is not valid")
 
-    async def _tenant_of_key(self, db: AsyncSession, token: str) -> str | None:
+    async def _tenant_of_key(self, database: Database, token: str) -> str | None:
         digest = hash_key(token)
         for known, tenant in self._configured.items():
             if hmac.compare_digest(known, digest):
                 return tenant
-        return await ApiKeyRepository(db).tenant_for_hash(digest)
+        return await self._cached(
+            database, digest, lambda db: ApiKeyRepository(db).tenant_for_hash(digest)
+        )
+
+    async def _cached(
+        self, database: Database, key: str, read: Callable[[AsyncSession], Awaitable[T]]
+    ) -> T:
+        """`read`'s answer, from the cache or from a short read of its own."""
+        cache: caches.TtlCache[str, T] = database.caches[caches.API_KEYS]
+        value = cache.get(key)
+        if not isinstance(value, caches.Miss):
+            return value
+        stamp = cache.stamp()
+        async with database.read() as db:
+            answer = await read(db)
+        cache.put(key, answer, stamp)
+        return answer

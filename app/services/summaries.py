@@ -29,20 +29,29 @@ logger = logging.getLogger("strata.summaries")
 PIECE = "summarize"
 
 
+async def _owners(db: AsyncSession, session: Session) -> list[str]:
+    """The chain whose turns share one window: this session and its predecessors."""
+    return [session.id, *[s.id for s in await chain_of(db, session)]]
+
+
 async def pending_turns(db: AsyncSession, session: Session, window: int) -> list[MemoryTurn]:
-    """Turns of the chain (this session included) older than the newest `window`, without L1."""
-    owners = [session.id, *[s.id for s in await chain_of(db, session)]]
-    turns = await MemoryRepository(db).turns_of(owners)
-    if len(turns) <= window:
-        return []
-    return [t for t in turns[: len(turns) - window] if t.l1 is None]
+    """Turns of the chain (this session included) older than the newest `window`, without
+    L1, oldest first."""
+    return await MemoryRepository(db).without_l1(await _owners(db, session), window)
+
+
+async def pending_count(db: AsyncSession, session: Session, window: int) -> int:
+    """How many turns `pending_turns` would load, counted without loading any."""
+    return await MemoryRepository(db).count_without_l1(await _owners(db, session), window)
 
 
 async def enqueue_if_needed(db: AsyncSession, session: Session, window: int) -> Job | None:
+    """At every turn end: a `summarize` job when the chain has turns waiting for L1 and
+    none is queued or running yet."""
     jobs = JobRepository(db)
     if await jobs.active_in_lane(session.id, PIECE) is not None:
         return None
-    if not await pending_turns(db, session, window):
+    if not await pending_count(db, session, window):
         return None
     return await enqueue(
         db,

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.db import signals
+from app.db import caches, signals
 from app.db.models import Job, WebhookAttempt, WebhookDelivery, WebhookSubscription
 from app.db.repositories.webhooks import WebhookRepository
 from app.db.types import utcnow
@@ -138,6 +138,7 @@ async def create_subscription(
         description=description,
         secret=generate_secret(),
     )
+    caches.forget(db, caches.WEBHOOKS, tenant)
     return await WebhookRepository(db).add(row)
 
 
@@ -180,12 +181,14 @@ async def update_subscription(
     row.updated_at = utcnow()
     db.add(row)
     await db.flush()
+    caches.forget(db, caches.WEBHOOKS, tenant)
     return row
 
 
 async def delete_subscription(db: AsyncSession, tenant: str, subscription_id: str) -> None:
     repo = WebhookRepository(db)
     await repo.remove(await get_subscription(db, tenant, subscription_id))
+    caches.forget(db, caches.WEBHOOKS, tenant)
 
 
 # --- deliveries as the API shows them --------------------------------------------
@@ -215,7 +218,7 @@ async def send_test(db: AsyncSession, tenant: str, subscription_id: str) -> Deli
     if not row.enabled:
         raise Conflict(f"webhook {subscription_id!r} is disabled; enable it first")
     payload = event_payload(TEST_EVENT, {"subscription_id": row.id}, utcnow())
-    delivery = await _add_delivery(WebhookRepository(db), row, TEST_EVENT, payload)
+    delivery = await _add_delivery(WebhookRepository(db), row.id, TEST_EVENT, payload)
     return DeliveryView(delivery, [])
 
 
@@ -224,18 +227,46 @@ def event_payload(type_: str, data: dict[str, Any], at: datetime) -> dict[str, A
     return {"type": type_, "timestamp": at.isoformat().replace("+00:00", "Z"), "data": data}
 
 
-def _wants(subscription: WebhookSubscription, type_: str) -> bool:
-    return ALL_EVENTS in subscription.events or type_ in subscription.events
+@dataclass(frozen=True)
+class Target:
+    """What queueing an event needs of an enabled subscription (what is cached of it)."""
+
+    subscription_id: str
+    events: frozenset[str]
+
+    def wants(self, type_: str) -> bool:
+        return ALL_EVENTS in self.events or type_ in self.events
 
 
 async def _add_delivery(
-    repo: WebhookRepository, subscription: WebhookSubscription, type_: str, payload: dict[str, Any]
+    repo: WebhookRepository, subscription_id: str, type_: str, payload: dict[str, Any]
 ) -> WebhookDelivery:
     row = WebhookDelivery(
-        id=new_id("msg"), subscription_id=subscription.id, event_type=type_, payload=payload
+        id=new_id("msg"), subscription_id=subscription_id, event_type=type_, payload=payload
     )
     signals.emit(repo.db, signals.WakeDispatcher())
     return await repo.add_delivery(row)
+
+
+async def _targets(db: AsyncSession, tenant: str) -> tuple[Target, ...]:
+    """The tenant's enabled subscriptions, cached for STRATA_WEBHOOK_CACHE_SECONDS; every
+    change made in this process (`forget`) is seen at once."""
+    cache = caches.caches_of(db)
+    if cache is None:
+        return await _read_targets(db, tenant)
+    subscriptions: caches.TtlCache[str, tuple[Target, ...]] = cache[caches.WEBHOOKS]
+    found = subscriptions.get(tenant)
+    if not isinstance(found, caches.Miss):
+        return found
+    stamp = subscriptions.stamp()
+    targets = await _read_targets(db, tenant)
+    subscriptions.put(tenant, targets, stamp)
+    return targets
+
+
+async def _read_targets(db: AsyncSession, tenant: str) -> tuple[Target, ...]:
+    rows = await WebhookRepository(db).enabled_for_tenant(tenant)
+    return tuple(Target(row.id, frozenset(row.events)) for row in rows)
 
 
 async def enqueue_event(
@@ -243,12 +274,12 @@ async def enqueue_event(
 ) -> list[WebhookDelivery]:
     """One delivery per enabled subscription of `tenant` that wants `type_`, written in
     the caller's transaction (rolled back with it)."""
-    repo = WebhookRepository(db)
-    targets = [s for s in await repo.enabled_for_tenant(tenant) if _wants(s, type_)]
+    targets = [target for target in await _targets(db, tenant) if target.wants(type_)]
     if not targets:
         return []
+    repo = WebhookRepository(db)
     payload = event_payload(type_, data, utcnow())
-    return [await _add_delivery(repo, target, type_, payload) for target in targets]
+    return [await _add_delivery(repo, t.subscription_id, type_, payload) for t in targets]
 
 
 async def job_status_changed(
@@ -418,4 +449,5 @@ async def _disable_if_failing_long(
     )
     cutoff = now - timedelta(hours=hours)
     if await repo.disable_if_failing_since(subscription_id, cutoff, reason[:500]):
+        caches.forget(repo.db, caches.WEBHOOKS)  # its tenant is not at hand; rare enough
         logger.warning("webhook %s disabled: %s", subscription_id, reason)

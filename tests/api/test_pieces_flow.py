@@ -24,9 +24,9 @@ from sqlmodel import col, select
 from app.db.models import Event
 from app.services.piece_jobs import workspace_of
 from app.settings import Settings
-from tests.fakes.messages_api import FakeMessagesAPI, Step, reply, respond_with, text, tool_use
+from tests.fakes.messages_api import FakeMessagesAPI, Step, reply, text, tool_use
 from tests.support.apps import serve
-from tests.support.chat import submit_job, wait_status
+from tests.support.chat import held, submit_job, wait_status
 
 ENDED = {"succeeded", "failed", "aborted", "cancelled"}
 
@@ -111,17 +111,6 @@ def gate() -> Iterable[threading.Event]:
     event = threading.Event()
     yield event
     event.set()
-
-
-def held(gate: threading.Event, step: Step) -> Step:
-    """A step the fake serves only once `gate` is set. It blocks the fake's server, so
-    use it only while no other job talks to the fake."""
-
-    def wait(_body: dict[str, Any]) -> Step:
-        gate.wait(20)
-        return step
-
-    return respond_with(wait)
 
 
 async def finish(client: httpx.AsyncClient, job_id: str) -> dict[str, Any]:

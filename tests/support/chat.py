@@ -3,12 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterable
 from typing import Any
 
 import httpx
 
+from tests.fakes.messages_api import Step, respond_with
+
 TERMINAL = frozenset({"succeeded", "failed", "aborted", "cancelled"})
+
+
+def held(gate: threading.Event, step: Step) -> Step:
+    """A step the fake serves only once `gate` is set. It blocks the fake's server, so
+    use it only while no other job talks to the fake."""
+
+    def wait(_body: dict[str, Any]) -> Step:
+        gate.wait(20)
+        return step
+
+    return respond_with(wait)
 
 
 async def new_session(client: httpx.AsyncClient, **fields: Any) -> str:

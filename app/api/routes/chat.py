@@ -7,6 +7,7 @@ from fastapi.responses import JSONResponse
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.api.deps import (
+    HEAVY,
     CurrentTenant,
     DatabaseDep,
     IdempotencyDep,
@@ -54,12 +55,15 @@ router = APIRouter(prefix="/sessions/{session_id}", tags=["chat"], responses=pro
         "transaction (202). A message sent while a turn runs is queued behind it "
         "(`if_busy=enqueue`, its user item is appended when its turn starts) or refused "
         "with 409 (`if_busy=reject`). With `wait=true` the request blocks until the turn "
-        "ends (200 with the reply) or `timeout` seconds pass (202)."
+        "ends (200 with the reply) or `timeout` seconds pass (202). A tenant with "
+        "STRATA_TENANT_MAX_CONCURRENT_HEAVY such requests (or hook posts, or job "
+        "submissions) in flight gets 429 with `Retry-After`."
     ),
     responses={
         200: {"model": MessageReply, "description": "The turn ended while waiting."},
-        **problem_responses(404, 409, 413, 422),
+        **problem_responses(404, 409, 413, 422, 429),
     },
+    dependencies=[HEAVY],
 )
 async def send(
     session_id: SessionId,

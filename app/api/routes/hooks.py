@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.deps import CurrentTenant, DatabaseDep, SettingsDep
+from app.api.deps import HEAVY, CurrentTenant, DatabaseDep, SettingsDep
 from app.api.errors import problem_responses
 from app.domain.errors import InvalidInput
 from app.services.claude_code import ingest_transcript, session_start, start_context
@@ -73,10 +73,13 @@ def _read_transcript(settings: Settings, hook: ClaudeCodeHook) -> str | None:
         "`SessionStart` (`startup`, `clear`, `compact`; `resume` keeps the session) links the "
         "session to the latest one of the same project (`cwd`) and answers the memory block "
         "as `hookSpecificOutput.additionalContext`. Other events are accepted and ignored. "
-        "The answer's `Strata-Session` header names the mirrored session."
+        "The answer's `Strata-Session` header names the mirrored session. A tenant with "
+        "STRATA_TENANT_MAX_CONCURRENT_HEAVY such posts (or messages, or job submissions) "
+        "in flight gets 429 with `Retry-After`."
     ),
     response_model_exclude_none=True,
-    responses=problem_responses(413, 422),
+    responses=problem_responses(413, 422, 429),
+    dependencies=[HEAVY],
 )
 async def claude_code(
     hook: ClaudeCodeHook,

@@ -7,6 +7,7 @@ from fastapi.responses import FileResponse
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.api.deps import (
+    HEAVY,
     AfterCursor,
     CurrentTenant,
     DatabaseDep,
@@ -86,9 +87,12 @@ async def cancel_job(job_id: JobId, database: DatabaseDep, tenant: CurrentTenant
     description=(
         "Runs `piece` (default `default`) on `instruction`, in `session_id` or in a new "
         "session. The worker builds the enriched instruction (time, the last 5 comments, "
-        "the workspace's file lists, the instruction) and runs the piece's movements."
+        "the workspace's file lists, the instruction) and runs the piece's movements. "
+        "A tenant with STRATA_TENANT_MAX_CONCURRENT_HEAVY such requests (or hook posts, "
+        "or messages) in flight gets 429 with `Retry-After`."
     ),
-    responses=problem_responses(404, 413, 422),
+    responses=problem_responses(404, 413, 422, 429),
+    dependencies=[HEAVY],
 )
 async def create_job(
     body: JobCreate,

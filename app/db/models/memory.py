@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Column, ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy import Column, ForeignKey, Index, String, Text, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 from app.db.types import BigIntPK, UTCDateTime, utcnow
@@ -19,6 +19,14 @@ class MemoryTurn(SQLModel, table=True):
     __table_args__ = (
         UniqueConstraint("origin_session_id", "turn", name="uq_memory_turns_origin_turn"),
         Index("ix_memory_turns_session_ended", "session_id", "ended_at"),
+        # the turns still waiting for their L1 summary: few, and counted at every turn end
+        Index(
+            "ix_memory_turns_without_l1",
+            "session_id",
+            "ended_at",
+            sqlite_where=text("l1 IS NULL"),
+            postgresql_where=text("l1 IS NULL"),
+        ),
     )
 
     id: int | None = Field(default=None, sa_type=BigIntPK, primary_key=True)

@@ -77,19 +77,47 @@ class MemoryRepository:
         )
         return set((await self.db.exec(query)).all())
 
-    async def turns_of(self, session_ids: Sequence[str]) -> list[MemoryTurn]:
-        """Every turn owned by these sessions, oldest first."""
+    async def without_l1(self, session_ids: Sequence[str], window: int) -> list[MemoryTurn]:
+        """Turns of these sessions older than their newest `window`, without L1, oldest first."""
         if not session_ids:
             return []
-        query = (
-            select(MemoryTurn)
-            .where(col(MemoryTurn.session_id).in_(session_ids))
-            .order_by(col(MemoryTurn.ended_at), col(MemoryTurn.id))
-        )
+        query = select(MemoryTurn).where(*self._without_l1(session_ids, window))
+        query = query.order_by(col(MemoryTurn.ended_at), col(MemoryTurn.id))
         return list((await self.db.exec(query)).all())
 
+    async def count_without_l1(self, session_ids: Sequence[str], window: int) -> int:
+        """How many turns `without_l1` would load: one count over the partial index of
+        turns without L1, past the `window`-th newest turn (found by the session index)."""
+        if not session_ids:
+            return 0
+        query = select(func.count()).select_from(MemoryTurn)
+        return int((await self.db.exec(query.where(*self._without_l1(session_ids, window)))).one())
+
+    @staticmethod
+    def _without_l1(session_ids: Sequence[str], window: int) -> list[Any]:
+        """Conditions on `MemoryTurn`: owned by `session_ids`, no L1, ordered (by `ended_at`,
+        then `id`) before the `window`-th newest turn of them; none when there are fewer."""
+        owned = col(MemoryTurn.session_id).in_(session_ids)
+        conditions = [owned, col(MemoryTurn.l1).is_(None)]
+        if window <= 0:
+            return conditions
+        newest = (
+            sa_select(col(MemoryTurn.ended_at), col(MemoryTurn.id))
+            .where(owned)
+            .order_by(col(MemoryTurn.ended_at).desc(), col(MemoryTurn.id).desc())
+            .offset(window - 1)
+            .limit(1)
+            .subquery("window_start")
+        )
+        before = or_(
+            col(MemoryTurn.ended_at) < newest.c.ended_at,
+            and_(col(MemoryTurn.ended_at) == newest.c.ended_at, col(MemoryTurn.id) < newest.c.id),
+        )
+        return [*conditions, before]
+
     async def texts_of(self, session_ids: Sequence[str]) -> list[TurnText]:
-        """`turns_of` as plain rows of the four columns the memory block renders.
+        """Every turn owned by these sessions, oldest first, as plain rows of the four
+        columns the memory block renders.
 
         A long chain has a row per turn, every one read for the block; building ORM
         objects for them cost several times the query itself.

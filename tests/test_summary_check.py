@@ -1,0 +1,135 @@
+"""The end-of-turn summary check counts instead of loading the chain's turns.
+
+`pending_count` (one count query) must agree with what the check did before, loading
+every turn of the chain: the turns older than the newest `window`, those without L1.
+`pending_turns`, which the summarize job works off, must be exactly those turns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.db.engine import Database
+from app.db.models import MemoryTurn, Session
+from app.services.sessions import create_session
+from app.services.summaries import enqueue_if_needed, pending_count, pending_turns
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+WINDOW = 4
+
+
+@pytest.fixture
+async def database(make_settings: Any) -> AsyncIterator[Database]:
+    database = Database(make_settings())
+    yield database
+    await database.dispose()
+
+
+async def chain(database: Database, turns: int, summarized: set[int]) -> Session:
+    """A session continuing another; `turns` turns, oldest first, split between the two
+    (turn 2 and 3 end at the same second, so the id breaks the tie); the turns numbered in
+    `summarized` have an L1 already."""
+
+    async def build(db: AsyncSession) -> Session:
+        first = await create_session(db, "acme")
+        second = await create_session(db, "acme", continues_from=first.id)
+        for n in range(turns):
+            owner = first if n < turns // 2 else second
+            db.add(
+                MemoryTurn(
+                    session_id=owner.id,
+                    origin_session_id=owner.id,
+                    turn=n + 1,
+                    ended_at=T0 + timedelta(seconds=n if n != 3 else 2),
+                    user_text=f"question {n}",
+                    l1=f"summary {n}" if n in summarized else None,
+                )
+            )
+        await db.flush()
+        return second
+
+    return await database.write(build)
+
+
+async def loaded_the_old_way(db: AsyncSession, session: Session, window: int) -> list[int]:
+    """What the check loaded before: every turn of the chain, filtered in Python."""
+    owners = [session.id, str(session.continues_from)]
+    query = (
+        select(MemoryTurn)
+        .where(col(MemoryTurn.session_id).in_(owners))
+        .order_by(col(MemoryTurn.ended_at), col(MemoryTurn.id))
+    )
+    turns = list((await db.exec(query)).all())
+    if len(turns) <= window:
+        return []
+    return [t.turn for t in turns[: len(turns) - window] if t.l1 is None]
+
+
+@pytest.mark.parametrize(
+    ("turns", "summarized", "expected"),
+    [
+        (0, set(), 0),
+        (WINDOW - 1, set(), 0),
+        (WINDOW, set(), 0),
+        (WINDOW + 1, set(), 1),
+        (WINDOW + 5, set(), 5),
+        (WINDOW + 5, {0, 2}, 3),
+        (WINDOW + 5, {0, 1, 2, 3, 4}, 0),
+        (WINDOW + 5, {6, 7, 8}, 5),  # summaries inside the window change nothing
+        (WINDOW + 5, {1, 7}, 4),
+    ],
+    ids=[
+        "empty",
+        "below-the-window",
+        "at-the-window",
+        "one-above",
+        "five-above",
+        "some-older-summarized",
+        "all-older-summarized",
+        "only-newest-summarized",
+        "mixed",
+    ],
+)
+async def test_the_count_agrees_with_loading_every_turn(
+    database: Database, turns: int, summarized: set[int], expected: int
+) -> None:
+    session = await chain(database, turns, summarized)
+
+    async with database.read() as db:
+        old = await loaded_the_old_way(db, session, WINDOW)
+        count = await pending_count(db, session, WINDOW)
+        pending = [t.turn for t in await pending_turns(db, session, WINDOW)]
+
+    assert len(old) == expected
+    assert count == expected
+    assert pending == old
+
+
+@pytest.mark.parametrize("window", [0, 1, 3, 20])
+async def test_any_window_agrees_with_loading_every_turn(database: Database, window: int) -> None:
+    session = await chain(database, 9, {1, 5})
+
+    async with database.read() as db:
+        old = await loaded_the_old_way(db, session, window)
+        count = await pending_count(db, session, window)
+        pending = [t.turn for t in await pending_turns(db, session, window)]
+
+    assert (count, pending) == (len(old), old)
+
+
+@pytest.mark.parametrize(("turns", "enqueued"), [(WINDOW, False), (WINDOW + 1, True)])
+async def test_a_summarize_job_is_enqueued_only_past_the_window(
+    database: Database, turns: int, enqueued: bool
+) -> None:
+    session = await chain(database, turns, set())
+
+    job = await database.write(lambda db: enqueue_if_needed(db, session, WINDOW))
+
+    assert (job is not None) == enqueued
+    assert job is None or (job.piece, job.lane) == ("summarize", "background")
