@@ -22,7 +22,7 @@ from app.domain.ids import new_id
 from app.engine.llm import LLM, LLMError, text_of
 from app.memory.l1 import l1_request, l2_text, one_line
 from app.services.jobs import enqueue
-from app.services.memory import chain_of
+from app.services.memory import owners_of
 from app.settings import Settings
 
 logger = logging.getLogger("strata.summaries")
@@ -31,8 +31,7 @@ PIECE = "summarize"
 
 async def pending_turns(db: AsyncSession, session: Session, window: int) -> list[MemoryTurn]:
     """Turns of the chain (this session included) older than the newest `window`, without L1."""
-    owners = [session.id, *[s.id for s in await chain_of(db, session)]]
-    turns = await MemoryRepository(db).turns_of(owners)
+    turns = await MemoryRepository(db).turns_of(await owners_of(db, session))
     if len(turns) <= window:
         return []
     return [t for t in turns[: len(turns) - window] if t.l1 is None]
