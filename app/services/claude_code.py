@@ -2,9 +2,10 @@
 
 `Stop` / `SubagentStop` carry transcript lines; they are imported into the
 mirrored session's log idempotently (by entry uuid / tool_use id, so posting a
-whole transcript again changes nothing), then the touched turns are projected
-into memory. `SessionStart` links a new Claude Code session to the latest one of
-the same project and answers with the memory block of that chain.
+whole transcript again changes nothing), in write transactions of a bounded number
+of items, and each turn is projected into memory once all its items are in.
+`SessionStart` links a new Claude Code session to the latest one of the same project
+and answers with the memory block of that chain.
 """
 
 from __future__ import annotations
@@ -174,7 +175,9 @@ async def import_chunk(
     """One write unit of an import: append the items the log does not hold yet (checked
     again here: another post of the same lines may have committed them meanwhile) and
     project the turns that are complete. Returns how many items it appended."""
-    session = await db.get(Session, session_id)
+    # the row lock (PostgreSQL; SQLite's writer is alone anyway) makes a concurrent post of
+    # the same lines wait here, and then see what this chunk appended
+    session = await db.get(Session, session_id, with_for_update=True, populate_existing=True)
     if session is None:
         raise InvalidInput(f"session {session_id!r} does not exist")
     open_before = session.current_turn

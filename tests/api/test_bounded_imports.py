@@ -294,3 +294,24 @@ async def test_a_chunk_ending_inside_a_turn_leaves_it_unprojected_until_it_is_co
         (2, "question 1", "answer 1"),
         (3, "question 2", "answer 2"),
     ]
+
+
+async def test_two_posts_of_the_same_lines_at_once_import_each_item_once(
+    chunked: Any, one_shot: Callable[[str, str], Awaitable[Any]]
+) -> None:
+    text = _synthetic("cc-twice", turns=6).text()
+    _, whole = await one_shot("cc-twice", text)
+
+    async with serve(chunked(CHUNK)) as (app, client):
+        first, second = await asyncio.gather(
+            _stop(client, "cc-twice-2", text), _stop(client, "cc-twice-2", text)
+        )
+        view = await _view(app, client, first.headers["Strata-Session"])
+
+    assert (first.status_code, second.status_code) == (200, 200)
+    imported = [int(r.headers["Strata-Imported"]) for r in (first, second)]
+    assert sum(imported) == 24  # a client that retried too early duplicates nothing
+    assert [int(r.headers["Strata-Already-Known"]) for r in (first, second)] == [
+        24 - n for n in imported
+    ]
+    assert [view] == whole
