@@ -105,7 +105,7 @@ async def measure(name: str, raw: str, workdir: Path) -> Economy:
     database = Database(settings)
     try:
         stop = {"hook_event_name": "Stop", "session_id": f"{stem}-1", "cwd": PROJECT}
-        report = await database.write(lambda db: ingest_transcript(db, settings, TENANT, stop, raw))
+        report = await ingest_transcript(database, settings, TENANT, stop, raw)
         start = {
             "hook_event_name": "SessionStart",
             "session_id": f"{stem}-2",

@@ -2,19 +2,23 @@
 
 `Stop` / `SubagentStop` carry transcript lines; they are imported into the
 mirrored session's log idempotently (by entry uuid / tool_use id, so posting a
-whole transcript again changes nothing), then the touched turns are projected
-into memory. `SessionStart` links a new Claude Code session to the latest one of
-the same project and answers with the memory block of that chain.
+whole transcript again changes nothing), in write transactions of a bounded number
+of items, and each turn is projected into memory once all its items are in.
+`SessionStart` links a new Claude Code session to the latest one of the same project
+and answers with the memory block of that chain.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from app.db.engine import UnitsOfWork
 from app.db.models import Session
 from app.db.repositories.items import ItemRepository
 from app.db.repositories.memory import ChainRepository
@@ -74,26 +78,8 @@ async def mirrored_session(
     return session
 
 
-async def _import(
-    db: AsyncSession, session: Session, items: list[ImportedItem]
-) -> tuple[int, set[int]]:
-    known = await ItemRepository(db).known_source_ids(session.id, [i.source_id for i in items])
-    turns: set[int] = set()
-    imported = 0
-    for item in items:
-        if item.source_id in known:
-            continue
-        known.add(item.source_id)
-        row = await append_item(
-            db, session.id, item.payload, Origin.import_, at=item.at, source_id=item.source_id
-        )
-        turns.add(row.turn)
-        imported += 1
-    return imported, turns
-
-
 async def ingest_transcript(
-    db: AsyncSession,
+    database: UnitsOfWork,
     settings: Settings,
     tenant: str,
     payload: dict[str, Any],
@@ -101,25 +87,120 @@ async def ingest_transcript(
     *,
     first_line: int = 1,
 ) -> IngestReport:
+    """Import the transcript's new items in write units of at most
+    `settings.import_chunk_items` items each, so that no transcript, however large,
+    holds the write lock for longer than one chunk.
+
+    Parsing is pure and runs off the event loop and outside any transaction. Each chunk
+    is idempotent on its own (items already in the log are skipped by `source_id`), so a
+    failure after some chunks loses nothing and posting the same lines again finishes
+    the job. A turn is projected into memory by the chunk that completes it (the next
+    turn starts in it) or by the session's last chunk, never half-way; each chunk also
+    re-projects the turn that was open when it began, so a retry after a failure finds
+    the turn a failed chunk would have completed.
+    """
     external_id = _session_id(payload)
-    main = await mirrored_session(db, tenant, external_id, project=payload.get("cwd"))
-    parsed = parse_transcript(transcript, first_line=first_line)
+    parsed = await asyncio.to_thread(parse_transcript, transcript, first_line=first_line)
     groups: dict[str | None, list[ImportedItem]] = defaultdict(list)
     for item in parsed.items:
         groups[(item.agent_id or "sidechain") if item.sidechain else None].append(item)
-    report = IngestReport(session_id=main.id, problems=parsed.problems)
+    agents = list(groups)
+    sessions = await database.write(
+        lambda db: _mirrored_sessions(db, tenant, external_id, payload.get("cwd"), agents)
+    )
+    report = IngestReport(session_id=sessions[None], problems=parsed.problems)
+    size = max(1, settings.import_chunk_items)
     for agent, items in groups.items():
-        target = main
-        if agent is not None:  # a subagent's thread is kept apart from the main thread
-            target = await mirrored_session(
-                db, tenant, f"{external_id}/{agent}", project=main.project, parent=main
+        session_id = sessions[agent]
+        fresh = await _not_yet_imported(database, session_id, items)
+        chunks = [fresh[i : i + size] for i in range(0, len(fresh), size)] or [[]]
+        imported = 0
+        for number, chunk in enumerate(chunks, 1):
+            imported += await database.write(
+                partial(
+                    import_chunk,
+                    settings=settings,
+                    session_id=session_id,
+                    items=chunk,
+                    last=number == len(chunks),
+                )
             )
-        imported, turns = await _import(db, target, items)
         report.imported += imported
         report.already_known += len(items) - imported
-        await project_turns(db, target.id, turns)
-        await enqueue_if_needed(db, target, settings.memory_l2_window_turns)
     return report
+
+
+async def _mirrored_sessions(
+    db: AsyncSession,
+    tenant: str,
+    external_id: str,
+    project: str | None,
+    agents: list[str | None],
+) -> dict[str | None, str]:
+    """The mirrored session of the main thread (key None) and of each subagent thread."""
+    main = await mirrored_session(db, tenant, external_id, project=project)
+    found: dict[str | None, str] = {None: main.id}
+    for agent in agents:
+        if agent is not None:  # a subagent's thread is kept apart from the main thread
+            child = await mirrored_session(
+                db, tenant, f"{external_id}/{agent}", project=main.project, parent=main
+            )
+            found[agent] = child.id
+    return found
+
+
+async def _not_yet_imported(
+    database: UnitsOfWork, session_id: str, items: list[ImportedItem]
+) -> list[ImportedItem]:
+    """The items whose source id the log does not hold yet, each source id once (a read:
+    a retry of a large import writes nothing for what its earlier chunks committed)."""
+    async with database.read() as db:
+        known = await ItemRepository(db).known_source_ids(session_id, [i.source_id for i in items])
+    fresh: list[ImportedItem] = []
+    for item in items:
+        if item.source_id not in known:
+            known.add(item.source_id)
+            fresh.append(item)
+    return fresh
+
+
+async def import_chunk(
+    db: AsyncSession,
+    *,
+    settings: Settings,
+    session_id: str,
+    items: list[ImportedItem],
+    last: bool,
+) -> int:
+    """One write unit of an import: append the items the log does not hold yet (checked
+    again here: another post of the same lines may have committed them meanwhile) and
+    project the turns that are complete. Returns how many items it appended."""
+    # the row lock (PostgreSQL; SQLite's writer is alone anyway) makes a concurrent post of
+    # the same lines wait here, and then see what this chunk appended
+    session = await db.get(Session, session_id, with_for_update=True, populate_existing=True)
+    if session is None:
+        raise InvalidInput(f"session {session_id!r} does not exist")
+    open_before = session.current_turn
+    known = await ItemRepository(db).known_source_ids(session_id, [i.source_id for i in items])
+    turns = {open_before} if session.last_seq else set()  # the log's last turn, if any
+    open_after = open_before
+    imported = 0
+    for item in items:
+        if item.source_id in known:
+            continue
+        known.add(item.source_id)
+        row = await append_item(
+            db, session_id, item.payload, Origin.import_, at=item.at, source_id=item.source_id
+        )
+        turns.add(row.turn)
+        open_after = row.turn
+        imported += 1
+    if not last:  # more items of the open turn may follow in the next chunk
+        turns.discard(open_after)
+    await project_turns(db, session_id, turns)
+    if last:
+        await enqueue_if_needed(db, session, settings.memory_l2_window_turns)
+    return imported
 
 
 async def session_start(db: AsyncSession, tenant: str, payload: dict[str, Any]) -> Session:

@@ -127,6 +127,13 @@ async def chain_of(db: AsyncSession, session: Session) -> list[Session]:
     return await ChainRepository(db).predecessors(session)
 
 
+async def owners_of(db: AsyncSession, session: Session) -> list[str]:
+    """The sessions whose turns a session's chain holds: it, its predecessors, and every
+    session merged into one of them (its turns may not all have moved yet)."""
+    chain = [session.id, *[s.id for s in await chain_of(db, session)]]
+    return await ChainRepository(db).with_merged(chain)
+
+
 @dataclass(frozen=True)
 class MemoryBlock:
     session_id: str
@@ -141,7 +148,8 @@ async def memory_block(
     """What a continuing session starts with: its predecessors' turns, never its own."""
     session = await resolve(db, tenant, session_id)
     chain = [s.id for s in await chain_of(db, session)]
-    turns = [RenderedTurn(*row) for row in await MemoryRepository(db).texts_of(chain)]
+    owners = await ChainRepository(db).with_merged(chain)
+    turns = [RenderedTurn(*row) for row in await MemoryRepository(db).texts_of(owners)]
     text = render_memory_block(turns, window=window, tz=tz, detail_hint_session=session.id)
     return MemoryBlock(session.id, text, memory_counts(turns, window), chain)
 
@@ -155,7 +163,7 @@ async def detail(
     except ValueError as exc:
         raise InvalidInput(str(exc), field="time") from exc
     session = await resolve(db, tenant, session_id)
-    owners = [session.id, *[s.id for s in await chain_of(db, session)]]
+    owners = await owners_of(db, session)
     repo = MemoryRepository(db)
     windows = [
         TimeWindow(owner, start, end)
@@ -232,18 +240,31 @@ def _midnight_offsets(tz: ZoneInfo, day: date) -> tuple[timedelta, timedelta]:
     )
 
 
-async def merge_sessions(db: AsyncSession, tenant: str, session_id: str, into: str) -> Session:
-    """Move a session's turns and its chain link into another, in the caller's transaction:
-    if anything fails half-way the unit of work rolls back and both stay as they were."""
+async def merge_sessions(
+    db: AsyncSession, tenant: str, session_id: str, into: str, *, chunk: int
+) -> tuple[Session, int]:
+    """Merge a session into another: one small transaction decides it, whatever the size.
+
+    It sets `merged_into` and moves the chain link; from its commit on, reads of either
+    session see the merged state, since every read of a session's turns includes the
+    sessions merged into it (`owners_of`). The turns themselves move afterwards, at most
+    `chunk` per transaction (`move_merged_turns`; the first chunk here); which session a
+    turn row names meanwhile changes nothing a reader sees, so no reader can see half a
+    merge, and a merge whose moves stopped half-way (a crash, a failed chunk) reads as
+    merged and is finished by asking for it again. Returns the target and how many turns
+    this transaction moved (`chunk`: there may be more).
+    """
     if session_id == into:
         raise InvalidInput("a session cannot be merged into itself", field="into")
     source = await get_session(db, tenant, session_id)
     target = await resolve(db, tenant, into)
     if source.merged_into is not None:
-        raise Conflict(f"session {session_id!r} was already merged into {source.merged_into!r}")
+        if (await resolve(db, tenant, source.id)).id != target.id:
+            raise Conflict(f"session {session_id!r} was already merged into {source.merged_into!r}")
+        # asked again: finish moving what a stopped merge left behind
+        return target, await MemoryRepository(db).move_turns(source.id, target.id, chunk)
     if target.id == source.id or source.id in {s.id for s in await chain_of(db, target)}:
         raise Conflict("the target continues this session; merging would make a cycle")
-    await MemoryRepository(db).move_turns(source.id, target.id)
     if target.continues_from is None and source.continues_from not in (None, target.id):
         target.continues_from = source.continues_from
     source.merged_into = target.id
@@ -251,4 +272,9 @@ async def merge_sessions(db: AsyncSession, tenant: str, session_id: str, into: s
     db.add(source)
     db.add(target)
     await db.flush()
-    return target
+    return target, await MemoryRepository(db).move_turns(source.id, target.id, chunk)
+
+
+async def move_merged_turns(db: AsyncSession, source_id: str, target_id: str, chunk: int) -> int:
+    """One more chunk of a decided merge's turns; returns how many moved."""
+    return await MemoryRepository(db).move_turns(source_id, target_id, chunk)

@@ -22,27 +22,22 @@ from app.domain.ids import new_id
 from app.engine.llm import LLM, LLMError, text_of
 from app.memory.l1 import l1_request, l2_text, one_line
 from app.services.jobs import enqueue
-from app.services.memory import chain_of
+from app.services.memory import owners_of
 from app.settings import Settings
 
 logger = logging.getLogger("strata.summaries")
 PIECE = "summarize"
 
 
-async def _owners(db: AsyncSession, session: Session) -> list[str]:
-    """The chain whose turns share one window: this session and its predecessors."""
-    return [session.id, *[s.id for s in await chain_of(db, session)]]
-
-
 async def pending_turns(db: AsyncSession, session: Session, window: int) -> list[MemoryTurn]:
     """Turns of the chain (this session included) older than the newest `window`, without
     L1, oldest first."""
-    return await MemoryRepository(db).without_l1(await _owners(db, session), window)
+    return await MemoryRepository(db).without_l1(await owners_of(db, session), window)
 
 
 async def pending_count(db: AsyncSession, session: Session, window: int) -> int:
     """How many turns `pending_turns` would load, counted without loading any."""
-    return await MemoryRepository(db).count_without_l1(await _owners(db, session), window)
+    return await MemoryRepository(db).count_without_l1(await owners_of(db, session), window)
 
 
 async def enqueue_if_needed(db: AsyncSession, session: Session, window: int) -> Job | None:

@@ -427,8 +427,8 @@ async def test_a_merge_failing_half_way_leaves_both_sessions_unchanged(
     real_move = MemoryRepository.move_turns
     moved: list[int] = []
 
-    async def move_then_fail(self: MemoryRepository, source: str, target: str) -> int:
-        moved.append(await real_move(self, source, target))
+    async def move_then_fail(self: MemoryRepository, source: str, target: str, limit: int) -> int:
+        moved.append(await real_move(self, source, target, limit))
         await self.db.flush()
         raise RuntimeError("the disk filled up half-way through the merge")
 

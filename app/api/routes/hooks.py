@@ -69,7 +69,9 @@ def _read_transcript(settings: Settings, hook: ClaudeCodeHook) -> str | None:
     description=(
         "`Stop` / `SubagentStop`: the new transcript lines (`transcript`, JSONL) are imported "
         "into the mirrored session idempotently (by entry uuid / tool_use id) and projected "
-        "into memory; malformed lines are skipped and reported in `systemMessage`. "
+        "into memory, in transactions of at most `STRATA_IMPORT_CHUNK_ITEMS` items: if the "
+        "answer is an error, what was committed stays and posting the same lines again "
+        "finishes the import. Malformed lines are skipped and reported in `systemMessage`. "
         "`SessionStart` (`startup`, `clear`, `compact`; `resume` keeps the session) links the "
         "session to the latest one of the same project (`cwd`) and answers the memory block "
         "as `hookSpecificOutput.additionalContext`. Other events are accepted and ignored. "
@@ -110,11 +112,8 @@ async def claude_code(
             "STRATA_HOOK_READ_TRANSCRIPT_PATH on a server on the same machine)",
             field="transcript",
         )
-    lines = transcript
-    report = await database.write(
-        lambda db: ingest_transcript(
-            db, settings, tenant, payload, lines, first_line=hook.transcript_first_line
-        )
+    report = await ingest_transcript(
+        database, settings, tenant, payload, transcript, first_line=hook.transcript_first_line
     )
     response.headers["Strata-Session"] = report.session_id
     response.headers["Strata-Imported"] = str(report.imported)

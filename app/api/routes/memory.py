@@ -103,8 +103,12 @@ async def get_detail(
     name="merge",
     summary="Move this session's turns and chain link into another session",
     description=(
-        "One transaction: the turns (L1/L2/L3) and the predecessor link move to `into`, "
-        "and this session answers its memory and detail reads through it from then on."
+        "Atomic for readers: one small transaction decides the merge (the predecessor link "
+        "moves to `into`, and this session answers its memory and detail reads through it "
+        "from then on, its turns included); the turns (L1/L2/L3) then move in transactions "
+        "of at most `STRATA_MERGE_CHUNK_TURNS`, which no read can tell apart. If the answer "
+        "is an error after the merge was decided, asking for the same merge again finishes "
+        "the moves (200); merging into another session than the first time is 409."
     ),
     responses=problem_responses(404, 409, 422),
 )
@@ -115,10 +119,18 @@ async def merge(
     tenant: CurrentTenant,
     settings: SettingsDep,
 ) -> SessionPublic:
-    async def work(db: AsyncSession) -> Session:
-        target = await service.merge_sessions(db, tenant, session_id, body.into)
+    chunk = max(1, settings.merge_chunk_turns)
+
+    async def decide(db: AsyncSession) -> tuple[Session, int]:
+        target, moved = await service.merge_sessions(db, tenant, session_id, body.into, chunk=chunk)
         # merged-in turns may push older ones out of the window: queue their summaries
         await enqueue_if_needed(db, target, settings.memory_l2_window_turns)
-        return target
+        return target, moved
 
-    return SessionPublic.of(await database.write(work))
+    target, moved = await database.write(decide)
+    target_id = target.id
+    while moved == chunk:
+        moved = await database.write(
+            lambda db: service.move_merged_turns(db, session_id, target_id, chunk)
+        )
+    return SessionPublic.of(target)

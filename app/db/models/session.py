@@ -41,7 +41,7 @@ class Session(SQLModel, table=True):
     last_reminder_request: int = 0
     # chains: a continuation, a merge target, a subagent's parent
     continues_from: str | None = Field(default=None, max_length=40, index=True)
-    merged_into: str | None = Field(default=None, max_length=40)
+    merged_into: str | None = Field(default=None, max_length=40, index=True)
     parent_session_id: str | None = Field(default=None, max_length=40, index=True)
     # a session mirrored from another agent (Claude Code): its own id and project folder
     source: str = Field(default="strata", max_length=20)

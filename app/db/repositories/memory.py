@@ -185,13 +185,25 @@ class MemoryRepository:
             .values(l1=text, l1_fallback=fallback, updated_at=utcnow())
         )
 
-    async def move_turns(self, from_session: str, to_session: str) -> int:
-        result = await self.db.exec(
+    async def move_turns(self, from_session: str, to_session: str, limit: int) -> int:
+        """Move at most `limit` of a session's turns (oldest first) to another; returns
+        how many moved (fewer than `limit`: none are left)."""
+        ids = (
+            await self.db.exec(
+                select(MemoryTurn.id)
+                .where(col(MemoryTurn.session_id) == from_session)
+                .order_by(col(MemoryTurn.id))
+                .limit(limit)
+            )
+        ).all()
+        if not ids:
+            return 0
+        await self.db.exec(
             update(MemoryTurn)
-            .where(col(MemoryTurn.session_id) == from_session)
+            .where(col(MemoryTurn.id).in_(ids))
             .values(session_id=to_session, updated_at=utcnow())
         )
-        return int(result.rowcount or 0)
+        return len(ids)
 
 
 class ChainRepository:
@@ -240,8 +252,29 @@ class ChainRepository:
         return list((await self.db.exec(reached)).all())
 
     async def merged_into_these(self, session_ids: Sequence[str]) -> list[str]:
-        query = select(Session.id).where(col(Session.merged_into).in_(session_ids))
-        return list((await self.db.exec(query)).all())
+        found: list[str] = []
+        for start in range(0, len(session_ids), 500):
+            chunk = session_ids[start : start + 500]
+            query = select(Session.id).where(col(Session.merged_into).in_(chunk))
+            found.extend((await self.db.exec(query)).all())
+        return found
+
+    async def with_merged(self, session_ids: Sequence[str]) -> list[str]:
+        """These sessions and every session merged into them, directly or through others.
+
+        A merge is decided in one small transaction and its turns move afterwards in
+        chunks; until the last chunk some still belong to the merged session. Reads of
+        the turns a session owns ask for all of these, so a merge half-way through its
+        moves reads exactly like a finished one (one indexed query when nothing was
+        merged)."""
+        found = list(dict.fromkeys(session_ids))
+        seen = set(found)
+        frontier = found
+        while frontier:
+            frontier = [s for s in await self.merged_into_these(frontier) if s not in seen]
+            seen.update(frontier)
+            found.extend(frontier)
+        return found
 
     async def latest_in_project(
         self, tenant: str, source: str, project: str, exclude: str
