@@ -95,8 +95,7 @@ class JobTaskGateway:
         return ToolOutput(content_of(result), result.is_error, recorded=True)
 
     async def read(self, taskid: int | None) -> str:
-        if self.session.segment_no is None:
-            await self.session.refresh()
+        await self.session.refresh()  # a REST change since the step began is in the answer
         store = self.session.tasks
         if taskid is None:
             return render_task_list(store)

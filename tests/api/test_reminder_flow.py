@@ -255,3 +255,24 @@ async def test_requests_of_another_session_never_count_for_this_one(
     assert "first's task" in reminder and "second's task" not in reminder
     assert await _counters(agent_app, first) == (12, 0, 9)
     assert await _counters(agent_app, second) == (11, 0, 9)
+
+
+async def test_a_reminder_whose_request_failed_rides_on_the_next_request_again(
+    agent_client: httpx.AsyncClient, agent_app: FastAPI, fake_llm: FakeMessagesAPI
+) -> None:
+    """Request 9 carries the reminder and is refused: it never counted as shown, so the
+    next request (the user's next turn) carries it, not request 17."""
+    session_id = await new_session(agent_client)
+    await _task(agent_client, session_id, "write the parser")
+    _script_echoes(fake_llm, 8, final=None)
+    fake_llm.error(400)  # request 9, not retried
+    failed = await agent_client.post(
+        f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": "work"}
+    )
+    _script_echoes(fake_llm, 0)
+
+    await _turn(agent_client, session_id, "go on")
+
+    assert failed.json()["job"]["status"] == "failed"
+    assert _reminded(fake_llm.requests) == [9, 10]
+    assert await _counters(agent_app, session_id) == (9, 0, 9)

@@ -41,7 +41,9 @@ async def _ended_or_timed_out(
     )
 
 
-router = APIRouter(prefix="/sessions/{session_id}", tags=["chat"], responses=problem_responses(401))
+router = APIRouter(
+    prefix="/sessions/{session_id}", tags=["chat"], responses=problem_responses(401, 503)
+)
 
 
 @router.post(

@@ -18,7 +18,7 @@ from app.services.streams import StreamEvent, event_stream, parse_last_event_id
 from app.settings import Settings
 from app.wiring import Runtime
 
-router = APIRouter(tags=["events"], responses=problem_responses(401))
+router = APIRouter(tags=["events"], responses=problem_responses(401, 503))
 
 LastEventId = Annotated[str | None, Header(alias="Last-Event-ID", max_length=100)]
 

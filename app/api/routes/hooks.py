@@ -13,7 +13,7 @@ from app.domain.errors import InvalidInput
 from app.services.claude_code import ingest_transcript, session_start, start_context
 from app.settings import Settings
 
-router = APIRouter(prefix="/hooks", tags=["hooks"], responses=problem_responses(401))
+router = APIRouter(prefix="/hooks", tags=["hooks"], responses=problem_responses(401, 503))
 
 TRANSCRIPT_EVENTS = frozenset({"Stop", "SubagentStop"})
 

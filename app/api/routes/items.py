@@ -10,7 +10,7 @@ from app.domain.items import Origin, SystemMessage, user_text
 from app.services import items as service
 
 router = APIRouter(
-    prefix="/sessions/{session_id}/items", tags=["items"], responses=problem_responses(401)
+    prefix="/sessions/{session_id}/items", tags=["items"], responses=problem_responses(401, 503)
 )
 
 

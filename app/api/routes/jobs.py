@@ -38,7 +38,7 @@ from app.services.chat import IfBusy, send_message
 from app.services.piece_jobs import submit_job
 from app.services.sessions import create_session
 
-router = APIRouter(prefix="/jobs", tags=["jobs"], responses=problem_responses(401))
+router = APIRouter(prefix="/jobs", tags=["jobs"], responses=problem_responses(401, 503))
 
 JobId = Annotated[str, Path(max_length=40, description="A job id (`job_…`).")]
 

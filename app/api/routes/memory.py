@@ -22,7 +22,7 @@ from app.services import memory as service
 from app.services.summaries import enqueue_if_needed
 
 router = APIRouter(
-    prefix="/sessions/{session_id}", tags=["memory"], responses=problem_responses(401)
+    prefix="/sessions/{session_id}", tags=["memory"], responses=problem_responses(401, 503)
 )
 
 TimeRef = Annotated[

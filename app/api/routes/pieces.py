@@ -9,7 +9,7 @@ from app.api.errors import problem_responses
 from app.api.schemas.pieces import Piece, PieceList, PieceProblemPublic, PieceSummary
 from app.domain.errors import NotFound
 
-router = APIRouter(prefix="/pieces", tags=["pieces"], responses=problem_responses(401))
+router = APIRouter(prefix="/pieces", tags=["pieces"], responses=problem_responses(401, 503))
 
 
 @router.get(

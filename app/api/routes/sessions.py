@@ -19,7 +19,7 @@ from app.api.errors import problem_responses
 from app.api.schemas.sessions import SessionCreate, SessionList, SessionPublic, SessionUpdate
 from app.services import sessions as service
 
-router = APIRouter(prefix="/sessions", tags=["sessions"], responses=problem_responses(401))
+router = APIRouter(prefix="/sessions", tags=["sessions"], responses=problem_responses(401, 503))
 
 SessionId = Annotated[str, Path(max_length=40, description="A session id (`ses_…`).")]
 

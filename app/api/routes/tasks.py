@@ -12,7 +12,7 @@ from app.domain.tasks import TaskStatus
 from app.services import tasks as service
 
 router = APIRouter(
-    prefix="/sessions/{session_id}/tasks", tags=["tasks"], responses=problem_responses(401)
+    prefix="/sessions/{session_id}/tasks", tags=["tasks"], responses=problem_responses(401, 503)
 )
 
 TaskId = Annotated[int, Path(ge=1, description="The task's id in its session.")]

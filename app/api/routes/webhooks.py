@@ -26,7 +26,7 @@ from app.api.schemas.webhooks import (
 )
 from app.services import webhooks as service
 
-router = APIRouter(prefix="/webhooks", tags=["webhooks"], responses=problem_responses(401))
+router = APIRouter(prefix="/webhooks", tags=["webhooks"], responses=problem_responses(401, 503))
 
 WebhookId = Annotated[str, Path(max_length=40, description="A webhook subscription id (`wh_…`).")]
 

@@ -1,0 +1,124 @@
+"""A running job holds its session in memory: one probe read per step, one write per
+LLM response and one per step's tool results, and still sees what others write."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from app.db.engine import Database
+from tests.fakes.messages_api import FakeMessagesAPI, RecordedRequest, reply, tool_use
+from tests.support.apps import client_for
+from tests.support.chat import new_session
+
+
+@pytest.fixture
+async def quiet_app(make_settings: Any, fake_llm: FakeMessagesAPI) -> AsyncIterator[FastAPI]:
+    """An agent app whose heartbeat stays out of the counts."""
+    from app.main import create_app
+
+    settings = make_settings(
+        anthropic_base_url=fake_llm.url,
+        llm_max_retries=0,
+        worker_poll_seconds=0.05,
+        job_heartbeat_seconds=60.0,
+    )
+    application = create_app(settings)
+    async with application.router.lifespan_context(application):
+        yield application
+
+
+class Counted:
+    """Counts the units of work the runner's job makes through the database."""
+
+    def __init__(self, database: Database) -> None:
+        self.writes = 0
+        self.probes = 0
+        write, read_unit = database.write, database.read_unit
+
+        async def counted_write(work: Any) -> Any:
+            self.writes += 1
+            return await write(work)
+
+        async def counted_read_unit(work: Any) -> Any:
+            self.probes += 1
+            return await read_unit(work)
+
+        database.write = counted_write  # type: ignore[method-assign]
+        database.read_unit = counted_read_unit  # type: ignore[method-assign]
+
+
+async def _turn_with_steps(
+    client: httpx.AsyncClient, fake: FakeMessagesAPI, steps: int, counted: Counted
+) -> tuple[int, int]:
+    session_id = await new_session(client)
+    for n in range(steps):  # two tool calls in each response
+        calls = [tool_use("current_time", {}, id=f"toolu_{steps}_{n}_{k}") for k in range(2)]
+        fake.enqueue(reply(*calls))
+    fake.enqueue(reply("Done."))
+    writes, probes = counted.writes, counted.probes
+    sent = await client.post(
+        f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": "Go."}
+    )
+    assert sent.status_code == 200, sent.text
+    assert sent.json()["job"]["status"] == "succeeded"
+    return counted.writes - writes, counted.probes - probes
+
+
+async def test_a_step_costs_one_probe_and_one_write_per_response_and_per_tool_batch(
+    quiet_app: FastAPI, fake_llm: FakeMessagesAPI
+) -> None:
+    counted = Counted(quiet_app.state.database)
+    async with client_for(quiet_app) as client:
+        one = await _turn_with_steps(client, fake_llm, 1, counted)
+        five = await _turn_with_steps(client, fake_llm, 5, counted)
+
+    writes_per_step = (five[0] - one[0]) / 4
+    probes_per_step = (five[1] - one[1]) / 4
+    assert (writes_per_step, probes_per_step) == (2, 1)
+
+
+def _tool_results(request: RecordedRequest) -> dict[str, str]:
+    return {
+        block["tool_use_id"]: str(block["content"])
+        for block in request.messages[-1]["content"]
+        if block["type"] == "tool_result"
+    }
+
+
+async def test_task_changes_made_over_rest_during_a_turn_reach_the_agents_task_list(
+    agent_client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
+) -> None:
+    """One REST task arrives while the model thinks before its TaskList, another while it
+    thinks before its TaskCreate: both are in what the agent is told, and its own task
+    takes the next id, as replaying the log gives."""
+    session_id = await new_session(agent_client)
+    fake_llm.reply(tool_use("TaskList", {}, id="toolu_list"), delay=0.5)
+    fake_llm.reply(
+        tool_use("TaskCreate", {"subject": "agent task", "description": "d"}, id="toolu_new"),
+        delay=0.5,
+    )
+    fake_llm.reply("Done.")
+    tasks = f"/sessions/{session_id}/tasks"
+
+    sent = await agent_client.post(f"/sessions/{session_id}/messages", json={"text": "Go."})
+    assert sent.status_code == 202
+    await fake_llm.wait_for_requests(1)
+    first = await agent_client.post(tasks, json={"subject": "from the user", "description": ""})
+    await fake_llm.wait_for_requests(2)
+    second = await agent_client.post(tasks, json={"subject": "also the user", "description": ""})
+    requests = await fake_llm.wait_for_requests(3)
+    listed = (await agent_client.get(tasks)).json()["data"]
+
+    assert (first.status_code, second.status_code) == (201, 201)
+    assert "from the user" in _tool_results(requests[1])["toolu_list"]
+    assert _tool_results(requests[2])["toolu_new"].startswith("Created task 3:")
+    assert [(t["taskid"], t["subject"]) for t in listed] == [
+        (1, "from the user"),
+        (2, "also the user"),
+        (3, "agent task"),
+    ]
