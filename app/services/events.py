@@ -8,7 +8,6 @@ from typing import Any
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db import signals
-from app.db.models import Event
 from app.db.repositories.events import EventRepository
 
 
@@ -19,8 +18,6 @@ async def record_event(
     data: dict[str, Any],
     *,
     job_id: str | None = None,
-) -> Event:
+) -> None:
     signals.emit(db, signals.Notify(session_id, job_id))
-    return await EventRepository(db).add(
-        Event(session_id=session_id, job_id=job_id, type=type_, data=data)
-    )
+    await EventRepository(db).insert(session_id, job_id, type_, data)

@@ -1,19 +1,33 @@
 from __future__ import annotations
 
+from typing import Any
+
+from sqlalchemy import insert
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Event
+from app.db.types import utcnow
+
+_INSERT = insert(Event.__table__)  # type: ignore[attr-defined]
 
 
 class EventRepository:
     def __init__(self, db: AsyncSession) -> None:
         self.db = db
 
-    async def add(self, row: Event) -> Event:
-        self.db.add(row)
-        await self.db.flush()
-        return row
+    async def insert(
+        self, session_id: str, job_id: str | None, type_: str, data: dict[str, Any]
+    ) -> None:
+        """One Core INSERT: no ORM object is made (events are written on every step)."""
+        values = {
+            "session_id": session_id,
+            "job_id": job_id,
+            "type": type_,
+            "data": data,
+            "created_at": utcnow(),
+        }
+        await self.db.exec(_INSERT, params=values)
 
     async def after(
         self, *, session_id: str | None, job_id: str | None, after_id: int, limit: int

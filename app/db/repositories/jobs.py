@@ -2,16 +2,39 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import and_, exists, or_, update
+from sqlalchemy import and_, bindparam, exists, or_, update
 from sqlalchemy.orm import aliased
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Job
+from app.db.repositories.sessions import usage_params
 from app.db.types import utcnow
 from app.domain.usage import Usage
 
 ACTIVE = ("queued", "running")
+
+# built once: every agent step runs them (see app.db.repositories.sessions)
+_J = Job.__table__  # type: ignore[attr-defined]
+_STILL_OWNED = (
+    _J.update()
+    .where(
+        _J.c.id == bindparam("j_id"),
+        _J.c.lease_owner == bindparam("j_token"),
+        _J.c.status == "running",
+    )
+    .values(updated_at=bindparam("j_now", type_=_J.c.updated_at.type))
+)
+_ADD_USAGE = (
+    _J.update()
+    .where(_J.c.id == bindparam("j_id"))
+    .values(
+        input_tokens=_J.c.input_tokens + bindparam("u_input"),
+        output_tokens=_J.c.output_tokens + bindparam("u_output"),
+        cache_read_tokens=_J.c.cache_read_tokens + bindparam("u_cache_read"),
+        cache_creation_tokens=_J.c.cache_creation_tokens + bindparam("u_cache_creation"),
+    )
+)
 
 
 class JobRepository:
@@ -107,26 +130,11 @@ class JobRepository:
     async def still_owned(self, job_id: str, token: str) -> bool:
         """Whether `token` still holds the running job's lease, in one UPDATE: it takes
         the row's lock (PostgreSQL), so a concurrent claim waits for this transaction."""
-        stmt = (
-            update(Job)
-            .where(col(Job.id) == job_id, col(Job.lease_owner) == token)
-            .where(col(Job.status) == "running")
-            .values(updated_at=utcnow())
-        )
-        return bool((await self.db.exec(stmt)).rowcount)
+        params = {"j_id": job_id, "j_token": token, "j_now": utcnow()}
+        return bool((await self.db.exec(_STILL_OWNED, params=params)).rowcount)
 
     async def add_usage(self, job_id: str, usage: Usage) -> None:
-        await self.db.exec(
-            update(Job)
-            .where(col(Job.id) == job_id)
-            .values(
-                input_tokens=col(Job.input_tokens) + usage.input_tokens,
-                output_tokens=col(Job.output_tokens) + usage.output_tokens,
-                cache_read_tokens=col(Job.cache_read_tokens) + usage.cache_read_input_tokens,
-                cache_creation_tokens=col(Job.cache_creation_tokens)
-                + usage.cache_creation_input_tokens,
-            )
-        )
+        await self.db.exec(_ADD_USAGE, params={"j_id": job_id, **usage_params(usage)})
 
     async def list_page(
         self,

@@ -3,8 +3,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import Boolean, bindparam, case, true, update
 from sqlalchemy import select as core_select
-from sqlalchemy import update
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -32,6 +32,60 @@ class SeqSlot:
     seq: int
     turn: int
     segment: int
+
+
+# The statements every agent step runs, built once as Core statements: no ORM
+# bookkeeping, no expression building per call (both cost more than SQLite's work).
+_S = Session.__table__  # type: ignore[attr-defined]
+_ALLOCATE = (
+    _S.update()
+    .where(_S.c.id == bindparam("s_id"))
+    .values(
+        last_seq=_S.c.last_seq + 1,
+        current_turn=_S.c.current_turn + bindparam("s_step"),
+        updated_at=bindparam("s_now", type_=_S.c.updated_at.type),
+    )
+    .returning(_S.c.last_seq, _S.c.current_turn, _S.c.current_segment)
+)
+
+
+def _when(flag: str, then: Any, otherwise: Any) -> Any:
+    return case((bindparam(flag, type_=Boolean) == true(), then), else_=otherwise)
+
+
+def _plus_usage(table: Any) -> dict[str, Any]:
+    return {
+        "input_tokens": table.c.input_tokens + bindparam("u_input"),
+        "output_tokens": table.c.output_tokens + bindparam("u_output"),
+        "cache_read_tokens": table.c.cache_read_tokens + bindparam("u_cache_read"),
+        "cache_creation_tokens": table.c.cache_creation_tokens + bindparam("u_cache_creation"),
+    }
+
+
+def usage_params(usage: Usage) -> dict[str, int]:
+    return {
+        "u_input": usage.input_tokens,
+        "u_output": usage.output_tokens,
+        "u_cache_read": usage.cache_read_input_tokens,
+        "u_cache_creation": usage.cache_creation_input_tokens,
+    }
+
+
+_COUNT_REQUEST = (
+    _S.update()
+    .where(_S.c.id == bindparam("s_id"))
+    .values(
+        llm_requests=_S.c.llm_requests + 1,
+        last_task_write_request=_when(
+            "s_wrote", _S.c.llm_requests + 1, _S.c.last_task_write_request
+        ),
+        last_reminder_request=_when(
+            "s_reminded", _S.c.llm_requests + 1, _S.c.last_reminder_request
+        ),
+        **_plus_usage(_S),
+    )
+)
+_ADD_USAGE = _S.update().where(_S.c.id == bindparam("s_id")).values(**_plus_usage(_S))
 
 
 class SessionRepository:
@@ -63,21 +117,8 @@ class SessionRepository:
         The row lock (PostgreSQL) or the write lock (SQLite) makes concurrent
         appends queue here, so a seq is never handed out twice or skipped.
         """
-        turn_step = 1 if new_turn else 0
-        stmt = (
-            update(Session)
-            .where(col(Session.id) == session_id)
-            .values(
-                last_seq=col(Session.last_seq) + 1,
-                current_turn=col(Session.current_turn) + turn_step,
-                updated_at=utcnow(),
-            )
-            .returning(
-                col(Session.last_seq), col(Session.current_turn), col(Session.current_segment)
-            )
-        )
-        result = await self.db.exec(stmt)
-        seq, turn, segment = result.one()
+        params = {"s_id": session_id, "s_step": 1 if new_turn else 0, "s_now": utcnow()}
+        seq, turn, segment = (await self.db.exec(_ALLOCATE, params=params)).one()
         return SeqSlot(seq=seq, turn=turn, segment=segment)
 
     async def reserve_turn(self, session_id: str) -> int:
@@ -92,9 +133,7 @@ class SessionRepository:
         return int((await self.db.exec(stmt)).one()[0])
 
     async def add_usage(self, session_id: str, usage: Usage) -> None:
-        await self.db.exec(
-            update(Session).where(col(Session.id) == session_id).values(**_usage_values(usage))
-        )
+        await self.db.exec(_ADD_USAGE, params={"s_id": session_id, **usage_params(usage)})
 
     async def lock(self, session_id: str) -> Session | None:
         """Hold the session row for this transaction (a no-op on SQLite, whose writing
@@ -137,14 +176,13 @@ class SessionRepository:
         """One more main-thread LLM request answered; remember it if it wrote tasks, and
         if it carried the task reminder (counted as shown only now that it got an
         answer). Its usage, if given, is added by the same statement."""
-        values: dict[str, object] = {"llm_requests": col(Session.llm_requests) + 1}
-        if wrote_tasks:
-            values["last_task_write_request"] = col(Session.llm_requests) + 1
-        if carried_reminder:
-            values["last_reminder_request"] = col(Session.llm_requests) + 1
-        if usage is not None:
-            values.update(_usage_values(usage))
-        await self.db.exec(update(Session).where(col(Session.id) == session_id).values(**values))
+        params = {
+            "s_id": session_id,
+            "s_wrote": wrote_tasks,
+            "s_reminded": carried_reminder,
+            **usage_params(usage or Usage()),
+        }
+        await self.db.exec(_COUNT_REQUEST, params=params)
 
     async def last_seq(self, session_id: str) -> int | None:
         """Where the log ends, the row locked for this transaction (PostgreSQL)."""
@@ -160,13 +198,3 @@ class SessionRepository:
             .returning(col(Session.current_segment))
         )
         return int((await self.db.exec(stmt)).one()[0])
-
-
-def _usage_values(usage: Usage) -> dict[str, Any]:
-    return {
-        "input_tokens": col(Session.input_tokens) + usage.input_tokens,
-        "output_tokens": col(Session.output_tokens) + usage.output_tokens,
-        "cache_read_tokens": col(Session.cache_read_tokens) + usage.cache_read_input_tokens,
-        "cache_creation_tokens": col(Session.cache_creation_tokens)
-        + usage.cache_creation_input_tokens,
-    }
