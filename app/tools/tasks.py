@@ -1,8 +1,9 @@
 """TaskCreate / TaskUpdate / TaskList / TaskGet, offered to every session by default.
 
-The tools hold no state: writes go through the gateway, which replays the log,
-applies the operation and records the result in one transaction, so the result
-the model reads is exactly the effect the log holds.
+The tools hold no state: writes go through the gateway, which applies the operation
+to the job's task list (rebuilt from the log) and records the result in one
+transaction that checks the log has not moved meanwhile, so the result the model
+reads is exactly the effect the log holds.
 """
 
 from __future__ import annotations
