@@ -124,6 +124,16 @@ async def _ended(database: Database) -> tuple[int, int]:
         return (await db.execute(ended)).scalar_one(), (await db.execute(failed)).scalar_one()
 
 
+async def _report_failures(database: Database) -> None:
+    """Say why turns failed (on stderr, next to the run's progress), so a failure in a
+    long run can be told apart from a slow one."""
+    turns = (col(Job.lane) == "session", col(Job.piece) == "chat")
+    async with database.read() as db:
+        query = select(Job.id, Job.status, Job.error).where(*turns, col(Job.status).in_(FAILED))
+        for job_id, status, error in (await db.exec(query)).all():
+            print(f"capacity: turn {job_id} {status}: {error}", file=sys.stderr)
+
+
 async def _until_ended(database: Database, total: int, bound: float) -> tuple[int, int]:
     deadline = time.monotonic() + bound
     while True:
@@ -183,6 +193,8 @@ async def strata_run(
             ended, failed = await _until_ended(database, warm + turns, BOUND_SECONDS)
             seconds = time.monotonic() - started
             cpu = sum(cpu_seconds(pid) for pid in pids) - cpu_before
+            if failed:
+                await _report_failures(database)
     finally:
         await database.dispose()
     return Outcome(turns, seconds, cpu, failed + max(0, warm + turns - ended))

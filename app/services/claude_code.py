@@ -14,14 +14,16 @@ import asyncio
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
+from sqlalchemy.exc import IntegrityError
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import UnitsOfWork
 from app.db.models import Session
 from app.db.repositories.items import ItemRepository
 from app.db.repositories.memory import ChainRepository
+from app.db.writer import Work
 from app.domain.errors import InvalidInput
 from app.domain.items import (
     Origin,
@@ -33,6 +35,8 @@ from app.services.sessions import create_session
 from app.services.summaries import enqueue_if_needed
 from app.settings import Settings
 
+T = TypeVar("T")
+
 SOURCE = "claude-code"
 NEW_SESSION_SOURCES = frozenset({"startup", "clear", "compact", "fork"})
 
@@ -43,6 +47,16 @@ class IngestReport:
     imported: int = 0
     already_known: int = 0
     problems: list[TranscriptProblem] = field(default_factory=list)
+
+
+async def write_mirrored(database: UnitsOfWork, work: Work[T]) -> T:
+    """Run a unit that finds or makes mirrored sessions. Two hook posts of one Claude Code
+    session at once may both make it; the one that loses on the unique key runs again
+    and finds the other's."""
+    try:
+        return await database.write(work)
+    except IntegrityError:
+        return await database.write(work)
 
 
 async def mirrored_session(
@@ -105,8 +119,9 @@ async def ingest_transcript(
     for item in parsed.items:
         groups[(item.agent_id or "sidechain") if item.sidechain else None].append(item)
     agents = list(groups)
-    sessions = await database.write(
-        lambda db: _mirrored_sessions(db, tenant, external_id, payload.get("cwd"), agents)
+    sessions = await write_mirrored(
+        database,
+        lambda db: _mirrored_sessions(db, tenant, external_id, payload.get("cwd"), agents),
     )
     report = IngestReport(session_id=sessions[None], problems=parsed.problems)
     size = max(1, settings.import_chunk_items)

@@ -675,3 +675,37 @@ async def test_a_large_file_is_cut_at_a_line_boundary_with_how_to_read_on(
     second = result_text(tool_results(fake_llm.requests[2].body)[0])
     assert f"row {count + 1:05d}" in second
     assert f"row {count:05d}" not in second
+
+
+TASK_STEP = """\
+name: task-step
+description: one step that may change the task list
+movements:
+  - name: only
+    instruction: Keep your task list current.
+    allowed_tools: [TaskUpdate, TaskList]
+    transitions: [COMPLETE]
+"""
+
+
+async def test_a_movement_offering_the_task_tools_gets_the_task_reminder(
+    piece_settings: Callable[..., Settings], pieces_dir: Path, fake_llm: FakeMessagesAPI
+) -> None:
+    """Seed 000 in movements: with N = 0 the first request of a session with an active
+    task carries the reminder, as it would in chat."""
+    (pieces_dir / "task-step.yaml").write_text(TASK_STEP)
+    settings = piece_settings(reminder_requests_since_task_write=0)
+    fake_llm.reply(transition("COMPLETE", "done"))
+    async with serve(settings) as (_app, client):
+        session_id = (await client.post("/sessions", json={})).json()["id"]
+        created = await client.post(
+            f"/sessions/{session_id}/tasks", json={"subject": "ship it", "description": ""}
+        )
+        job = await submit_job(client, piece="task-step", session_id=session_id)
+        ended = await finish(client, job["id"])
+
+    assert created.status_code == 201
+    assert ended["status"] == "succeeded"
+    [request] = fake_llm.requests
+    assert "<system-reminder>" in json.dumps(request.body["messages"][-1])
+    assert "- taskid 1 [pending] ship it" in json.dumps(request.body)

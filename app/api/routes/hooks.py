@@ -10,7 +10,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.api.deps import HEAVY, CurrentTenant, DatabaseDep, SettingsDep
 from app.api.errors import problem_responses
 from app.domain.errors import InvalidInput
-from app.services.claude_code import ingest_transcript, session_start, start_context
+from app.services.claude_code import (
+    ingest_transcript,
+    session_start,
+    start_context,
+    write_mirrored,
+)
 from app.settings import Settings
 
 router = APIRouter(prefix="/hooks", tags=["hooks"], responses=problem_responses(401, 503))
@@ -92,7 +97,7 @@ async def claude_code(
 ) -> HookAnswer:
     payload: dict[str, Any] = hook.model_dump()
     if hook.hook_event_name == "SessionStart":
-        session = await database.write(lambda db: session_start(db, tenant, payload))
+        session = await write_mirrored(database, lambda db: session_start(db, tenant, payload))
         async with database.read() as db:
             text = await start_context(db, settings, tenant, session.id)
         response.headers["Strata-Session"] = session.id
