@@ -9,7 +9,7 @@ import asyncio
 import subprocess
 import sys
 import textwrap
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -194,37 +194,41 @@ def hold_write_lock(database_url: str, seconds: float) -> subprocess.Popen[str]:
     return holder
 
 
-@pytest.mark.sqlite_only
-async def test_turns_complete_once_after_another_process_held_the_write_lock_12s(
-    make_settings: Any, fake_llm: FakeMessagesAPI
+async def turns_complete_once_across(
+    make_settings: Any, fake: FakeMessagesAPI, fault: Callable[[Settings], None]
 ) -> None:
-    settings = agent_settings(make_settings, fake_llm, job_lease_seconds=5.0)
-    fake_llm.always(answer_every_turn)
+    """Eight turns in four sessions, `fault` (blocking) once two requests are out, then
+    every turn ends succeeded, none twice, and the process is still ready."""
+    settings = agent_settings(make_settings, fake, job_lease_seconds=5.0)
+    fake.always(answer_every_turn)
     async with serve(settings) as (_app, client):
         jobs = await start_turns(client, sessions=4, turns=2)
-        await fake_llm.wait_for_requests(2)
-        holder = await asyncio.to_thread(hold_write_lock, settings.database_url, 12.0)
-        await asyncio.to_thread(holder.communicate)
+        await fake.wait_for_requests(2)
+        await asyncio.to_thread(fault, settings)
         await assert_every_turn_completed_once(client, jobs)
         ready = await client.get("/readyz")
 
     assert ready.status_code == 200, ready.text
+
+
+@pytest.mark.sqlite_only
+async def test_turns_complete_once_after_another_process_held_the_write_lock_12s(
+    make_settings: Any, fake_llm: FakeMessagesAPI
+) -> None:
+    def lock_for_12s(settings: Settings) -> None:
+        hold_write_lock(settings.database_url, 12.0).communicate()
+
+    await turns_complete_once_across(make_settings, fake_llm, lock_for_12s)
 
 
 @pytest.mark.postgresql_only
 async def test_turns_complete_once_after_a_postgresql_restart(
     make_settings: Any, fake_llm: FakeMessagesAPI, database_factory: Any
 ) -> None:
-    settings = agent_settings(make_settings, fake_llm, job_lease_seconds=5.0)
-    fake_llm.always(answer_every_turn)
-    async with serve(settings) as (_app, client):
-        jobs = await start_turns(client, sessions=4, turns=2)
-        await fake_llm.wait_for_requests(2)
-        await asyncio.to_thread(database_factory.restart_server, 3.0)
-        await assert_every_turn_completed_once(client, jobs)
-        ready = await client.get("/readyz")
+    def restart(_settings: Settings) -> None:
+        database_factory.restart_server(3.0)
 
-    assert ready.status_code == 200, ready.text
+    await turns_complete_once_across(make_settings, fake_llm, restart)
 
 
 @pytest.mark.sqlite_only
