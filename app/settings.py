@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 from zoneinfo import ZoneInfo
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
@@ -54,6 +55,8 @@ class Settings(BaseSettings):
     # Entries each in-process cache (API keys, webhook subscriptions) keeps at most.
     cache_max_entries: int = Field(default=10_000, ge=1)
     log_level: str = "info"
+    # `json`: one JSON object per log line, with the request, session and job ids it concerns
+    log_format: Literal["text", "json"] = "text"
 
     # --- tenants and keys ---------------------------------------------------
     # Comma-separated `tenant:key` pairs; a key may be given as `sha256:<hex>` so
@@ -137,6 +140,23 @@ class Settings(BaseSettings):
     chat_wait_seconds: float = 60.0
     sse_keepalive_seconds: float = 15.0
 
+    # --- browsers and operations (issue 16) --------------------------------
+    # Origins allowed to call the API from a browser (CORS), comma-separated, e.g.
+    # `http://localhost:5173`; `*` allows any origin. Empty: no CORS headers at all.
+    cors_origins: str = ""
+    # How long a browser may cache a CORS preflight answer, in seconds.
+    cors_max_age_seconds: int = Field(default=600, ge=0)
+    # A folder shared by the processes of one machine (API and workers) where each writes its
+    # metrics, so `GET /metrics` of any of them counts them all (prometheus-client's
+    # multiprocess mode). Unset: each process reports only itself.
+    metrics_dir: Path | None = None
+    # Expired Idempotency-Key rows are deleted this often (seconds) by the webhook dispatcher
+    # loop, besides being replaced when their key is reused.
+    idempotency_purge_seconds: float = Field(default=3600.0, gt=0)
+    # Instrument requests, SQL and outbound HTTP with OpenTelemetry (needs `strata[otel]`;
+    # the exporter is configured by the standard OTEL_* variables).
+    otel_enabled: bool = False
+
     # --- outbound webhooks (issue 7) -----------------------------------------
     # Let subscriptions target private, loopback, link-local or reserved addresses.
     webhook_allow_private: bool = False
@@ -194,6 +214,10 @@ class Settings(BaseSettings):
                 raise ValueError(f"STRATA_API_KEYS entry {entry[:12]!r}… is not 'tenant:key'")
             keys.append(ConfiguredKey(tenant=tenant.strip(), secret=secret.strip()))
         return keys
+
+    @property
+    def cors_origin_list(self) -> list[str]:
+        return [origin.strip() for origin in self.cors_origins.split(",") if origin.strip()]
 
     @property
     def webhook_retry_delays(self) -> tuple[float, ...]:

@@ -14,6 +14,7 @@ from app.db.engine import Database
 from app.engine.anthropic import AnthropicLLM
 from app.engine.llm import LLM
 from app.engine.pieces import BUILTIN_DIR, PieceCatalog, load_catalog
+from app.observability.metered_llm import MeteredLLM
 from app.services.live import LiveHub
 from app.settings import Settings
 from app.tools.clock import current_time_tool
@@ -104,7 +105,7 @@ async def runtime(
     parts = Runtime(
         settings=settings,
         database=database,
-        llm=owned_llm if owned_llm is not None else llm,  # type: ignore[arg-type]
+        llm=MeteredLLM(owned_llm if owned_llm is not None else llm),  # type: ignore[arg-type]
         tools=tools or builtin_tools(settings),
         hub=hub,
         pieces=piece_catalog(settings),

@@ -4,10 +4,12 @@ Each test points `STRATA_DATABASE_URL` at a never-migrated database of the backe
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +22,10 @@ from sqlalchemy.engine import make_url
 from app.cli import main
 from app.db.engine import sync_url
 from app.db.migrate import head_revision
+from app.db.types import utcnow
 from app.main import create_app
 from app.settings import Settings, get_settings
+from tests.support.apps import serve
 
 
 @pytest.fixture
@@ -213,6 +217,95 @@ def test_keys_create_needs_a_tenant(db_url: str, capsys: pytest.CaptureFixture[s
 
     assert exit_info.value.code == 2
     assert "--tenant" in capsys.readouterr().err
+
+
+def _key_rows(capsys: pytest.CaptureFixture[str]) -> list[list[str]]:
+    assert main(["keys", "list"]) == 0
+    header, *rows = capsys.readouterr().out.strip().splitlines()
+    assert header.split("\t") == ["id", "tenant", "prefix", "created", "expires", "state"]
+    return [row.split("\t") for row in rows]
+
+
+def _status_with(key: str) -> int:
+    """What a server of these settings answers to a request with this key."""
+    get_settings.cache_clear()
+
+    async def ask() -> int:
+        async with serve(get_settings()) as (_, client):
+            response = await client.get("/sessions", headers={"authorization": f"Bearer {key}"})
+        return response.status_code
+
+    return asyncio.run(ask())
+
+
+def test_keys_list_shows_each_stored_key_without_the_key(
+    db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = _create_key(capsys, "acme")
+    _create_key(capsys, "beta")
+
+    rows = _key_rows(capsys)
+
+    assert [(row[1], row[4], row[5]) for row in rows] == [
+        ("acme", "never", "active"),
+        ("beta", "never", "active"),
+    ]
+    assert all(row[0].startswith("key_") for row in rows)
+    assert rows[0][2] == key[: len("sk_strata_") + 4] + "…"
+    assert all(key not in "\t".join(row) for row in rows)
+
+
+def test_a_revoked_key_is_refused_and_listed_as_revoked(
+    db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = _create_key(capsys)
+    ((key_id, *_),) = _key_rows(capsys)
+    assert _status_with(key) == 200
+
+    assert main(["keys", "revoke", key_id]) == 0
+
+    assert _status_with(key) == 401
+    assert _key_rows(capsys)[0][5] == "revoked"
+    assert _status_with("sk_strata_no_key_at_all") == 401  # still keyed: never opens up
+
+
+def test_revoking_an_unknown_key_fails(db_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["keys", "revoke", "key_unknown"]) == 2
+
+    assert "no API key 'key_unknown'" in capsys.readouterr().err
+
+
+def test_a_key_with_an_expiry_works_until_then(
+    db_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert main(["keys", "create", "--tenant", "acme", "--expires-in", "2h"]) == 0
+    key = capsys.readouterr().out.strip()
+    ((_, _, _, _, expires, state),) = _key_rows(capsys)
+    assert (expires != "never", state) == (True, "active")
+    assert _status_with(key) == 200
+
+    later = utcnow() + timedelta(hours=3)
+    monkeypatch.setattr("app.services.auth.utcnow", lambda: later)
+
+    assert _status_with(key) == 401
+
+
+def test_keys_create_refuses_a_malformed_expiry(
+    db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["keys", "create", "--tenant", "acme", "--expires-in", "soon"])
+
+    assert "not a duration" in capsys.readouterr().err
+
+
+def test_migrate_brings_an_empty_database_to_head(
+    db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["migrate"]) == 0
+
+    assert _query(db_url, "SELECT version_num FROM alembic_version") == [(head_revision(),)]
+    assert head_revision() in capsys.readouterr().err  # type: ignore[operator]
 
 
 # --- openapi ------------------------------------------------------------

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
+from app.domain.errors import Unauthorized
 from app.services.auth import Authenticator
 from app.services.idempotency import IdempotentRequest, Replay, body_fingerprint, check_key
 from app.services.limits import TenantGate
@@ -50,10 +51,10 @@ RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 SessionDep = Annotated[AsyncSession, Depends(get_db_session, scope="function")]
 
 
-async def get_current_tenant(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> str:
+BearerDep = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+
+
+async def get_current_tenant(request: Request, credentials: BearerDep) -> str:
     """From the cache, or else a short read of its own (never a writer's lock)."""
     authenticator: Authenticator = request.app.state.authenticator
     token = credentials.credentials if credentials else None
@@ -61,6 +62,15 @@ async def get_current_tenant(
 
 
 CurrentTenant = Annotated[str, Depends(get_current_tenant)]
+
+
+async def get_optional_tenant(request: Request, credentials: BearerDep) -> str | None:
+    """The caller's tenant, or None for a caller without a valid key (never a 401): for
+    routes that answer everyone but tell more to those who are known."""
+    try:
+        return await get_current_tenant(request, credentials)
+    except Unauthorized:
+        return None
 
 
 async def heavy_slot(request: Request, tenant: CurrentTenant) -> AsyncIterator[None]:

@@ -12,6 +12,7 @@ from app.api.routes import (
     items,
     jobs,
     memory,
+    metrics,
     pieces,
     sessions,
     tasks,
@@ -30,3 +31,4 @@ api_router.include_router(pieces.router)
 api_router.include_router(events.router)
 api_router.include_router(hooks.router)
 api_router.include_router(webhooks.router)
+api_router.include_router(metrics.router)

@@ -1,4 +1,11 @@
-"""Alembic, driven from code: `strata serve` migrates before serving, `/readyz` compares heads."""
+"""Alembic, driven from code: `strata serve` migrates before serving, `/readyz` compares heads.
+
+The migrations are found in the installed package (`app/db/migrations`, a copy of the
+repository's `alembic/` that setup.py puts into every wheel) or, in a source checkout, in
+`alembic/` itself, so an installed `strata` migrates from any directory. On PostgreSQL an
+advisory lock makes processes that start together (an API and its workers) migrate one after
+the other instead of racing to create the same tables.
+"""
 
 from __future__ import annotations
 
@@ -12,17 +19,23 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import ensure_sqlite_dir, sync_url
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-ALEMBIC_DIR = PROJECT_ROOT / "alembic"
+PACKAGED_DIR = Path(__file__).resolve().parent / "migrations"
+SOURCE_DIR = Path(__file__).resolve().parents[2] / "alembic"
+
+
+def migrations_dir() -> Path:
+    for candidate in (PACKAGED_DIR, SOURCE_DIR):
+        if (candidate / "env.py").is_file():
+            return candidate
+    raise RuntimeError(
+        f"Strata's migrations are missing (looked in {PACKAGED_DIR} and {SOURCE_DIR}): "
+        "reinstall the package"
+    )
 
 
 def alembic_config(database_url: str) -> Config:
-    if not ALEMBIC_DIR.is_dir():
-        raise RuntimeError(
-            f"migrations not found at {ALEMBIC_DIR}; run Strata from its source tree"
-        )
-    config = Config(str(PROJECT_ROOT / "alembic.ini"))
-    config.set_main_option("script_location", str(ALEMBIC_DIR))
+    config = Config()
+    config.set_main_option("script_location", str(migrations_dir()))
     config.set_main_option("sqlalchemy.url", sync_url(database_url).replace("%", "%%"))
     config.attributes["configure_logging"] = False
     return config
@@ -38,7 +51,7 @@ def downgrade_to_base(database_url: str) -> None:
 
 
 def head_revision() -> str | None:
-    script = ScriptDirectory(str(ALEMBIC_DIR))
+    script = ScriptDirectory(str(migrations_dir()))
     return script.get_current_head()
 
 

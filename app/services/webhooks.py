@@ -8,14 +8,10 @@ them and hands each attempt's result to `record_attempt`.
 
 from __future__ import annotations
 
-import asyncio
-import ipaddress
 import logging
-import socket
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, get_args
-from urllib.parse import urlsplit
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -46,68 +42,6 @@ EVENT_TYPES: tuple[str, ...] = get_args(EventType)
 ALL_EVENTS = "*"
 TEST_EVENT = "webhook.test"
 JOB_EVENTS = {event.removeprefix("job."): event for event in EVENT_TYPES if event[:4] == "job."}
-
-
-class TargetRefused(InvalidInput):
-    """The URL is not one Strata may call."""
-
-
-# --- targets ------------------------------------------------------------------
-def _forbidden_kind(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    checks = (
-        ("loopback", address.is_loopback),
-        ("link-local", address.is_link_local),
-        ("multicast", address.is_multicast),
-        ("unspecified", address.is_unspecified),
-        ("reserved", address.is_reserved),
-        ("private", address.is_private),
-        ("non-public", not address.is_global),
-    )
-    return next((kind for kind, hit in checks if hit), None)
-
-
-async def _addresses(host: str, port: int) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
-    try:
-        return [ipaddress.ip_address(host)]
-    except ValueError:
-        pass
-    loop = asyncio.get_running_loop()
-    try:
-        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError) as exc:
-        raise TargetRefused(f"url: host {host!r} does not resolve ({exc})", field="url") from exc
-    return [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
-
-
-async def check_target(url: str, *, allow_private: bool) -> str:
-    """An http(s) URL whose host resolves to public addresses only (unless allowed).
-
-    Checked when a subscription is written and again before every attempt, since
-    what a name resolves to may change."""
-    url = url.strip()
-    try:
-        parts = urlsplit(url)
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError as exc:
-        raise TargetRefused(f"url: not a valid URL ({exc})", field="url") from exc
-    if parts.scheme not in ("http", "https"):
-        raise TargetRefused("url: only http and https URLs are allowed", field="url")
-    host = parts.hostname
-    if not host:
-        raise TargetRefused("url: the URL names no host", field="url")
-    if allow_private:
-        return url
-    for address in await _addresses(host, port):
-        kind = _forbidden_kind(address)
-        if kind is not None:
-            raise TargetRefused(
-                f"url: {host} resolves to {address}, a {kind} address; "
-                "set STRATA_WEBHOOK_ALLOW_PRIVATE=true to allow such targets",
-                field="url",
-            )
-    return url
 
 
 def _check_events(events: list[str]) -> list[str]:

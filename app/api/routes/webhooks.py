@@ -25,6 +25,7 @@ from app.api.schemas.webhooks import (
     WebhookUpdate,
 )
 from app.services import webhooks as service
+from app.services.webhook_targets import check_target
 
 router = APIRouter(prefix="/webhooks", tags=["webhooks"], responses=problem_responses(401, 503))
 
@@ -49,7 +50,7 @@ SIGNING = (
 async def create_webhook(
     body: WebhookCreate, database: DatabaseDep, tenant: CurrentTenant, settings: SettingsDep
 ) -> WebhookCreated:
-    url = await service.check_target(body.url, allow_private=settings.webhook_allow_private)
+    url = await check_target(body.url, allow_private=settings.webhook_allow_private)
     row = await database.write(
         lambda db: service.create_subscription(
             db,
@@ -104,7 +105,7 @@ async def update_webhook(
 ) -> WebhookPublic:
     changes = body.model_dump(exclude_unset=True)
     if changes.get("url") is not None:  # resolved before the write, never inside it
-        changes["url"] = await service.check_target(
+        changes["url"] = await check_target(
             changes["url"], allow_private=settings.webhook_allow_private
         )
     row = await database.write(
