@@ -16,6 +16,7 @@ from app.engine.llm import LLM
 from app.engine.pieces import BUILTIN_DIR, PieceCatalog, load_catalog
 from app.observability.metered_llm import MeteredLLM
 from app.services.live import LiveHub
+from app.services.live_bridge import PgLiveBridge
 from app.settings import Settings
 from app.tools.clock import current_time_tool
 from app.tools.detail import detail_tool
@@ -113,6 +114,10 @@ async def runtime(
     database.listener = parts.signal
     stop = asyncio.Event()
     tasks: list[asyncio.Task[None]] = []
+    if not database.is_sqlite:  # commits and live signals of every process reach every stream
+        bridge = PgLiveBridge(settings.database_url, hub)
+        hub.bridge = bridge
+        tasks.append(asyncio.create_task(bridge.run(stop), name="strata-live-bridge"))
     if with_runner:
         parts.runner = Runner(settings, database, parts.llm, parts.tools, hub, parts.pieces)
         parts.dispatcher = WebhookDispatcher(settings, database)

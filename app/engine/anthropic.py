@@ -59,8 +59,12 @@ class AnthropicLLM:
         try:
             async with client.messages.stream(**wire_params(request)) as stream:
                 async for event in stream:
-                    if event.type == "text" and on_text is not None:
-                        await on_text(event.text)
+                    if (
+                        on_text is not None
+                        and event.type == "content_block_delta"
+                        and event.delta.type == "text_delta"
+                    ):
+                        await on_text(event.delta.text, event.index)
                 message = await stream.get_final_message()
         except anthropic.APIError as exc:
             raise _as_llm_error(exc, self._settings.llm_max_retries) from exc

@@ -6,7 +6,8 @@ other non-global addresses are refused, and so are IPv6 forms that carry an IPv4
 (IPv4-mapped `::ffff:a.b.c.d`, 6to4 `2002::/16`, NAT64 `64:ff9b::/96`, Teredo) whenever the
 address they carry would be. A delivery then connects to the very address that passed
 (`Target.address`), with the URL's host name kept for the `Host` header and TLS, so a name
-that resolves differently a moment later (DNS rebinding) cannot redirect it.
+that resolves differently a moment later (DNS rebinding) cannot redirect it. With
+STRATA_WEBHOOK_ALLOW_PRIVATE every address is allowed, so nothing is resolved or pinned.
 """
 
 from __future__ import annotations
@@ -32,11 +33,13 @@ class Target:
     url: str
     host: str
     port: int
-    address: IPAddress
+    address: IPAddress | None  # None: any address is allowed, connect by name
 
     @property
     def pinned_url(self) -> str:
         """The URL with its host replaced by the checked address."""
+        if self.address is None:
+            return self.url
         parts = urlsplit(self.url)
         literal = f"[{self.address}]" if self.address.version == 6 else str(self.address)
         return urlunsplit(parts._replace(netloc=f"{literal}:{self.port}"))
@@ -115,16 +118,17 @@ async def resolve_target(url: str, *, allow_private: bool) -> Target:
     host = parts.hostname
     if not host:
         raise TargetRefused("url: the URL names no host", field="url")
+    if allow_private:
+        return Target(url=url, host=host, port=port, address=None)
     addresses = await _addresses(host, port)
-    if not allow_private:
-        for address in addresses:
-            kind = forbidden_kind(address)
-            if kind is not None:
-                raise TargetRefused(
-                    f"url: {host} resolves to {address}, a {kind} address; "
-                    "set STRATA_WEBHOOK_ALLOW_PRIVATE=true to allow such targets",
-                    field="url",
-                )
+    for address in addresses:
+        kind = forbidden_kind(address)
+        if kind is not None:
+            raise TargetRefused(
+                f"url: {host} resolves to {address}, a {kind} address; "
+                "set STRATA_WEBHOOK_ALLOW_PRIVATE=true to allow such targets",
+                field="url",
+            )
     return Target(url=url, host=host, port=port, address=addresses[0])
 
 

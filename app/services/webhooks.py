@@ -23,6 +23,8 @@ from app.domain.errors import Conflict, InvalidInput, NotFound
 from app.domain.ids import new_id
 from app.domain.tasks import Task
 from app.domain.webhook_signing import generate_secret
+from app.services.event_payloads import job_status_data, task_updated_data
+from app.services.events import record_event
 from app.services.pagination import Page, page_of
 from app.settings import Settings
 
@@ -224,17 +226,7 @@ async def job_status_changed(
     event = JOB_EVENTS.get(job.status)
     if event is None:
         return
-    data: dict[str, Any] = {
-        "job_id": job.id,
-        "session_id": job.session_id,
-        "piece": job.piece,
-        "status": job.status,
-        "turn": job.turn,
-        "attempt": job.attempts,
-        "parent_job_id": job.parent_job_id,
-        "error": error if error is not None else job.error,
-    }
-    await enqueue_event(db, job.tenant, event, data)
+    await enqueue_event(db, job.tenant, event, job_status_data(job, error=error))
     if job.status == "succeeded" and job.piece == "chat":
         turn = {
             "session_id": job.session_id,
@@ -255,15 +247,9 @@ async def task_updated(
     origin: str,
     job_id: str | None = None,
 ) -> None:
-    data = {
-        "session_id": session_id,
-        "taskid": task.taskid,
-        "op": op,
-        "origin": origin,
-        "job_id": job_id,
-        "status": task.status,
-        "subject": task.subject,
-    }
+    """The `task.updated` event of the session's streams and its webhook, one payload."""
+    data = task_updated_data(session_id, task, op=op, origin=origin, job_id=job_id)
+    await record_event(db, session_id, "task.updated", data, job_id=job_id)
     await enqueue_event(db, tenant, "task.updated", data)
 
 

@@ -99,3 +99,16 @@ async def test_readyz_hides_the_migration_ids_of_a_behind_database_from_a_caller
     assert response.status_code == 503
     assert response.json()["type"] == "urn:strata:problem:migrations-pending"
     assert str(head_revision()) not in response.text
+
+
+async def test_start_up_says_once_that_no_llm_is_configured(
+    make_settings: Any, caplog: Any
+) -> None:
+    async with serve(make_settings()):
+        pass
+    async with serve(make_settings(anthropic_base_url="http://127.0.0.1:9")):
+        pass
+
+    lines = [r.getMessage() for r in caplog.records if "no LLM is configured" in r.getMessage()]
+    assert len(lines) == 1
+    assert "ANTHROPIC_API_KEY" in lines[0]
