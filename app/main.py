@@ -18,6 +18,7 @@ from app.api.errors import install_error_handlers
 from app.api.openapi import install_openapi
 from app.api.request_context import REQUEST_ID_HEADER, RequestContextMiddleware
 from app.api.router import api_router
+from app.api.strict_json import StrictJSONMiddleware
 from app.db.engine import Database
 from app.engine.llm import LLM
 from app.observability.tracing import configure_tracing
@@ -127,6 +128,7 @@ def create_app(
     app.state.llm_override = llm
     app.state.tools_override = tools
     install_error_handlers(app)
+    app.add_middleware(StrictJSONMiddleware)
     app.add_middleware(
         BodyLimitMiddleware,
         default_limit=settings.max_body_bytes,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Header, Query, Request
 from fastapi.responses import JSONResponse
@@ -96,8 +96,33 @@ def page_limit(
 
 
 PageLimit = Annotated[int, Depends(page_limit)]
-AfterCursor = Annotated[
-    str | None, Query(description="`next_cursor` of the previous page.", max_length=200)
+INT64_MAX = 2**63 - 1
+_ULID = "[0-9A-HJKMNP-TV-Z]{26}"
+
+
+def id_cursor(prefix: str) -> Any:
+    """`after` of a list ordered by ids `<prefix>_<ULID>`: the schema says the form, so a
+    client cannot build a cursor the server refuses (422)."""
+    return Annotated[
+        str | None,
+        Query(
+            description="`next_cursor` of the previous page.",
+            pattern=f"^{prefix}_{_ULID}$",
+            examples=[f"{prefix}_01KBFQ7ZD4R3YJ8W2N5T6V9XAC"],
+        ),
+    ]
+
+
+SessionCursor = id_cursor("ses")
+JobCursor = id_cursor("job")
+WebhookCursor = id_cursor("wh")
+DeliveryCursor = id_cursor("msg")
+SeqCursor = Annotated[
+    str | None,
+    Query(
+        description="`next_cursor` of the previous page: the last `seq` seen.",
+        pattern=r"^(0|[1-9][0-9]{0,17})$",
+    ),
 ]
 
 

@@ -108,6 +108,6 @@ async def list_items(
 def parse_seq_cursor(after: str | None) -> int:
     if after is None:
         return 0
-    if not after.isdigit():
+    if not (after.isascii() and after.isdigit() and len(after) <= 18):
         raise InvalidInput("'after' must be the next_cursor of a previous page", field="after")
     return int(after)

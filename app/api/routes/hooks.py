@@ -36,7 +36,9 @@ class ClaudeCodeHook(BaseModel):
     transcript_path: str | None = Field(default=None, max_length=4096)
     agent_transcript_path: str | None = Field(default=None, max_length=4096)
     transcript: str | None = Field(default=None, description="New transcript lines (JSONL).")
-    transcript_first_line: int = Field(default=1, ge=1, description="Line number of the first.")
+    transcript_first_line: int = Field(
+        default=1, ge=1, le=2**31, description="Line number of the first."
+    )
 
 
 class HookSpecificOutput(BaseModel):

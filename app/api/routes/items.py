@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.api.deps import AfterCursor, CurrentTenant, DatabaseDep, PageLimit, SessionDep
+from app.api.deps import CurrentTenant, DatabaseDep, PageLimit, SeqCursor, SessionDep
 from app.api.errors import problem_responses
 from app.api.routes.sessions import SessionId
 from app.api.schemas.items import ItemCreate, ItemList, ItemPublic, item_public
@@ -25,7 +25,7 @@ async def list_items(
     db: SessionDep,
     tenant: CurrentTenant,
     limit: PageLimit,
-    after: AfterCursor = None,
+    after: SeqCursor = None,
 ) -> ItemList:
     page = await service.list_items(db, tenant, session_id, limit=limit, after=after)
     return ItemList(data=[item_public(r) for r in page.data], next_cursor=page.next_cursor)

@@ -8,10 +8,10 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.api.deps import (
     HEAVY,
-    AfterCursor,
     CurrentTenant,
     DatabaseDep,
     IdempotencyDep,
+    JobCursor,
     PageLimit,
     RuntimeDep,
     SessionDep,
@@ -48,7 +48,7 @@ async def list_jobs(
     db: SessionDep,
     tenant: CurrentTenant,
     limit: PageLimit,
-    after: AfterCursor = None,
+    after: JobCursor = None,
     session_id: Annotated[str | None, Query(max_length=40)] = None,
     status: JobStatus | None = None,
 ) -> JobList:

@@ -1,22 +1,25 @@
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Response
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.api.deps import (
-    AfterCursor,
     CurrentTenant,
     DatabaseDep,
     IdempotencyDep,
     PageLimit,
     RuntimeDep,
+    SessionCursor,
     SessionDep,
+    SettingsDep,
     write_once,
 )
 from app.api.errors import problem_responses
 from app.api.schemas.sessions import SessionCreate, SessionList, SessionPublic, SessionUpdate
+from app.services import session_deletion as deletion
 from app.services import sessions as service
 
 router = APIRouter(prefix="/sessions", tags=["sessions"], responses=problem_responses(401, 503))
@@ -63,7 +66,7 @@ async def create_session(
     responses=problem_responses(422),
 )
 async def list_sessions(
-    db: SessionDep, tenant: CurrentTenant, limit: PageLimit, after: AfterCursor = None
+    db: SessionDep, tenant: CurrentTenant, limit: PageLimit, after: SessionCursor = None
 ) -> SessionList:
     page = await service.list_sessions(db, tenant, limit=limit, after=after)
     return SessionList(data=[SessionPublic.of(r) for r in page.data], next_cursor=page.next_cursor)
@@ -99,3 +102,25 @@ async def update_session(
         lambda db: service.update_session(db, tenant, session_id, changes, runtime.tools.names)
     )
     return SessionPublic.of(row)
+
+
+@router.delete(
+    "/{session_id}",
+    status_code=204,
+    name="delete",
+    summary="Delete a session and everything in it",
+    description=(
+        "Cancels the session's jobs (a running one stops at once in its runner's process, "
+        "else at its next step) and removes its event log, tasks, memory (L1/L2/L3), "
+        "events, job comments and workspace files, and the sessions of its subagents. "
+        "Sessions that continued from it or were merged into it stay, unlinked from it. "
+        "204; the session is 404 afterwards."
+    ),
+    responses=problem_responses(404, 422),
+)
+async def delete_session(
+    session_id: SessionId, database: DatabaseDep, settings: SettingsDep, tenant: CurrentTenant
+) -> Response:
+    job_ids = await database.write(lambda db: deletion.delete_session(db, tenant, session_id))
+    await asyncio.to_thread(deletion.remove_workspaces, settings, job_ids)
+    return Response(status_code=204)

@@ -7,12 +7,13 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Response
 
 from app.api.deps import (
-    AfterCursor,
     CurrentTenant,
     DatabaseDep,
+    DeliveryCursor,
     PageLimit,
     SessionDep,
     SettingsDep,
+    WebhookCursor,
 )
 from app.api.errors import problem_responses
 from app.api.schemas.webhooks import (
@@ -70,7 +71,7 @@ async def create_webhook(
     responses=problem_responses(422),
 )
 async def list_webhooks(
-    db: SessionDep, tenant: CurrentTenant, limit: PageLimit, after: AfterCursor = None
+    db: SessionDep, tenant: CurrentTenant, limit: PageLimit, after: WebhookCursor = None
 ) -> WebhookList:
     page = await service.list_subscriptions(db, tenant, limit=limit, after=after)
     return WebhookList(data=[WebhookPublic.of(r) for r in page.data], next_cursor=page.next_cursor)
@@ -139,7 +140,7 @@ async def list_deliveries(
     db: SessionDep,
     tenant: CurrentTenant,
     limit: PageLimit,
-    after: AfterCursor = None,
+    after: DeliveryCursor = None,
 ) -> DeliveryList:
     page = await service.list_deliveries(db, tenant, webhook_id, limit=limit, after=after)
     return DeliveryList(

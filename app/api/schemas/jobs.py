@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.schemas.sessions import usage_of
 from app.db.models import Job
@@ -83,6 +83,8 @@ class JobList(BaseModel):
 
 
 class MessageCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     text: str = Field(min_length=1, max_length=1_000_000)
 
 
@@ -104,6 +106,8 @@ class MessageReply(BaseModel):
 
 
 class JobCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     instruction: str = Field(min_length=1, max_length=200_000)
     piece: str = Field(default="default", min_length=1, max_length=100)
     session_id: str | None = Field(
@@ -112,6 +116,8 @@ class JobCreate(BaseModel):
 
 
 class CommentCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     body: str = Field(min_length=1, max_length=100_000)
 
 
