@@ -20,6 +20,7 @@ from app.db.engine import Database
 from app.db.types import utcnow
 from app.domain.webhook_signing import signed_headers
 from app.observability.metrics import WEBHOOK_ATTEMPTS
+from app.services.idempotency import purge_expired_keys
 from app.services.webhook_targets import Target, TargetRefused, resolve_target
 from app.services.webhooks import (
     AttemptResult,
@@ -62,8 +63,12 @@ class WebhookDispatcher:
             follow_redirects=False, headers={"user-agent": USER_AGENT}
         ) as client:
             loop = asyncio.get_running_loop()
+            purge_at = loop.time()
             while not stop.is_set():
                 self.ticked_at = loop.time()
+                if self.ticked_at >= purge_at:
+                    purge_at = self.ticked_at + self.settings.idempotency_purge_seconds
+                    await self._purge_idempotency_keys()
                 try:
                     claimed = await self._claim()
                 except Exception as exc:  # the database is away: keep the dispatcher alive
@@ -78,6 +83,17 @@ class WebhookDispatcher:
                     continue
                 await self._idle(stop)
         logger.info("webhook dispatcher stopped")
+
+    async def _purge_idempotency_keys(self) -> None:
+        """Housekeeping that rides on this loop (one per runner process): expired
+        Idempotency-Key rows; a failure waits for the next round."""
+        try:
+            purged = await self.database.write(purge_expired_keys)
+        except Exception as exc:
+            logger.warning("could not purge expired idempotency keys: %s", type(exc).__name__)
+            return
+        if purged:
+            logger.info("purged %d expired idempotency keys", purged)
 
     async def _idle(self, stop: asyncio.Event) -> None:
         await idle(self._wake, stop, self._outage.backoff(self.settings.webhook_poll_seconds))
