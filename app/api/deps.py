@@ -161,13 +161,29 @@ def replayed(replay: Replay) -> JSONResponse:
     )
 
 
+Location = Callable[[dict[str, Any]], str]
+
+
 async def write_once(
     database: Database,
     idempotency: IdempotentRequest,
     status_code: int,
     work: Callable[[AsyncSession], Awaitable[BaseModel]],
+    *,
+    location: Location | None = None,
 ) -> object:
     """`work` and its `Idempotency-Key` row in one write transaction; a retry with the
-    same key gets the first answer (replayed) and runs nothing."""
+    same key gets the first answer (replayed) and runs nothing. With `location`, the
+    answer (first or replayed) carries `Location: location(body)`."""
     answer = await database.write(idempotency.once(status_code, work))
-    return replayed(answer) if isinstance(answer, Replay) else answer
+    if isinstance(answer, Replay):
+        response = replayed(answer)
+        body = answer.body
+    elif location is None:
+        return answer
+    else:
+        body = answer.model_dump(mode="json", by_alias=True)
+        response = JSONResponse(body, status_code=status_code)
+    if location is not None:
+        response.headers["Location"] = location(body)
+    return response

@@ -7,14 +7,35 @@ would make generated clients expect a content type the server never sends.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import TypeAdapter
 
+from app.api import openapi_contract as contract
 from app.api.errors import PROBLEM_MEDIA_TYPE
 from app.api.schemas.events import STREAM_SCHEMAS
+from app.api.schemas.items import ItemKind
+from app.api.schemas.jobs import JobStatus
+from app.domain.tasks import TaskOpName, TaskStatus
+from app.services.webhooks import EVENT_TYPES
+
+# one named schema each, wherever the same set of values appears
+NAMED_ENUMS: dict[str, tuple[str, ...]] = {
+    "TaskStatus": get_args(TaskStatus),
+    "TaskOp": get_args(TaskOpName),
+    "JobStatus": get_args(JobStatus),
+    "ItemKind": tuple(kind.value for kind in ItemKind),
+    "WebhookEventType": EVENT_TYPES,
+    "WebhookEventSelector": ("*", *EVENT_TYPES),
+}
+# create operations → (the path parameter their id fills, where the id is in the 201 body)
+CREATORS = {
+    "sessions-create": ("session_id", "/id"),
+    "jobs-create": ("job_id", "/id"),
+    "webhooks-create": ("webhook_id", "/id"),
+}
 
 REF_TEMPLATE = "#/components/schemas/{model}"
 
@@ -52,6 +73,11 @@ def install_openapi(app: FastAPI) -> None:
             for unused in ("HTTPValidationError", "ValidationError"):
                 schemas.pop(unused, None)
             add_named_schemas(schemas, STREAM_SCHEMAS)
+            contract.name_shared_enums(document, NAMED_ENUMS)
+            contract.require_always_present(document)
+            contract.declare_common_responses(document)
+            contract.make_security_optional(document, "HTTPBearer")
+            contract.add_links(document, CREATORS)
             app.openapi_schema = document
         return app.openapi_schema
 

@@ -27,7 +27,20 @@ class ClaudeCodeHook(BaseModel):
     """A Claude Code hook payload as it arrives on a hook's stdin or an `http` hook's body,
     plus Strata's optional `transcript` (the new JSONL lines) for command hooks."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "examples": [
+                {
+                    "hook_event_name": "SessionStart",
+                    "session_id": "9f0c2a7e-4b1d-4c8e-9a51-3d2f6b7c8e10",
+                    "cwd": "/home/me/project",
+                    "source": "startup",
+                    "transcript_path": "/home/me/.claude/projects/project/9f0c2a7e.jsonl",
+                }
+            ]
+        },
+    )
 
     hook_event_name: str = Field(max_length=100)
     session_id: str = Field(min_length=1, max_length=150)

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 
 from app.api.deps import CurrentTenant, DatabaseDep, PageLimit, SeqCursor, SessionDep
 from app.api.errors import problem_responses
@@ -43,11 +43,17 @@ async def list_items(
     responses=problem_responses(404, 409, 413, 422),
 )
 async def append_item(
-    session_id: SessionId, body: ItemCreate, database: DatabaseDep, tenant: CurrentTenant
+    session_id: SessionId,
+    body: ItemCreate,
+    database: DatabaseDep,
+    tenant: CurrentTenant,
+    response: Response,
 ) -> ItemPublic:
     payload = user_text(body.text) if body.kind == "user_message" else SystemMessage(text=body.text)
     origin = Origin.user if body.kind == "user_message" else Origin.api
     row = await database.write(
         lambda db: service.append_client_item(db, tenant, session_id, payload, origin)
     )
+    # items have no URL of their own: the one-item page that holds it
+    response.headers["Location"] = f"/sessions/{session_id}/items?after={row.seq - 1}&limit=1"
     return item_public(row)

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 from typing import Annotated, Literal
+from urllib.parse import quote
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import FileResponse
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -120,7 +121,9 @@ async def create_job(
         job = await send_message(db, tenant, session_id, body.instruction, IfBusy.enqueue)
         return JobPublic.of(job)
 
-    return await write_once(database, idempotency, 201, work)
+    return await write_once(
+        database, idempotency, 201, work, location=lambda job: f"/jobs/{job['id']}"
+    )
 
 
 @router.post(
@@ -144,7 +147,10 @@ async def comment(
         row = await comments.add_comment(db, tenant, job_id, body.body)
         return CommentPublic.model_validate(row, from_attributes=True)
 
-    return await write_once(database, idempotency, 201, work)
+    # comments have no URL of their own: the list they were added to
+    return await write_once(
+        database, idempotency, 201, work, location=lambda c: f"/jobs/{c['job_id']}/comments"
+    )
 
 
 @router.get(
@@ -182,7 +188,10 @@ async def list_files(
         "requestBody": {
             "required": True,
             "content": {
-                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+                "application/octet-stream": {
+                    "schema": {"type": "string", "format": "binary"},
+                    "example": "Notes the job should read.",
+                }
             },
         }
     },
@@ -191,6 +200,7 @@ async def put_input(
     job_id: JobId,
     path: Annotated[str, Path(max_length=1000)],
     request: Request,
+    response: Response,
     db: SessionDep,
     tenant: CurrentTenant,
     settings: SettingsDep,
@@ -198,6 +208,7 @@ async def put_input(
     job = await service.get_job(db, tenant, job_id)
     data = await request.body()
     stored = await workspaces.put_input_file(settings, job, path, data)
+    response.headers["Location"] = f"/jobs/{job.id}/files/{quote(stored)}"
     return StoredFile(path=stored, size=len(data))
 
 
@@ -209,7 +220,10 @@ async def put_input(
     responses={
         200: {
             "content": {
-                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+                "application/octet-stream": {
+                    "schema": {"type": "string", "format": "binary"},
+                    "example": "Notes the job should read.",
+                }
             }
         },
         **problem_responses(404, 422),

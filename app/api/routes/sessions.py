@@ -56,7 +56,9 @@ async def create_session(
         )
         return SessionPublic.of(row)
 
-    return await write_once(database, idempotency, 201, work)
+    return await write_once(
+        database, idempotency, 201, work, location=lambda body: f"/sessions/{body['id']}"
+    )
 
 
 @router.get(

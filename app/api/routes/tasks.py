@@ -53,6 +53,7 @@ async def create_task(
         idempotency,
         201,
         lambda db: service.change_task(db, tenant, session_id, "TaskCreate", args),
+        location=lambda task: f"/sessions/{session_id}/tasks/{task['taskid']}",
     )
 
 

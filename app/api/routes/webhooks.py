@@ -49,7 +49,11 @@ SIGNING = (
     responses=problem_responses(413, 422),
 )
 async def create_webhook(
-    body: WebhookCreate, database: DatabaseDep, tenant: CurrentTenant, settings: SettingsDep
+    body: WebhookCreate,
+    database: DatabaseDep,
+    tenant: CurrentTenant,
+    settings: SettingsDep,
+    response: Response,
 ) -> WebhookCreated:
     url = await check_target(body.url, allow_private=settings.webhook_allow_private)
     row = await database.write(
@@ -61,6 +65,7 @@ async def create_webhook(
             description=body.description,
         )
     )
+    response.headers["Location"] = f"/webhooks/{row.id}"
     return WebhookCreated.of(row)
 
 

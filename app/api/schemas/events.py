@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from app.api.schemas.items import ItemPublic
+from app.api.schemas.items import ItemKind, ItemPublic
 
 
 class StreamEventType(StrEnum):
@@ -43,7 +43,7 @@ class ItemAppended(_Event):
     type: Literal["item.appended"]
     job_id: str | None = Field(None, description="The job whose turn appended it, if any.")
     seq: int
-    kind: str
+    kind: ItemKind
     item: ItemPublic
 
 

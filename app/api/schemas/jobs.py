@@ -83,7 +83,10 @@ class JobList(BaseModel):
 
 
 class MessageCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"text": "What changed in the last release?"}]},
+    )
 
     text: str = Field(min_length=1, max_length=1_000_000)
 
@@ -106,7 +109,17 @@ class MessageReply(BaseModel):
 
 
 class JobCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "instruction": "Write a one-line status report into output/report.md.",
+                    "piece": "default",
+                }
+            ]
+        },
+    )
 
     instruction: str = Field(min_length=1, max_length=200_000)
     piece: str = Field(default="default", min_length=1, max_length=100)
@@ -116,7 +129,9 @@ class JobCreate(BaseModel):
 
 
 class CommentCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"body": "Plain text, please."}]}
+    )
 
     body: str = Field(min_length=1, max_length=100_000)
 

@@ -44,6 +44,8 @@ class DetailList(BaseModel):
 
 
 class MergeRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"into": "ses_01KBFQ7ZD4R3YJ8W2N5T6V9XAC"}]}
+    )
 
     into: str = Field(min_length=1, max_length=40, description="The session that takes the turns.")

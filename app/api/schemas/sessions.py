@@ -12,7 +12,18 @@ ToolName = Annotated[str, Field(min_length=1, max_length=100)]
 
 
 class SessionCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "title": "Release notes",
+                    "system_prompt": "Be brief.",
+                    "metadata": {"project": "strata"},
+                }
+            ]
+        },
+    )
 
     title: str | None = Field(default=None, max_length=500)
     system_prompt: str | None = Field(default=None, max_length=200_000)
@@ -34,7 +45,9 @@ class SessionCreate(BaseModel):
 class SessionUpdate(BaseModel):
     """Only the fields sent are changed; `metadata` and `tools` are replaced whole."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"title": "Release notes (final)"}]}
+    )
 
     title: str | None = Field(default=None, max_length=500)
     metadata: dict[str, Any] | None = None

@@ -6,7 +6,14 @@ from app.domain.tasks import Task, TaskStatus
 
 
 class TaskCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"subject": "Draft the changelog", "description": "From the merged pull requests."}
+            ]
+        },
+    )
 
     subject: str = Field(min_length=1, max_length=500)
     description: str = Field(default="", max_length=20_000)
@@ -15,7 +22,9 @@ class TaskCreate(BaseModel):
 class TaskPatch(BaseModel):
     """At least one field; `status=deleted` deletes (the task stays listed)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"status": "inprogress"}]}
+    )
 
     status: TaskStatus | None = None
     subject: str | None = Field(default=None, min_length=1, max_length=500)

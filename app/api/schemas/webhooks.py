@@ -17,7 +17,18 @@ EVENTS_DESCRIPTION = (
 
 
 class WebhookCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "url": "https://example.com/hooks/strata",
+                    "events": ["job.succeeded", "job.failed"],
+                    "description": "CI notifications",
+                }
+            ]
+        },
+    )
 
     url: str = Field(
         min_length=1,
@@ -32,7 +43,7 @@ class WebhookCreate(BaseModel):
 class WebhookUpdate(BaseModel):
     """Only the fields sent change. `enabled: true` also clears `disabled_reason`."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"enabled": False}]})
 
     url: str | None = Field(default=None, min_length=1, max_length=2000)
     events: list[EventName] | None = Field(default=None, min_length=1, max_length=20)
