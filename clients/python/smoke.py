@@ -9,7 +9,8 @@ the client next to it first (see config.yaml), then:
 
     python clients/python/smoke.py --base-url http://127.0.0.1:8000 --token "$STRATA_API_KEY"
 
-(leave `--token` out for a server without keys: a plain `Client` then does). It creates two sessions and a job on that server (and spends LLM tokens on them).
+(leave `--token` out for a server without keys: a plain `Client` then does). It creates
+two sessions and a job on that server (and spends LLM tokens on them).
 """
 
 from __future__ import annotations
