@@ -134,6 +134,7 @@ async def get_idempotency(
         Header(
             alias="Idempotency-Key",
             max_length=255,
+            pattern=r"\S",  # not blank
             description="Retry-safe writes: a retry with the same key and body returns the "
             "first answer and creates nothing (same key, other body: 422).",
         ),

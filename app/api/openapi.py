@@ -20,6 +20,7 @@ from app.api.schemas.items import ItemKind
 from app.api.schemas.jobs import JobStatus
 from app.domain.tasks import TaskOpName, TaskStatus
 from app.services.webhooks import EVENT_TYPES
+from app.wiring import builtin_tools
 
 # one named schema each, wherever the same set of values appears
 NAMED_ENUMS: dict[str, tuple[str, ...]] = {
@@ -75,6 +76,9 @@ def install_openapi(app: FastAPI) -> None:
             add_named_schemas(schemas, STREAM_SCHEMAS)
             contract.name_shared_enums(document, NAMED_ENUMS)
             contract.require_always_present(document)
+            contract.parameters_without_null(document)
+            tools = app.state.tools_override or builtin_tools(app.state.settings)
+            contract.name_tool_names(document, list(tools.names))
             contract.declare_common_responses(document)
             contract.make_security_optional(document, "HTTPBearer")
             contract.add_links(document, CREATORS)

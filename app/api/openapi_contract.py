@@ -8,6 +8,8 @@ Each function takes the document (a JSON dict) and changes it in place:
 - `require_always_present`: in schemas only responses use, every property is required (the
   server always sends every field; nullable ones as null), so clients do not type them as
   optional; schemas sent sparsely (problems, readiness, hook answers) are left alone;
+- `parameters_without_null`: an optional query or header parameter is left out, never
+  `null`;
 - `declare_common_responses`: every operation declares 500, every 201 its `Location`;
 - `make_security_optional`: a bearer key is declared once, optional, since a keyless server
   (loopback only) needs none and a client must be able to call it without one;
@@ -97,6 +99,34 @@ def require_always_present(document: dict[str, Any]) -> None:
         properties = schemas[name].get("properties")
         if properties:
             schemas[name]["required"] = list(properties)
+
+
+def parameters_without_null(document: dict[str, Any]) -> None:
+    """A query or header parameter is absent or a string: `null` is not something a client
+    can send (FastAPI declares `X | None` parameters as `anyOf [X, null]`)."""
+    for _path, _method, operation in _operations(document):
+        for parameter in operation.get("parameters", []):
+            schema = parameter.get("schema", {})
+            options = schema.get("anyOf")
+            if not isinstance(options, list):
+                continue
+            kept = [option for option in options if option.get("type") != "null"]
+            if len(kept) == 1 and len(kept) < len(options):
+                del schema["anyOf"]
+                schema.update(kept[0])
+
+
+def name_tool_names(document: dict[str, Any], names: list[str]) -> None:
+    """The tools a session may be offered are the server's: one named enum (`ToolName`)."""
+    schemas = document.get("components", {}).get("schemas", {})
+    schemas["ToolName"] = {"type": "string", "enum": sorted(names), "title": "ToolName"}
+    for schema in schemas.values():
+        tools = schema.get("properties", {}).get("tools")
+        if tools is None:
+            continue
+        for option in tools.get("anyOf", [tools]):
+            if option.get("type") == "array":
+                option["items"] = {"$ref": REF + "ToolName"}
 
 
 def declare_common_responses(document: dict[str, Any]) -> None:

@@ -55,9 +55,7 @@ def parse_last_event_id(value: str | None) -> int:
 
 
 def _data(row: Event, extra: dict[str, Any]) -> dict[str, Any]:
-    data: dict[str, Any] = {"type": row.type, "session_id": row.session_id}
-    if row.job_id is not None:
-        data["job_id"] = row.job_id
+    data: dict[str, Any] = {"type": row.type, "session_id": row.session_id, "job_id": row.job_id}
     data.update(row.data)
     data.update(extra)
     return data

@@ -27,8 +27,19 @@ from strata_client.models import MessageAccepted, MessageCreate, SessionCreate, 
 @dataclass
 class Followed:
     job_id: str
-    text: str = ""
     events: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        """The answer, from the durable `item.appended` events (replayed to a stream that
+        opened late, unlike the live `text.delta` ones)."""
+        return "".join(
+            block["text"]
+            for event in self.events
+            if event["type"] == "item.appended" and event["kind"] == "assistant_message"
+            for block in event["item"]["content"]
+            if block["type"] == "text"
+        )
 
     @property
     def status(self) -> str | None:
@@ -65,10 +76,8 @@ def stream_reply(
                     continue
                 data = json.loads(sse.data)
                 followed.events.append(data)
-                if data["type"] == "text.delta":
-                    followed.text += data["text"]
-                    if on_text is not None:
-                        on_text(data["text"])
+                if data["type"] == "text.delta" and on_text is not None:
+                    on_text(data["text"])  # live, as the answer is written
         return followed  # the stream ended: so did the job
 
 
@@ -81,7 +90,7 @@ def main() -> None:
     followed = stream_reply(
         args.base_url, args.token, args.message, on_text=lambda t: print(t, end="", flush=True)
     )
-    print(f"\n[job {followed.job_id}: {followed.status}]")
+    print(f"\n[job {followed.job_id}: {followed.status}] {followed.text}")
 
 
 if __name__ == "__main__":

@@ -25,10 +25,20 @@ router = APIRouter(
     prefix="/sessions/{session_id}", tags=["memory"], responses=problem_responses(401, 503)
 )
 
+_CLOCK = r"([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?"
+_ISO = (
+    r"(19|20)[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])[T ]"
+    + _CLOCK.replace(")?", "([.,][0-9]{1,6})?)?")
+    + r"(Z|z|[+-]([01][0-9]|2[0-3])(:?[0-5][0-9])?)?"
+)
+# the forms app.memory.timeref reads, within its ranges (days up to 28: every month has them)
+TIME_REF_PATTERN = rf"^({_CLOCK}|{_CLOCK} ?[-\u2013] ?{_CLOCK}|{_ISO})$"
+
 TimeRef = Annotated[
     str,
     Path(
         max_length=60,
+        pattern=TIME_REF_PATTERN,
         description="`HH:MM:SS`, `HH:MM`, `HH:MM:SS-HH:MM:SS`, `HH:MM-HH:MM` or an ISO timestamp.",
     ),
 ]

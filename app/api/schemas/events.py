@@ -33,6 +33,7 @@ class StreamEventType(StrEnum):
 
 class _Event(BaseModel):
     session_id: str
+    job_id: str | None
 
 
 class _JobEvent(_Event):
@@ -148,7 +149,7 @@ StreamEventData = Annotated[
 STREAM_DESCRIPTION = """\
 Server-Sent Events. Each event's `event:` is its type, its `id:` the position to resume
 from (send it back as `Last-Event-ID`), its `data:` one JSON object (`StreamEventData`)
-with `type`, `session_id` and, when it concerns one, `job_id`:
+with `type`, `session_id` and `job_id` (null when it concerns no job):
 
 | type | data | replayed |
 | --- | --- | --- |
@@ -181,7 +182,6 @@ def stream_responses() -> dict[int | str, dict[str, Any]]:
             "one `StreamEventData` object.",
             "content": {
                 "text/event-stream": {
-                    "schema": {"type": "string"},
                     # OpenAPI 3.2's description of an event stream; keep-alive comment
                     # frames carry none of the fields
                     "itemSchema": {

@@ -35,6 +35,7 @@ class SessionCreate(BaseModel):
     continues_from: str | None = Field(
         default=None,
         max_length=40,
+        pattern=r"^ses_[0-9A-HJKMNP-TV-Z]{26}$",
         description=(
             "A predecessor session: this session's requests start with the memory block "
             "of the predecessor chain (its last 20 turns whole, older ones as summaries)."

@@ -16,6 +16,15 @@ EVENTS_DESCRIPTION = (
 )
 
 
+# what `check_target` takes apart without refusing it: http(s), a host name, an IPv4 address
+# or a bracketed IPv6 one, a port in range, then any path and query
+URL_PATTERN = (
+    r"^https?://([A-Za-z0-9._~%!$&'()*+,;=-]+|\[[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*\])"
+    r"(:(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}))?"
+    r"([/?#][^\s]*)?$"
+)
+
+
 class WebhookCreate(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -33,6 +42,7 @@ class WebhookCreate(BaseModel):
     url: str = Field(
         min_length=1,
         max_length=2000,
+        pattern=URL_PATTERN,
         description="An http(s) URL. Hosts resolving to private, loopback, link-local, "
         "multicast or reserved addresses are refused unless STRATA_WEBHOOK_ALLOW_PRIVATE=true.",
     )
@@ -45,7 +55,7 @@ class WebhookUpdate(BaseModel):
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"enabled": False}]})
 
-    url: str | None = Field(default=None, min_length=1, max_length=2000)
+    url: str | None = Field(default=None, min_length=1, max_length=2000, pattern=URL_PATTERN)
     events: list[EventName] | None = Field(default=None, min_length=1, max_length=20)
     description: str | None = Field(default=None, max_length=500)
     enabled: bool | None = None
