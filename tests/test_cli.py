@@ -8,6 +8,8 @@ import asyncio
 import hashlib
 import json
 import logging
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -336,3 +338,24 @@ def test_a_command_is_required(capsys: pytest.CaptureFixture[str]) -> None:
 
     assert exit_info.value.code == 2
     assert "usage: strata" in capsys.readouterr().err
+
+
+def test_processes_started_together_migrate_an_empty_database_one_after_the_other(
+    db_url: str,
+) -> None:
+    """An API and its workers each run `upgrade head` at start-up (as in compose.yaml):
+    none may fail on a table another one just created."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "migrate"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    results = [(proc.returncode, proc.communicate(timeout=120)[1]) for proc in procs]
+    results = [(proc.returncode, err) for proc, (_, err) in zip(procs, results, strict=True)]
+
+    assert [code for code, _ in results] == [0, 0, 0], [err[-2000:] for _, err in results]
+    assert _query(db_url, "SELECT version_num FROM alembic_version") == [(head_revision(),)]
