@@ -82,22 +82,24 @@ def wire_params(request: LLMRequest) -> dict[str, Any]:
     if request.system:
         params["system"] = [{"type": "text", "text": request.system, "cache_control": _EPHEMERAL}]
     if request.tools:
-        params["tools"] = [tool.model_dump() for tool in request.tools]
+        params["tools"] = [tool.json_value for tool in request.tools]
     return params
 
 
 def _messages_to_wire(request: LLMRequest) -> list[dict[str, Any]]:
+    """The messages' JSON, shared with earlier requests (read-only: the SDK copies what
+    it sends); only the last block, which carries the cache breakpoint, is new."""
     messages: list[dict[str, Any]] = []
     for message in request.messages:
-        blocks = [
-            block.model_dump(mode="json", exclude_none=True)
-            for block in message.content
-            if not isinstance(block, ThinkingBlock)  # only valid with extended thinking on
-        ]
+        blocks = message.json_content
+        if any(block["type"] == "thinking" for block in blocks):
+            # only valid with extended thinking on
+            blocks = [block for block in blocks if block["type"] != "thinking"]
         if blocks:
             messages.append({"role": message.role, "content": blocks})
     if messages:
-        messages[-1]["content"][-1]["cache_control"] = _EPHEMERAL
+        *head, last = messages[-1]["content"]
+        messages[-1]["content"] = [*head, {**last, "cache_control": _EPHEMERAL}]
     return messages
 
 

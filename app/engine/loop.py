@@ -2,7 +2,8 @@
 
 The loop reads the segment from its store before every request, so a loop that
 starts on a half-finished turn (after a crash) continues where the log stops.
-Interceptors see a deep copy of each request: nothing they add is ever stored.
+Requests are immutable values (`app.engine.llm`): an interceptor returns a changed
+request, and nothing it adds is ever stored.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Literal, Protocol
 
 from app.domain.items import AssistantMessage, ItemPayload, Origin, ToolResult, ToolUseBlock
 from app.engine.llm import LLM, LLMRequest, LLMResponse, Usage, text_of
-from app.engine.requests import to_messages, turn_is_answered, unanswered_tool_uses
+from app.engine.requests import Conversation, turn_is_answered, unanswered_tool_uses
 from app.tools.registry import ToolContext, ToolOutput, ToolRegistry
 
 Interceptor = Callable[[LLMRequest], Awaitable[LLMRequest]]
@@ -95,6 +96,7 @@ async def run_turn(
     outcome = TurnOutcome(status="completed")
     await close_dangling_tool_uses(store, INTERRUPTED)
     specs = tools.specs(config.tool_names)  # the same for every request of the turn
+    conversation = Conversation()  # builds only the new items' messages per request
     while True:
         items = await store.segment()
         if turn_is_answered(items):
@@ -108,14 +110,13 @@ async def run_turn(
             return outcome
         outcome.iterations += 1
 
-        request = LLMRequest(
+        outbound = LLMRequest(
             model=config.model,
             system=config.system,
-            messages=to_messages(items),
-            tools=specs,
+            messages=conversation.messages(items),
+            tools=list(specs),
             max_tokens=config.max_tokens,
         )
-        outbound = request.copy()
         for interceptor in config.interceptors:
             outbound = await interceptor(outbound)
         response = await llm.complete(outbound, on_text=events.text_delta)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from app.domain.reminder import reminder_text, should_remind
 from app.engine.llm import LLMRequest
-from app.engine.requests import append_to_last_user_text
+from app.engine.requests import with_text_for_last_user
 from app.settings import Settings
 from app.worker.turn_store import DbTurnStore
 
@@ -33,5 +33,5 @@ class TaskReminder:
         )
         self.store.reminder_pending = due
         if due:
-            append_to_last_user_text(request.messages, reminder_text(active))
+            request.messages = with_text_for_last_user(request.messages, reminder_text(active))
         return request
