@@ -43,6 +43,8 @@ class Settings(BaseSettings):
     database_url: str = "sqlite:///./data/strata.db"
     data_dir: Path = Path("./data")
     sqlite_busy_timeout_ms: int = 5000
+    # reads run on the event loop; in WAL mode they wait only in rare moments (recovery)
+    sqlite_read_busy_timeout_ms: int = 100
     # write units of work queued together are committed by one transaction (group commit)
     db_write_batch_max: int = 64
     # a request that meets a locked or unreachable database gets 503 with this Retry-After

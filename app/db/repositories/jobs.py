@@ -8,6 +8,7 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Job
+from app.db.prepared import Prepared
 from app.db.repositories.sessions import usage_params
 from app.db.types import utcnow
 from app.domain.usage import Usage
@@ -16,7 +17,7 @@ ACTIVE = ("queued", "running")
 
 # built once: every agent step runs them (see app.db.repositories.sessions)
 _J = Job.__table__  # type: ignore[attr-defined]
-_STILL_OWNED = (
+_STILL_OWNED = Prepared(
     _J.update()
     .where(
         _J.c.id == bindparam("j_id"),
@@ -25,7 +26,7 @@ _STILL_OWNED = (
     )
     .values(updated_at=bindparam("j_now", type_=_J.c.updated_at.type))
 )
-_ADD_USAGE = (
+_ADD_USAGE = Prepared(
     _J.update()
     .where(_J.c.id == bindparam("j_id"))
     .values(
@@ -131,10 +132,10 @@ class JobRepository:
         """Whether `token` still holds the running job's lease, in one UPDATE: it takes
         the row's lock (PostgreSQL), so a concurrent claim waits for this transaction."""
         params = {"j_id": job_id, "j_token": token, "j_now": utcnow()}
-        return bool((await self.db.exec(_STILL_OWNED, params=params)).rowcount)
+        return bool((await _STILL_OWNED.execute(self.db, params)).rowcount)
 
     async def add_usage(self, job_id: str, usage: Usage) -> None:
-        await self.db.exec(_ADD_USAGE, params={"j_id": job_id, **usage_params(usage)})
+        await _ADD_USAGE.execute(self.db, {"j_id": job_id, **usage_params(usage)})
 
     async def list_page(
         self,
