@@ -92,13 +92,21 @@ def _messages_to_wire(request: LLMRequest) -> list[dict[str, Any]]:
         blocks = [
             block.model_dump(mode="json", exclude_none=True)
             for block in message.content
-            if not isinstance(block, ThinkingBlock)  # only valid with extended thinking on
+            if _sendable(block)
         ]
         if blocks:
             messages.append({"role": message.role, "content": blocks})
     if messages:
         messages[-1]["content"][-1]["cache_control"] = _EPHEMERAL
     return messages
+
+
+def _sendable(block: object) -> bool:
+    """Thinking is only valid with extended thinking on; the API refuses a text block
+    without visible text (a model may answer one)."""
+    if isinstance(block, ThinkingBlock):
+        return False
+    return not (isinstance(block, TextBlock) and not block.text.strip())
 
 
 def _blocks_from_wire(content: list[Any]) -> list[ContentBlock]:
