@@ -21,7 +21,9 @@ movement (or chat segment):
 The estimator counts what the model reads (text, a tool call's name and JSON input, a
 tool result's text, the system prompt and the tool definitions) and adds
 :data:`BLOCK_OVERHEAD_CHARS` per block, message and tool for the framing around them,
-so it errs on the high side.
+so it errs on the high side. When the API still refuses a request as too long (its
+tokenizer counts denser than 4 characters a token, as for code or non-English text), the
+refusal's own count becomes the measure, and the estimate counts as densely from then on.
 
 Pure: no I/O, no settings import; the caller passes the window and the thresholds.
 """
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -205,6 +208,14 @@ class ContextManager:
         tokens = input_tokens if input_tokens else self.estimate(chars)
         self._measured = (tokens, chars)
 
+    def refused(self, chars: int, tokens: int) -> None:
+        """The API refused a request of `chars` characters as `tokens` tokens long: its
+        tokenizer counts denser than the estimate, so the estimate counts as densely from
+        now on (a restart keeps that), and the request is known to be that large."""
+        if tokens > 0 and chars > 0:
+            self._chars_per_token = min(self._chars_per_token, chars / tokens)
+        self._measured = (max(0, tokens), chars)
+
     def available_tokens(self, chars: int) -> int:
         """Tokens left in the window by a request of `chars` characters: the base of the
         tool-result budget."""
@@ -214,6 +225,22 @@ class ContextManager:
         """A new segment (after a compaction): nothing measured, nothing fired."""
         self._measured = None
         self._fired.clear()
+
+
+_REFUSED = (
+    re.compile(r"prompt is too long: (\d+) tokens > \d+ maximum"),
+    re.compile(r"input length and `max_tokens` exceed context limit: (\d+) \+ \d+ > \d+"),
+)
+
+
+def refused_tokens(message: str) -> int | None:
+    """The prompt's tokens, when `message` is the API refusing a request as too large for
+    the window ("prompt is too long: N tokens > M maximum", or its input and `max_tokens`
+    together); None for any other refusal."""
+    for pattern in _REFUSED:
+        if found := pattern.search(message):
+            return int(found.group(1))
+    return None
 
 
 def estimate_request_tokens(request: LLMRequest) -> int:

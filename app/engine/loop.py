@@ -7,8 +7,10 @@ Interceptors see a deep copy of each request: nothing they add is ever stored.
 Every request, whatever the response before it was, goes past the context policy
 first (`ContextPolicy.before_request`): it may send it, change the segment and have it
 built again (a compaction, a wrap-up message), end the turn (a forced transition), or
-refuse it as too large for the window. The tool calls of one response share one
-result budget (`ResponseBudget`), which the policy sets from what the window has left.
+refuse it as too large for the window. A request the API still refuses as too long
+tells the policy its real size, and goes past it again (once a turn). The tool calls of
+one response share one result budget (`ResponseBudget`), which the policy sets from what
+the window has left.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
 from app.domain.items import AssistantMessage, ItemPayload, Origin, ToolResult, ToolUseBlock
-from app.engine.llm import LLM, LLMRequest, LLMResponse, ToolSpec, Usage, text_of
+from app.engine.context import refused_tokens
+from app.engine.llm import LLM, LLMError, LLMRequest, LLMResponse, ToolSpec, Usage, text_of
 from app.engine.requests import to_messages, turn_is_answered, unanswered_tool_uses
 from app.engine.truncation import ResponseBudget
 from app.tools.registry import ToolContext, ToolOutput, ToolRegistry
@@ -55,6 +58,11 @@ class ContextPolicy(Protocol):
 
     def answered(self, request: LLMRequest, response: LLMResponse) -> ResponseBudget:
         """Record what the request cost; the budget the response's tool results share."""
+        ...
+
+    def refused(self, request: LLMRequest, tokens: int) -> None:
+        """The API refused the request as `tokens` tokens, too many for the window: the
+        next check of the segment knows its real size."""
         ...
 
 
@@ -134,7 +142,7 @@ async def run_turn(
     outcome = TurnOutcome(status="completed")
     await close_dangling_tool_uses(store, INTERRUPTED)
     specs = tools.specs(config.tool_names)  # the same for every request of the turn
-    rebuilds = 0
+    rebuilds = refusals = 0
     while True:
         items = await store.segment()
         if turn_is_answered(items):
@@ -162,7 +170,15 @@ async def run_turn(
         rebuilds = 0
         outcome.iterations += 1
 
-        response = await llm.complete(outbound, on_text=events.text_delta)
+        try:
+            response = await llm.complete(outbound, on_text=events.text_delta)
+        except LLMError as exc:
+            tokens = refused_tokens(exc.detail) if config.context and not refusals else None
+            if config.context is None or tokens is None:
+                raise
+            refusals += 1  # once per turn: a second refusal fails it
+            config.context.refused(outbound, tokens)
+            continue
         budget = (
             config.context.answered(outbound, response)
             if config.context

@@ -89,6 +89,9 @@ class _Measured:
         request.max_tokens = max(1, min(request.max_tokens, room))
         return SEND
 
+    def refused(self, request: LLMRequest, tokens: int) -> None:
+        self.manager.refused(self.size(request), tokens)
+
     def answered(self, request: LLMRequest, response: LLMResponse) -> ResponseBudget:
         chars = self.size(request)
         self.manager.answered(chars, response.usage.context_tokens or None)

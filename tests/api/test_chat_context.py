@@ -187,3 +187,32 @@ async def test_the_tool_calls_of_one_response_share_one_result_budget_in_chat(
     for result in results:
         assert "[Output truncated" in result["content"]
         assert "smaller part" in result["content"]
+
+
+async def test_a_prompt_the_api_counts_longer_than_estimated_is_compacted_not_repeated(
+    make_settings: Any, fake_llm: FakeMessagesAPI
+) -> None:
+    """A tokenizer denser than the 4-characters estimate ("prompt is too long" from the
+    API): the refusal's count becomes the measure, the chat compacts and answers, and the
+    session stays usable instead of failing the same way on every later request (a turn
+    goes past at most one refusal for its size)."""
+    settings = make_settings(anthropic_base_url=fake_llm.url, context_window_tokens=4_000)
+    fake_llm.chars_per_token = 2  # the API counts twice the tokens Strata estimates
+    fake_llm.reply("SUMMARY: a long question about parsers.")
+    fake_llm.reply("Answered.")
+    fake_llm.reply("Still here.")
+    async with serve(settings, tools=agent_tools()) as (_, client):
+        session_id = await new_session(client)
+        first = await say(client, session_id, "Explain parsers. " * 350)  # ~6,000 characters
+        second = await say(client, session_id, "and lexers?")
+
+    assert (first["text"], second["text"]) == ("Answered.", "Still here.")
+    refusals = [u.reason for u in fake_llm.unexpected]
+    assert refusals[0].startswith("prompt is too long: 4")
+    # a new turn estimates afresh: at most one more refusal, for its size, then it fits
+    assert len(refusals) <= 2
+    assert all(" exceed context limit: " in r for r in refusals[1:])
+    assert len(summaries(fake_llm)) == 1
+    answered = [r for r in fake_llm.requests if r not in [u.request for u in fake_llm.unexpected]]
+    assert all(count_tokens(r.body, chars_per_token=2) < 4_000 for r in answered)
+    fake_llm.reset()  # the refusals were the point

@@ -14,6 +14,7 @@ from app.engine.context import (
     ContextAction,
     ContextManager,
     Thresholds,
+    refused_tokens,
     request_chars,
 )
 from app.engine.llm import LLMRequest, Message, ToolResultBlock, ToolSpec
@@ -182,3 +183,22 @@ def test_over_any_sequence_each_action_fires_once_in_order(usages: list[int]) ->
         peak = max(peak, tokens)
     expected = [a for a, t in Thresholds().ordered() if peak / 1000 >= t]
     assert fired == expected
+
+
+def test_a_refusal_for_size_gives_the_prompts_real_tokens() -> None:
+    too_long = "Error code: 400 - {'message': 'prompt is too long: 208310 tokens > 200000 maximum'}"
+    with_output = (
+        "input length and `max_tokens` exceed context limit: 195000 + 8192 > 200000, "
+        "decrease input length or `max_tokens` and try again"
+    )
+    assert refused_tokens(too_long) == 208_310
+    assert refused_tokens(with_output) == 195_000
+    assert refused_tokens("messages.0: all messages must have non-empty content") is None
+
+
+def test_after_a_refusal_the_estimate_counts_as_densely_as_the_api_did() -> None:
+    cm = manager(window=10_000)
+    cm.refused(8_000, 4_000)  # 8,000 characters were 4,000 tokens: 2 a token
+    assert cm.estimate(8_000) == 4_000
+    cm.restart()  # a compaction keeps what was learnt
+    assert cm.estimate(1_000) == 500

@@ -363,7 +363,7 @@ def _block_chars(block: Any) -> tuple[int, int]:
     return len(_compact(block)), BLOCK_TOKENS
 
 
-def count_tokens(body: Mapping[str, Any]) -> int:
+def count_tokens(body: Mapping[str, Any], chars_per_token: float = CHARS_PER_TOKEN) -> int:
     """The fake's token count of a request: what it judges against the context window and
     what it reports as `input_tokens` when no usage is scripted.
 
@@ -371,7 +371,8 @@ def count_tokens(body: Mapping[str, Any]) -> int:
     the text of each block (a tool call's name and compact JSON input, a tool result's
     text), the tools' names, descriptions and schemas; 4 characters to a token, plus
     `MESSAGE_TOKENS` per message and `BLOCK_TOKENS` per block and tool, and `IMAGE_TOKENS`
-    per image.
+    per image. A test may count denser (`chars_per_token` 2: a tokenizer the client's
+    4-characters estimate under-counts, as real ones do for code or non-English text).
     """
     chars, tokens = 0, 0
     system = body.get("system")
@@ -397,7 +398,7 @@ def count_tokens(body: Mapping[str, Any]) -> int:
             tokens += BLOCK_TOKENS
             chars += len(str(tool.get("name", ""))) + len(str(tool.get("description", "")))
             chars += len(_compact(tool.get("input_schema", {})))
-    return tokens + math.ceil(chars / CHARS_PER_TOKEN)
+    return tokens + math.ceil(chars / chars_per_token)
 
 
 def _output_tokens(step: Reply) -> int:
@@ -422,7 +423,10 @@ def _has_text(blocks: list[Any], types: list[Any]) -> str | None:
 
 
 def validate_request(
-    body: Mapping[str, Any], *, context_window_tokens: int | None = None
+    body: Mapping[str, Any],
+    *,
+    context_window_tokens: int | None = None,
+    chars_per_token: float = CHARS_PER_TOKEN,
 ) -> str | None:
     """The reason the real Messages API would reject `body` with a 400, or None; the
     reasons are the real API's messages.
@@ -515,7 +519,7 @@ def validate_request(
                 str(b.get("id")) for b, t in zip(blocks, types, strict=True) if t == "tool_use"
             ]
     if context_window_tokens is not None:
-        tokens = count_tokens(body)
+        tokens = count_tokens(body, chars_per_token)
         if tokens > context_window_tokens:
             return f"prompt is too long: {tokens} tokens > {context_window_tokens} maximum"
         if tokens + max_tokens > context_window_tokens:
@@ -714,8 +718,8 @@ class FakeMessagesAPI:
 
     `validate_requests` (default True): requests the real API would reject with a 400 (see
     `validate_request`) get that 400, consume no step, and are recorded as unexpected.
-    `context_window_tokens` is the window requests are held against (back to 200,000 at
-    every `reset`).
+    `context_window_tokens` is the window requests are held against, and `chars_per_token`
+    how densely `count_tokens` counts (back to 200,000 and 4 at every `reset`).
     """
 
     def __init__(self, *, validate_requests: bool = True) -> None:
@@ -723,6 +727,7 @@ class FakeMessagesAPI:
         self.validate_requests = validate_requests
         self._default_validate = validate_requests
         self.context_window_tokens = DEFAULT_CONTEXT_WINDOW_TOKENS
+        self.chars_per_token: float = CHARS_PER_TOKEN
         self._lock = threading.Lock()
         self._queue: deque[Step] = deque()
         self._requests: list[RecordedRequest] = []
@@ -943,6 +948,7 @@ class FakeMessagesAPI:
             self._request_ids = itertools.count(1)
             self.validate_requests = self._default_validate
             self.context_window_tokens = DEFAULT_CONTEXT_WINDOW_TOKENS
+            self.chars_per_token = CHARS_PER_TOKEN
 
     # ------------------------------------------------------------------- inspection
 
@@ -1027,6 +1033,7 @@ class FakeMessagesAPI:
             request_id = f"req_fake_{next(self._request_ids):04d}"
             validate = self.validate_requests
             window = self.context_window_tokens
+            density = self.chars_per_token
 
         def reject(status: int, reason: str, *, real: bool = False) -> Response:
             """Record the request as unexpected and answer `status`: with the real API's
@@ -1047,7 +1054,7 @@ class FakeMessagesAPI:
         if not isinstance(parsed, dict):
             return reject(400, "the request body is not a JSON object")
         if validate:
-            problem = validate_request(body, context_window_tokens=window)
+            problem = validate_request(body, context_window_tokens=window, chars_per_token=density)
             if problem is not None:
                 return reject(400, problem, real=True)
 
@@ -1091,7 +1098,7 @@ class FakeMessagesAPI:
             return self._stream(
                 _split_sse(step.text), step.delay_between_chunks, request_id, arrived
             )
-        input_tokens = count_tokens(body)
+        input_tokens = count_tokens(body, density)
         if recorded.stream:
             events = sse_events(step, message_id=message_id, model=model, input_tokens=input_tokens)
             return self._stream(events, step.delay_between_chunks, request_id, arrived)
