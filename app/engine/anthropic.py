@@ -92,15 +92,22 @@ def _messages_to_wire(request: LLMRequest) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     for message in request.messages:
         blocks = message.json_content
-        if any(block["type"] == "thinking" for block in blocks):
-            # only valid with extended thinking on
-            blocks = [block for block in blocks if block["type"] != "thinking"]
+        if not all(_sendable(block) for block in blocks):
+            blocks = [block for block in blocks if _sendable(block)]
         if blocks:
             messages.append({"role": message.role, "content": blocks})
     if messages:
         *head, last = messages[-1]["content"]
         messages[-1]["content"] = [*head, {**last, "cache_control": _EPHEMERAL}]
     return messages
+
+
+def _sendable(block: dict[str, Any]) -> bool:
+    """Thinking is only valid with extended thinking on; the API refuses a text block
+    without visible text (a model may answer one)."""
+    if block["type"] == "thinking":
+        return False
+    return not (block["type"] == "text" and not block["text"].strip())
 
 
 def _blocks_from_wire(content: list[Any]) -> list[ContentBlock]:

@@ -21,6 +21,7 @@ from app.domain.items import (
     ToolUseBlock,
     UserMessage,
 )
+from app.engine.compaction import is_task_snapshot
 from app.engine.llm import Message, MessageBlock, Role, ToolResultBlock
 
 
@@ -145,4 +146,18 @@ def turn_is_answered(items: Sequence[ItemPayload]) -> bool:
             return not any(isinstance(b, ToolUseBlock) for b in item.content)
         if isinstance(item, UserMessage | ToolResult):
             return False
+    return False
+
+
+def task_list_in_view(items: Sequence[ItemPayload]) -> bool:
+    """Whether the whole task list is in the request already, after its last user message:
+    a compaction's task snapshot, or a successful `TaskList` result. A task reminder then
+    would only show the list once more."""
+    for item in reversed(items):
+        if isinstance(item, UserMessage):
+            return False
+        if isinstance(item, ToolResult) and item.name == "TaskList" and not item.is_error:
+            return True
+        if is_task_snapshot(item):
+            return True
     return False

@@ -18,6 +18,7 @@ Pure: no I/O, no settings import; the caller passes the budget.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -221,3 +222,85 @@ def truncate_command_output(
         marker = _command_marker(omitted.count("\n"), len(omitted))
     text = (output[:head_end] + marker + output[tail_start:] + note)[:limit]
     return Truncated(text=text, truncated=True, shown_chars=shown, total_chars=total)
+
+
+# ---------------------------------------------------------------------------- any tool
+
+
+def _result_note(shown: int, total: int, read_on: str) -> str:
+    return f"\n{TRUNCATION_MARKER}: showing characters 1-{shown} of {total}. {read_on}]"
+
+
+def truncate_result(content: str, budget_tokens: int, *, read_on: str) -> Truncated:
+    """Cut any tool's text to the budget, note included, keeping the head.
+
+    The safety net for tools that do not cut their own output: ``read_on`` tells the
+    model how to get the rest from that tool (a narrower query, an offset, another tool).
+    """
+    limit = _char_limit(budget_tokens)
+    total = len(content)
+    if total <= limit:
+        return Truncated(text=content, truncated=False, shown_chars=total, total_chars=total)
+    worst = _result_note(total, total, read_on)
+    if len(worst) <= limit // 2:
+        shown = limit - len(worst)
+        note = _result_note(shown, total, read_on)
+    else:
+        shown = max(0, limit - len(_short_note(total, total)))
+        note = _short_note(shown, total)
+    text = (content[:shown] + note)[:limit]
+    return Truncated(text=text, truncated=True, shown_chars=shown, total_chars=total)
+
+
+@dataclass
+class ResponseBudget:
+    """One tool-result budget for all the tool calls of one response (seed 004).
+
+    The results of a response all enter the next request together, so they share one
+    budget (``result_budget`` of the tokens available) instead of each getting it whole:
+    four parallel Reads must not put four budgets into the window. Calls run in order;
+    each gets an even share of what is left (what a short result leaves unused goes to
+    the calls after it), and never less than ``floor``.
+    """
+
+    total_tokens: int
+    floor_tokens: int
+    used_tokens: int = 0
+
+    def share(self, calls_left: int) -> int:
+        """Tokens the next call's result may use, with `calls_left` calls to go (it too)."""
+        left = max(0, self.total_tokens - self.used_tokens)
+        return max(min(self.floor_tokens, self.total_tokens), left // max(1, calls_left))
+
+    def spend(self, text: str) -> None:
+        self.used_tokens += estimate_tokens(text)
+
+
+def _page_note(first: int, last: int, total: int, read_on: str) -> str:
+    return f"\n{TRUNCATION_MARKER}: showing characters {first}-{last} of {total}. {read_on}]"
+
+
+def page_text(
+    content: str, offset: int, budget_tokens: int, read_on: Callable[[int], str]
+) -> Truncated:
+    """The part of `content` from character `offset` that fits the budget, note included.
+
+    For answers a tool renders whole and pages through (Detail): the note names the
+    characters shown and, through ``read_on(next_offset)``, the call that shows the
+    next part; a page after the first says where it starts.
+    """
+    limit = _char_limit(budget_tokens)
+    total = len(content)
+    offset = max(0, min(offset, total))
+    head = f"[Continuing at character {offset + 1} of {total}.]\n" if offset else ""
+    rest = content[offset:]
+    if len(head) + len(rest) <= limit:
+        return Truncated(
+            text=head + rest, truncated=False, shown_chars=len(rest), total_chars=total
+        )
+    worst = _page_note(total, total, total, read_on(total))
+    room = max(0, limit - len(head) - len(worst))
+    end = offset + room
+    note = _page_note(offset + 1, end, total, read_on(end))
+    text = (head + content[offset:end] + note)[:limit]
+    return Truncated(text=text, truncated=True, shown_chars=room, total_chars=total)

@@ -19,8 +19,9 @@ from app.db.models import Job, MemoryTurn, Session
 from app.db.repositories.jobs import JobRepository
 from app.db.repositories.memory import MemoryRepository
 from app.domain.ids import new_id
-from app.engine.llm import LLM, LLMError, text_of
-from app.memory.l1 import l1_request, l2_text, one_line
+from app.engine.context import DEFAULT_CHARS_PER_TOKEN, estimate_request_tokens
+from app.engine.llm import LLM, LLMError, LLMRequest, text_of
+from app.memory.l1 import L1_SYSTEM, l1_request, l2_text, one_line
 from app.services.jobs import enqueue
 from app.services.memory import owners_of
 from app.settings import Settings
@@ -91,15 +92,29 @@ async def summarize_backlog(settings: Settings, database: UnitsOfWork, llm: LLM,
         written += len(pending)
 
 
+L1_PROMPT_CHARS = 400  # the instruction around the turn's text, and the framing
+
+
+def fitted_l1_request(settings: Settings, l2: str) -> LLMRequest:
+    """The L1 request for `l2`, under the exhausted threshold of the window with room for
+    the answer: the text of a huge turn is cut (its summary covers what fits)."""
+    window = settings.context_window_tokens
+    answer = min(settings.llm_max_tokens, max(1, window // 4))
+    room = int((window * settings.context_exhausted_ratio - answer) * DEFAULT_CHARS_PER_TOKEN)
+    limit = max(0, room - len(L1_SYSTEM) - L1_PROMPT_CHARS)
+    if len(l2) > limit:
+        l2 = l2[:limit]
+    request = l1_request(
+        l2, model=settings.summary_model, ratio=settings.summary_target_ratio, max_tokens=answer
+    )
+    request.max_tokens = max(1, min(answer, window - estimate_request_tokens(request)))
+    return request
+
+
 async def summarize_turn(settings: Settings, llm: LLM, turn: MemoryTurn) -> tuple[str, bool]:
     """(summary, fell_back): 2 retries, then the L2 text itself."""
     l2 = l2_text(turn.user_text, turn.assistant_text)
-    request = l1_request(
-        l2,
-        model=settings.summary_model,
-        ratio=settings.summary_target_ratio,
-        max_tokens=settings.llm_max_tokens,
-    )
+    request = fitted_l1_request(settings, l2)
     for attempt in range(settings.summary_retries + 1):
         try:
             response = await llm.complete(request)

@@ -2,9 +2,9 @@
 
 Every path goes through `Workspace.resolve`, so nothing outside the workspace can be
 read, written or listed. The workspace and the token budget come from the tool context:
-`ctx.extras["workspace"]` (a `Workspace`) and `ctx.extras.get("available_tokens")`; each
-result is kept within `result_budget(available)` tokens, and a result that was cut says
-so and how to get the rest.
+`ctx.extras["workspace"]` (a `Workspace`) and `ctx.result_tokens` (the call's share of
+its response's budget; called on its own, `result_budget(ctx.extras["available_tokens"])`);
+a result that was cut says so and how to get the rest.
 
 Writes: anywhere in the workspace except `logs/`, which the runner keeps (lessons, its
 own records) and the agent must not forge. `input/` is writable too: the agent may
@@ -48,6 +48,10 @@ class ResultBudget:
     min_tokens: int = 1_000
 
     def tokens(self, ctx: ToolContext) -> int:
+        """The call's share of its response's budget when the agent loop gave one;
+        otherwise (a tool called on its own) a budget of the tokens available."""
+        if ctx.result_tokens is not None:
+            return ctx.result_tokens
         available = ctx.extras.get("available_tokens")
         if not isinstance(available, int):
             available = None

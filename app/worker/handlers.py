@@ -16,15 +16,8 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
 from app.db.models import Job, Session
-from app.engine.compaction import context_ratio
-from app.engine.llm import LLM, LLMRequest, LLMResponse
-from app.engine.loop import (
-    CANCELLED,
-    AfterResponse,
-    TurnConfig,
-    close_dangling_tool_uses,
-    run_turn,
-)
+from app.engine.llm import LLM
+from app.engine.loop import CANCELLED, TurnConfig, close_dangling_tool_uses, run_turn
 from app.engine.pieces import PieceCatalog
 from app.services.chat import append_turn_input
 from app.services.compaction import CompactionFailed, compact_session
@@ -35,6 +28,7 @@ from app.services.sessions import get_session
 from app.services.summaries import enqueue_if_needed, summarize_backlog
 from app.settings import Settings
 from app.tools.registry import ToolContext, ToolRegistry
+from app.worker.context_policy import ChatContext
 from app.worker.job_session import JobSession
 from app.worker.memory_gateway import LogMemoryGateway
 from app.worker.reminder import TaskReminder
@@ -131,14 +125,15 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
     session = await _start_turn(deps, job)
     held = JobSession(job_database(deps, job), job)
     store = DbTurnStore(held)
+    tool_names = session_tools(deps, session)
     config = TurnConfig(
         model=session.model or deps.settings.model,
         system=await _system_prompt(deps, job, session.system_prompt),
-        tool_names=session.tools if session.tools is not None else deps.tools.chat_names,
+        tool_names=tool_names,
         max_iterations=deps.settings.agent_max_iterations,
         max_tokens=deps.settings.llm_max_tokens,
         interceptors=[TaskReminder(deps.settings, store)],
-        after_response=_compact_when_full(deps, job),
+        context=ChatContext(deps.settings, lambda: _compact_now(deps, job, tool_names)),
     )
     ctx = tool_context(deps, held)
     outcome = await run_turn(deps.llm, store, deps.tools, ctx, config, HubTurnEvents(deps.hub, job))
@@ -153,10 +148,21 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
         )
         error = problem("agent-max-iterations", "Too many iterations", detail)
         return Outcome("failed", error=error, also=also)
+    if outcome.status == "context_exhausted":
+        return Outcome("failed", error=context_exhausted(outcome.detail), also=also)
     return Outcome("succeeded", result={"text": outcome.final_text}, also=also)
 
 
-async def _compact_now(deps: Deps, job: Job) -> int:
+def context_exhausted(detail: str) -> dict[str, Any]:
+    return problem("context-exhausted", "Context window exhausted", detail)
+
+
+def session_tools(deps: Deps, session: Session) -> list[str]:
+    """The tools a session's chat turns offer: its own list, else every chat tool."""
+    return list(session.tools) if session.tools is not None else deps.tools.chat_names
+
+
+async def _compact_now(deps: Deps, job: Job, tool_names: list[str]) -> int:
     return await compact_session(
         settings=deps.settings,
         database=job_database(deps, job),
@@ -165,29 +171,15 @@ async def _compact_now(deps: Deps, job: Job) -> int:
         session_id=job.session_id,
         job_id=job.id,
         turn=job.turn,
+        offers_task_list="TaskList" in tool_names,
     )
 
 
-def _compact_when_full(deps: Deps, job: Job) -> AfterResponse:
-    """The chat's context action: at the force threshold, compact and go on. If the
-    compaction fails the turn goes on regardless (the failure is an event)."""
-
-    async def after(request: LLMRequest, response: LLMResponse, iteration: int) -> bool:
-        ratio = context_ratio(response.usage, deps.settings.context_window_tokens)
-        if ratio < deps.settings.context_force_ratio:
-            return False
-        try:
-            await _compact_now(deps, job)
-        except CompactionFailed as exc:
-            logger.warning("job %s: automatic compaction failed: %s", job.id, exc.detail)
-        return False
-
-    return after
-
-
 async def run_compact(deps: Deps, job: Job) -> Outcome:
+    async with deps.database.read() as db:
+        session = await get_session(db, job.tenant, job.session_id)
     try:
-        segment = await _compact_now(deps, job)
+        segment = await _compact_now(deps, job, session_tools(deps, session))
     except CompactionFailed as exc:
         return Outcome(
             "failed", error=problem("compaction-failed", "Compaction failed", exc.detail)

@@ -21,32 +21,32 @@ from app.db.repositories.sessions import SessionRepository
 from app.db.types import utcnow
 from app.domain.items import Origin, user_text
 from app.domain.tasks import TASK_WRITE_TOOLS, render_snapshot
-from app.engine.context import ContextManager, Thresholds
 from app.engine.instruction import CommentView, render_enriched_instruction
-from app.engine.llm import LLMRequest, LLMResponse
-from app.engine.loop import CANCELLED, AfterResponse, TurnConfig, close_dangling_tool_uses, run_turn
+from app.engine.loop import CANCELLED, TurnConfig, close_dangling_tool_uses, run_turn
 from app.engine.pieces import ABORT, ASK, COMPLETE, WAIT_SUBTASKS, Movement, Piece
-from app.engine.truncation import estimate_tokens
 from app.services.comments import Author, comments_of, post_comment
-from app.services.events import record_event
 from app.services.items import append_item
 from app.services.jobs import TERMINAL
 from app.services.piece_jobs import submit_job, workspace_of
 from app.services.tasks import load_store
 from app.tools.paths import Workspace
-from app.tools.registry import ToolContext, ToolError
+from app.tools.registry import ToolError
 from app.tools.transition import SPAWN_SUBTASK, TRANSITION
-from app.worker.handlers import Deps, Outcome, job_database, problem, tool_context
+from app.worker.context_policy import MovementContext
+from app.worker.handlers import (
+    Deps,
+    Outcome,
+    context_exhausted,
+    job_database,
+    problem,
+    tool_context,
+)
 from app.worker.job_session import JobSession
 from app.worker.reminder import TaskReminder
 from app.worker.turn_store import DbTurnStore, HubTurnEvents
 
 logger = logging.getLogger("strata.pieces")
 
-WRAP_UP = (
-    "Your context is {percent}% full. Wrap up this step now: finish what is essential "
-    "and call `transition` with a summary and the lessons the next step needs."
-)
 MUST_TRANSITION = (
     "This step is not over until you call the `transition` tool. Call it now with the "
     "next step, a summary, and lessons."
@@ -262,60 +262,6 @@ async def movement_prompt(
     return "\n\n".join(parts)
 
 
-def _context_actions(
-    deps: Deps,
-    job: Job,
-    piece: Piece,
-    movement: Movement,
-    gateway: MovementGateway,
-    ctx: ToolContext,
-    store: DbTurnStore,
-) -> AfterResponse:
-    settings = deps.settings
-    manager = ContextManager(
-        settings.context_window_tokens,
-        Thresholds(
-            warn=settings.context_warn_ratio,
-            prompt=settings.context_prompt_ratio,
-            force=settings.context_force_ratio,
-            exhausted=settings.context_exhausted_ratio,
-        ),
-    )
-
-    async def after(request: LLMRequest, response: LLMResponse, iteration: int) -> bool:
-        chars = sum(len(block.model_dump_json()) for m in request.messages for block in m.content)
-        usage = response.usage
-        actions = manager.observe(
-            iteration=iteration,
-            input_tokens=usage.context_tokens if usage.input_tokens else None,
-            prompt_chars=chars,
-        )
-        ctx.extras["available_tokens"] = manager.available_tokens()
-        stop = False
-        for action in actions:
-            await _record_context_event(deps, job, movement, action, manager.ratio)
-            if action == "prompt":
-                await store.append(
-                    user_text(WRAP_UP.format(percent=int(manager.ratio * 100))), Origin.system
-                )
-            elif action == "force_transition" and gateway.result is None:
-                summary = f"forced: the context reached {manager.ratio:.0%} of the window"
-                gateway.result = Transition(piece.forced_step(movement), summary, None, forced=True)
-                stop = True
-        return stop
-
-    return after
-
-
-async def _record_context_event(
-    deps: Deps, job: Job, movement: Movement, action: str, ratio: float
-) -> None:
-    data = {"job_id": job.id, "movement": movement.name, "ratio": round(ratio, 4)}
-    await job_database(deps, job).write(
-        lambda db: record_event(db, job.session_id, f"context.{action}", data, job_id=job.id)
-    )
-
-
 async def run_movement(
     deps: Deps, job: Job, piece: Piece, movement: Movement, state: PieceState, workspace: Workspace
 ) -> Transition | Outcome | None:
@@ -337,19 +283,24 @@ async def run_movement(
             names.append(SPAWN_SUBTASK)
     held = JobSession(job_database(deps, job), job)
     store = DbTurnStore(held)
-    ctx = tool_context(
-        deps,
-        held,
-        piece=gateway,
-        extras={
-            "workspace": workspace,
-            # until a response is measured: the window less an estimate of the prompt
-            "available_tokens": max(
-                0, deps.settings.context_window_tokens - estimate_tokens(prompt)
-            ),
-        },
-    )
+    ctx = tool_context(deps, held, piece=gateway, extras={"workspace": workspace})
     reminders = [TaskReminder(deps.settings, store)] if TASK_WRITE_TOOLS & set(names) else []
+
+    def force(ratio: float) -> None:
+        if gateway.result is None:
+            summary = f"forced: the context reached {ratio:.0%} of the window"
+            gateway.result = Transition(piece.forced_step(movement), summary, None, forced=True)
+
+    # one per movement, across its nudges: each threshold fires (and is recorded) once
+    context = MovementContext(
+        deps.settings,
+        job_database(deps, job),
+        session_id=job.session_id,
+        job_id=job.id,
+        movement=movement.name,
+        store=store,
+        force=force,
+    )
     nudges = 0
     while True:
         config = TurnConfig(
@@ -359,7 +310,7 @@ async def run_movement(
             max_iterations=movement.max_iterations,
             max_tokens=deps.settings.llm_max_tokens,
             interceptors=reminders,
-            after_response=_context_actions(deps, job, piece, movement, gateway, ctx, store),
+            context=context,
         )
         outcome = await run_turn(
             deps.llm, store, deps.tools, ctx, config, HubTurnEvents(deps.hub, job)
@@ -371,6 +322,8 @@ async def run_movement(
             return gateway.result
         if movement.ends_on == "end_turn" and outcome.status == "completed":
             return Transition(COMPLETE, outcome.final_text, None)
+        if outcome.status == "context_exhausted":
+            return Outcome("failed", error=context_exhausted(outcome.detail))
         if outcome.status == "max_iterations":
             detail = (
                 f"step {movement.name!r} made {outcome.iterations} LLM calls without "
