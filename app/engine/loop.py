@@ -14,7 +14,7 @@ from typing import Literal, Protocol
 from app.domain.items import AssistantMessage, ItemPayload, Origin, ToolResult, ToolUseBlock
 from app.engine.llm import LLM, LLMRequest, LLMResponse, Usage, text_of
 from app.engine.requests import to_messages, turn_is_answered, unanswered_tool_uses
-from app.tools.registry import ToolContext, ToolOutput, ToolRegistry
+from app.engine.tools import ToolContext, ToolOutput, ToolRegistry
 
 Interceptor = Callable[[LLMRequest], Awaitable[LLMRequest]]
 AfterResponse = Callable[[LLMRequest, LLMResponse, int], Awaitable[bool]]

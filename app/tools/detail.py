@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.tools.registry import Tool, ToolContext, ToolError
+from app.engine.tools import Tool, ToolContext, ToolError
 
 
 class DetailArgs(BaseModel):

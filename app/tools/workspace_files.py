@@ -1,14 +1,18 @@
 """Read, Write, Edit, Glob and Grep over a job's workspace.
 
 Every path goes through `Workspace.resolve`, so nothing outside the workspace can be
-read, written or listed. The workspace and the token budget come from the tool context:
-`ctx.extras["workspace"]` (a `Workspace`) and `ctx.extras.get("available_tokens")`; each
-result is kept within `result_budget(available)` tokens, and a result that was cut says
-so and how to get the rest.
+read, written or listed. The workspace and the token budget come from the tool context
+(`ctx.workspace`, `ctx.available_tokens`); each result is kept within
+`result_budget(available)` tokens, and a result that was cut says so and how to get the
+rest.
 
 Writes: anywhere in the workspace except `logs/`, which the runner keeps (lessons, its
-own records) and the agent must not forge. `input/` is writable too: the agent may
-prepare or fix input for a later step, and the user's upload stays in the job's history.
+own records) and the agent must not forge, with one exception: checklists,
+`logs/checklists/<name>.json` (not `tasks.json`, the runner's copy of the task list),
+which the next movement is shown. `input/` is writable too (the agent may prepare or fix
+input for a later step), except `input/subtasks/`, the copies of subtasks' outputs.
+No path may go through a `.git` folder: git runs in the workspace after verify
+movements, and a forged git configuration must not be able to run anything there.
 
 File work runs in a worker thread so a large file does not block the event loop.
 """
@@ -26,9 +30,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.engine.tools import Tool, ToolContext, ToolError
 from app.engine.truncation import estimate_tokens, result_budget, truncate_read
-from app.tools.paths import Workspace
-from app.tools.registry import Tool, ToolContext, ToolError
+from app.engine.workspace import Workspace
 
 _BINARY_SNIFF_BYTES = 8192
 _READ_CHUNK_CHARS = 1 << 20
@@ -48,19 +52,15 @@ class ResultBudget:
     min_tokens: int = 1_000
 
     def tokens(self, ctx: ToolContext) -> int:
-        available = ctx.extras.get("available_tokens")
-        if not isinstance(available, int):
-            available = None
         return result_budget(
-            available, ratio=self.ratio, cap=self.max_tokens, floor=self.min_tokens
+            ctx.available_tokens, ratio=self.ratio, cap=self.max_tokens, floor=self.min_tokens
         )
 
 
 def context_workspace(ctx: ToolContext) -> Workspace:
-    workspace = ctx.extras.get("workspace")
-    if not isinstance(workspace, Workspace):
+    if ctx.workspace is None:
         raise ToolError("workspace tools need a job workspace")
-    return workspace
+    return ctx.workspace
 
 
 # ------------------------------------------------------------------ inputs
@@ -135,8 +135,22 @@ def _is_binary(head: bytes) -> bool:
 
 def _writable(workspace: Workspace, path: Path, shown: str) -> None:
     relative = workspace.relative(path)
-    if relative == "logs" or relative.startswith("logs/"):
-        raise ToolError(f"{shown!r} is in logs/, which the runner keeps; write to output/ instead")
+    parts = PurePosixPath(relative).parts
+    if ".git" in parts:
+        raise ToolError(f"{shown!r} is inside a .git folder, which tools do not write")
+    if parts[:2] == ("input", "subtasks"):
+        raise ToolError(f"{shown!r} is a copy of a subtask's output, kept read-only")
+    checklist = (
+        len(parts) == 3
+        and parts[:2] == ("logs", "checklists")
+        and parts[2].endswith(".json")
+        and parts[2] != "tasks.json"
+    )
+    if parts[:1] == ("logs",) and not checklist:
+        raise ToolError(
+            f"{shown!r} is in logs/, which the runner keeps; write to output/ instead "
+            "(checklists go to logs/checklists/<name>.json)"
+        )
     if path == workspace.root or path.is_dir():
         raise ToolError(f"{shown!r} is a directory; give a file path")
 

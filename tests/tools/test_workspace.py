@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
+from app.engine.tools import ToolContext, ToolOutput, ToolRegistry
 from app.engine.truncation import CHARS_PER_TOKEN, TRUNCATION_MARKER
-from app.tools.paths import Workspace
-from app.tools.registry import ToolContext, ToolOutput, ToolRegistry
+from app.engine.workspace import Workspace
+from app.tools.sandbox import SANDBOX_ROOT, bwrap_works
 from app.tools.workspace import WORKSPACE_TOOL_NAMES, ResultBudget, workspace_tools
 
 ESCAPES = [
@@ -64,10 +65,9 @@ async def call(
     **raw: Any,
 ) -> ToolOutput:
     registry = registry or make_registry()
-    extras: dict[str, Any] = {"available_tokens": available_tokens}
-    if ws is not None:
-        extras["workspace"] = ws
-    ctx = ToolContext(tenant="t", session_id="s", job_id="j", extras=extras)
+    ctx = ToolContext(
+        tenant="t", session_id="s", job_id="j", workspace=ws, available_tokens=available_tokens
+    )
     return await registry.run(ctx, name, raw, registry.names, tool_use_id="toolu_1")
 
 
@@ -372,7 +372,7 @@ async def test_bash_runs_in_the_workspace(ws: Workspace) -> None:
     result = await call(ws, "Bash", command="pwd; ls input; echo oops >&2; exit 3")
     assert not result.is_error
     assert result.content.splitlines() == [
-        str(ws.root),
+        SANDBOX_ROOT if bwrap_works() else str(ws.root),
         "dangling",
         "data.csv",
         "link_dir",
@@ -392,7 +392,7 @@ async def test_bash_minimal_environment(ws: Workspace, monkeypatch: pytest.Monke
     assert "secret" not in result.content and "leak" not in result.content
     assert not any(name.startswith(("ANTHROPIC_", "STRATA_")) for name in env)
     assert env["PATH"] == "/usr/bin:/bin"
-    assert env["HOME"] == str(ws.root)
+    assert env["HOME"] == (SANDBOX_ROOT if bwrap_works() else str(ws.root))
     assert env["LANG"] == "C.UTF-8"
     assert set(env) <= {"PATH", "HOME", "LANG", "PWD", "SHLVL", "OLDPWD", "_"}
 

@@ -2,18 +2,25 @@
 
 The model only ever sees text back. Invalid input, unknown names and exceptions
 become `is_error` results it can read and correct, never a crashed turn.
+
+The registry and the context live with the engine (the agent loop runs tools through
+them); the builtin tools in `app.tools` implement them, so `app.engine` never imports
+`app.tools`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field, replace
-from typing import Any, Generic, Protocol, TypeVar
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from app.engine.llm import ToolSpec
+
+if TYPE_CHECKING:
+    from app.engine.workspace import Workspace
 
 logger = logging.getLogger("strata.tools")
 
@@ -31,7 +38,11 @@ class ToolContext:
     tasks: TaskGateway | None = None
     memory: MemoryGateway | None = None
     piece: PieceGateway | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    # a job's workspace, for the workspace tools (None: they answer that they need one)
+    workspace: Workspace | None = None
+    # tokens still free in the context window, the base of a tool result's budget
+    # (None: no context manager watches this loop, the budget's cap applies)
+    available_tokens: int | None = None
 
 
 @dataclass(frozen=True)
