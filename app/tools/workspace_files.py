@@ -72,6 +72,11 @@ class ReadInput(BaseModel):
     path: str = Field(description="File path relative to the workspace, e.g. 'input/data.csv'.")
     offset: int = Field(default=1, ge=1, description="First line to show (1-based).")
     limit: int | None = Field(default=None, ge=1, description="How many lines to show.")
+    char_offset: int = Field(
+        default=0,
+        ge=0,
+        description="Characters of the first line to skip: reads on inside a long line.",
+    )
 
 
 class WriteInput(BaseModel):
@@ -252,6 +257,46 @@ def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
 # ------------------------------------------------------------------ Read
 
 
+def _skip_lines(text: io.TextIOWrapper, args: ReadInput, shown: str) -> int:
+    """Move to the start of line `args.offset`; returns the characters skipped."""
+    line, in_line, skipped = 1, False, 0
+    while line < args.offset:
+        chunk = text.readline(_READ_CHUNK_CHARS)
+        if not chunk:
+            lines = line - 1 + in_line
+            raise ToolError(f"{shown!r} has {lines} lines; offset {args.offset} is past the end")
+        skipped += len(chunk)
+        in_line = not chunk.endswith("\n")
+        line += not in_line
+    return skipped
+
+
+def _skip_chars(text: io.TextIOWrapper, args: ReadInput, shown: str) -> int:
+    """Move `args.char_offset` characters into the line; returns them."""
+    left = args.char_offset
+    while left:
+        chunk = text.readline(min(left, _READ_CHUNK_CHARS))
+        if not chunk or chunk.endswith("\n"):
+            length = args.char_offset - left + len(chunk.rstrip("\n"))
+            raise ToolError(
+                f"line {args.offset} of {shown!r} has {length} characters; char_offset "
+                f"{args.char_offset} is past its end"
+            )
+        left -= len(chunk)
+    return args.char_offset
+
+
+def _count_rest(text: io.TextIOWrapper) -> tuple[int, int, bool]:
+    """Characters and line breaks left in the file, and whether it ends with one."""
+    chars = breaks = 0
+    last = ""
+    while chunk := text.read(_READ_CHUNK_CHARS):
+        chars += len(chunk)
+        breaks += chunk.count("\n")
+        last = chunk[-1]
+    return chars, breaks, last == "\n"
+
+
 def _read(workspace: Workspace, args: ReadInput, budget: int) -> str:
     path = workspace.resolve(args.path, must_exist=True)
     shown = args.path
@@ -264,46 +309,49 @@ def _read(workspace: Workspace, args: ReadInput, budget: int) -> str:
             raise ToolError(f"{shown!r} looks like a binary file ({size} bytes); Read shows text")
         raw.seek(0)
         text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="\n")
-        line, in_line = 1, False
-        while line < args.offset:
-            chunk = text.readline(_READ_CHUNK_CHARS)
-            if not chunk:
-                lines = line - 1 + in_line
-                raise ToolError(
-                    f"{shown!r} has {lines} lines; offset {args.offset} is past the end"
-                )
-            in_line = not chunk.endswith("\n")
-            line += not in_line
+        before = _skip_lines(text, args, shown) + _skip_chars(text, args, shown)
         parts: list[str] = []
-        size, complete, more = 0, 0, False
-        while args.limit is None or complete < args.limit:
-            if size >= max_chars:
-                more = bool(text.read(1))
-                break
+        size, complete = 0, 0
+        while (args.limit is None or complete < args.limit) and size < max_chars:
             chunk = text.readline(min(_READ_CHUNK_CHARS, max_chars - size))
             if not chunk:
                 break
             parts.append(chunk)
             size += len(chunk)
             complete += chunk.endswith("\n")
-        else:
-            more = bool(text.read(1))
+        rest, rest_breaks, ends_with_break = _count_rest(text)
     content = "".join(parts)
     if not content:
         if args.offset > 1:
             raise ToolError(f"{shown!r} has {args.offset - 1} lines; offset is past the end")
         return f"({shown} is empty)"
+    # the file's true totals, however little of it was collected (defect 10)
+    file_chars = before + size + rest
+    ends = ends_with_break if rest else content.endswith("\n")
+    file_lines = args.offset - 1 + content.count("\n") + rest_breaks + (0 if ends else 1)
     note = ""
-    if more:
+    if rest:
         last = args.offset + complete - 1
         if content.endswith("\n"):
             note = (
-                f"\n[Showing lines {args.offset}-{last}; the file goes on. To read on, use "
-                f"Read with offset={last + 1}.]"
+                f"\n[Showing lines {args.offset}-{last} of {file_lines}; the file goes on. To "
+                f"read on, use Read with offset={last + 1}.]"
             )
         else:
-            note = f"\n[Line {last + 1} goes on beyond what is shown; use Grep to find parts.]"
-    cut = truncate_read(content, budget - estimate_tokens(note), offset_line=args.offset)
+            line_start = content.rfind("\n") + 1
+            column = len(content) - line_start + (args.char_offset if not complete else 0)
+            note = (
+                f"\n[Line {last + 1} goes on beyond what is shown; to read on, use Read with "
+                f"offset={last + 1} and char_offset={column}.]"
+            )
+    cut = truncate_read(
+        content,
+        budget - estimate_tokens(note),
+        offset_line=args.offset,
+        char_offset=args.char_offset,
+        file_lines=file_lines,
+        file_chars=file_chars,
+    )
     if cut.truncated:
         return cut.text
     return content + note
@@ -390,6 +438,7 @@ def _grep(workspace: Workspace, args: GrepInput, budget: int) -> str:
     base = workspace.resolve(args.path, must_exist=True)
     files = list(workspace.iter_files(base)) if base.is_dir() else [base]
     matches: list[str] = []
+    cut_lines = 0
     for file in files:
         relative = workspace.relative(file)
         if name_filter is not None:
@@ -398,7 +447,12 @@ def _grep(workspace: Workspace, args: GrepInput, budget: int) -> str:
         for number, line in _text_lines(file):
             if regex.search(line):
                 if len(line) > _GREP_LINE_MAX_CHARS:
-                    line = line[:_GREP_LINE_MAX_CHARS] + " […]"
+                    cut_lines += 1
+                    more = len(line) - _GREP_LINE_MAX_CHARS
+                    line = (
+                        f"{line[:_GREP_LINE_MAX_CHARS]} […line cut: {more} more characters; "
+                        f"Read offset={number} char_offset={_GREP_LINE_MAX_CHARS}]"
+                    )
                 matches.append(f"{relative}:{number}:{line}")
                 if len(matches) >= _GREP_MAX_MATCHES:
                     break
@@ -408,6 +462,11 @@ def _grep(workspace: Workspace, args: GrepInput, budget: int) -> str:
         return f"no matches for {args.pattern!r} in {args.path!r}"
     stopped = len(matches) >= _GREP_MAX_MATCHES
     total = f"at least {len(matches)}" if stopped else str(len(matches))
+    if cut_lines:
+        matches.append(
+            f"[{cut_lines} matching line{'s' if cut_lines > 1 else ''} longer than "
+            f"{_GREP_LINE_MAX_CHARS} characters cut, each marked; Read them with char_offset.]"
+        )
     if stopped:
         matches.append(f"[Search stopped after {_GREP_MAX_MATCHES} matching lines.]")
     return _fit_lines(
@@ -456,8 +515,8 @@ def file_tools(budget: ResultBudget | None = None) -> list[Tool[Any]]:
             "Read",
             "Read a text file of the job's workspace (paths relative to it: input/ holds the "
             "user's files, output/ your results). offset is the first line (1-based), limit "
-            "the number of lines. Long files are cut to fit and the result says how to read "
-            "on.",
+            "the number of lines, char_offset the characters of the first line to skip (for "
+            "long lines). Long files are cut to fit and the result says how to read on.",
             ReadInput,
             _read,
             budget,

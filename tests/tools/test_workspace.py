@@ -232,6 +232,58 @@ async def test_read_one_enormous_line_is_cut_at_a_character(ws: Workspace) -> No
     assert len(body) > 1000 and text.startswith(body)
 
 
+async def test_read_notes_the_true_totals_of_a_file_larger_than_it_collected(
+    ws: Workspace,
+) -> None:
+    """Defect 10: "lines 1-2606 of 5218 (… of 480000 characters)" for 6,000 lines and
+    552,000 characters: the totals were those of the part Read had collected."""
+    lines = [f"{n:06d} " + "r" * 84 + "\n" for n in range(1, 6001)]  # 92 characters each
+    (ws.root / "input" / "big.txt").write_text("".join(lines))
+
+    result = await call(ws, "Read", path="input/big.txt", available_tokens=100_000)
+
+    assert re.search(r"showing lines 1-\d+ of 6000 \(\d+ of 552000 characters\)", result.content)
+
+
+async def test_read_takes_a_character_offset_to_read_on_inside_a_long_line(
+    ws: Workspace,
+) -> None:
+    """Defect 10: a long single-line file could not be read past the first cut."""
+    text = "".join(f"<{n:07d}>" for n in range(60_000))  # 540,000 characters, one line
+    (ws.root / "input" / "one-line.json").write_text(text)
+    first = await call(ws, "Read", path="input/one-line.json", available_tokens=4000)
+    go_on = re.search(r"offset=1 and char_offset=(\d+)", first.content)
+    assert go_on, first.content[-300:]
+    offset = int(go_on.group(1))
+
+    second = await call(
+        ws, "Read", path="input/one-line.json", char_offset=offset, available_tokens=4000
+    )
+
+    assert second.content.startswith(text[offset : offset + 1000])
+    assert first.content.startswith(text[:offset])
+    assert f"of {len(text)}" in second.content
+
+
+async def test_a_character_offset_past_the_end_of_its_line_is_an_error(ws: Workspace) -> None:
+    result = await call(ws, "Read", path="input/notes.txt", offset=2, char_offset=10)
+
+    assert result.is_error
+    assert "line 2 of 'input/notes.txt' has 4 characters" in result.content
+
+
+async def test_grep_marks_a_cut_line_and_says_how_to_read_it(ws: Workspace) -> None:
+    """Defect 10: Grep cut lines at 400 characters silently."""
+    (ws.root / "input" / "wide.txt").write_text("short NEEDLE\n" + "NEEDLE " + "w" * 993 + "\n")
+
+    result = await call(ws, "Grep", pattern="NEEDLE", path="input/wide.txt")
+
+    first, second, note = result.content.splitlines()
+    assert first == "input/wide.txt:1:short NEEDLE"
+    assert second.endswith("[…line cut: 600 more characters; Read offset=2 char_offset=400]")
+    assert "1 matching line longer than 400 characters cut" in note
+
+
 async def test_read_without_context_manager_uses_the_cap(ws: Workspace) -> None:
     (ws.root / "input" / "mid.txt").write_text("x" * 50 + "\n" * 2000)
     result = await call(ws, "Read", path="input/mid.txt", available_tokens=None)
