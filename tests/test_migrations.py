@@ -152,7 +152,11 @@ def test_the_job_kind_is_backfilled_from_the_old_piece_names(
     with sync_engine.begin() as connection:
         connection.execute(
             text(
-                "INSERT INTO sessions (id, tenant, metadata, last_seq, current_turn, current_segment, input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, llm_requests, last_task_write_request, last_reminder_request, source, created_at, updated_at) VALUES ('s', 't', '{}', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 'strata', '2026-01-01', '2026-01-01')"
+                "INSERT INTO sessions (id, tenant, metadata, last_seq, current_turn, "
+                "current_segment, input_tokens, output_tokens, cache_read_tokens, "
+                "cache_creation_tokens, llm_requests, last_task_write_request, "
+                "last_reminder_request, source, created_at, updated_at) VALUES ('s', 't', "
+                "'{}', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 'strata', '2026-01-01', '2026-01-01')"
             )
         )
         for number, piece in enumerate(["chat", "compact", "summarize", "default"], start=1):
