@@ -98,8 +98,16 @@ async def git_excerpt(workspace: Workspace, confinement: Confinement, limit: int
         [*prefix, "--no-pager", "diff", "--no-ext-diff", "--no-textconv", "--stat", "--patch"],
     )
     shown = "." if where == "." else f"{where}/"
-    text = f"$ git status ({shown})\n{status}\n$ git diff\n{diff or '(no unstaged changes)'}"
+    text = (
+        f"$ git status ({shown})\n{_indented(status)}\n"
+        f"$ git diff\n{_indented(diff or '(no unstaged changes)')}"
+    )
     return _cut(text, limit)
+
+
+def _indented(output: str) -> str:
+    # a code block: git's own "## branch" line must not read as a heading of the prompt
+    return "\n".join(f"    {line}" for line in output.splitlines())
 
 
 async def _git(workspace: Workspace, confinement: Confinement, argv: list[str]) -> str:
