@@ -16,6 +16,7 @@ from typing import Any
 from app.db.engine import Database
 from app.db.models import Event
 from app.db.repositories.events import EventRepository
+from app.domain.jobs import TERMINAL
 from app.db.repositories.items import ItemRepository
 from app.services.live import LiveHub, LiveSignal
 
@@ -101,7 +102,7 @@ async def event_stream(
 
 
 def _ended(data: dict[str, Any]) -> bool:
-    return data.get("status") in {"succeeded", "failed", "cancelled"}
+    return data.get("status") in TERMINAL
 
 
 def _matches(signal: LiveSignal, session_id: str | None, job_id: str | None) -> bool:

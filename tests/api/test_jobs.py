@@ -17,7 +17,10 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Event, Job
+from app.services.auth import LOCAL_TENANT
 from app.services.comments import Author, post_comment
+from app.services.jobs import get_job
+from app.services.piece_jobs import submit_job as submit_job_row
 from tests.fakes.messages_api import FakeMessagesAPI, tool_use
 from tests.support.apps import serve
 from tests.support.chat import new_session, submit_job, wait_status
@@ -473,3 +476,37 @@ async def test_a_user_comment_on_a_waiting_job_requeues_it(
         "running",
         "aborted",
     ]
+
+
+# ------------------------------------------------------------------ subtasks
+
+
+async def test_cancelling_a_job_cancels_its_subtasks_at_every_depth(
+    quiet: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    """Defect 4: cancel did not reach subtasks (here a child and its own child)."""
+    app, client = quiet
+    runtime = app.state.runtime
+    piece = runtime.pieces.get("default")
+    parent = await submit_job(client)
+
+    async def spawn(parent_id: str) -> str:
+        async def work(db: AsyncSession) -> str:
+            above = await get_job(db, LOCAL_TENANT, parent_id)
+            child = await submit_job_row(
+                db, LOCAL_TENANT, instruction="x", piece=piece, parent=above
+            )
+            return child.id
+
+        return str(await runtime.database.write(work))
+
+    child = await spawn(parent["id"])
+    grandchild = await spawn(child)
+    other = await submit_job(client)  # not a subtask: left alone
+
+    cancelled = await client.post(f"/jobs/{parent['id']}/cancel")
+
+    assert cancelled.json()["status"] == "cancelled"
+    for job_id in (child, grandchild):
+        assert (await client.get(f"/jobs/{job_id}")).json()["status"] == "cancelled"
+    assert (await client.get(f"/jobs/{other['id']}")).json()["status"] == "queued"

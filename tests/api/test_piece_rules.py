@@ -8,6 +8,7 @@ subtasks are owned; checklists and the git excerpt reach the next movement.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 from collections.abc import Callable
@@ -481,3 +482,16 @@ async def test_after_a_verify_movement_the_next_one_gets_a_git_excerpt(
     excerpt = section(prompt_of(fake_llm.requests[3].body), "Workspace changes (git)")
     assert "     M report.md" in excerpt
     assert "    +SECOND LINE" in excerpt
+
+
+async def test_the_event_stream_of_an_aborted_job_ends(
+    app_client: Strata, fake_llm: FakeMessagesAPI
+) -> None:
+    """`aborted` is a terminal status like the others: a job's stream ends with it."""
+    _, client = app_client
+    fake_llm.reply(transition("ABORT", "stop"))
+    job = await finish(client, (await submit_job(client))["id"])
+
+    response = await asyncio.wait_for(client.get(f"/jobs/{job['id']}/events"), timeout=20)
+
+    assert '"status":"aborted"' in response.text.replace(" ", "")

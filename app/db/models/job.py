@@ -28,7 +28,7 @@ class Job(SQLModel, table=True):
         sa_column=Column(String(40), ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False)
     )
     # which handler runs it (app.domain.jobs.JobKind); only `piece` jobs name a piece
-    kind: str = Field(max_length=20)
+    kind: str = Field(default="chat", max_length=20)
     piece: str | None = Field(default=None, max_length=100)
     # "session": runs alone and in order within its session (turns, compaction);
     # "background": runs beside them (memory summaries), never delaying a reply
