@@ -16,8 +16,8 @@ from typing import Any
 from app.db.engine import Database
 from app.db.models import Event
 from app.db.repositories.events import EventRepository
-from app.domain.jobs import TERMINAL
 from app.db.repositories.items import ItemRepository
+from app.domain.jobs import TERMINAL
 from app.services.live import LiveHub, LiveSignal
 
 BATCH = 200
