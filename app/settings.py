@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 from zoneinfo import ZoneInfo
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
@@ -122,6 +123,14 @@ class Settings(BaseSettings):
     job_comments_in_prompt: int = 5
     job_comment_max_chars: int = 500
     lessons_max_chars: int = 2000
+    # feedback a checking movement sends back to an earlier one, capped like the lessons
+    feedback_max_chars: int = Field(default=2000, ge=100)
+    # movements a piece job may run (its piece's `max_movements` wins); then it is aborted
+    job_max_movements: int = Field(default=30, ge=1)
+    # the checklists of logs/checklists/*.json shown to the next movement, in characters
+    checklists_max_chars: int = Field(default=2000, ge=100)
+    # the `git status` / diff excerpt handed on after a verify movement, in characters
+    git_excerpt_max_chars: int = Field(default=2000, ge=100)
     job_lease_seconds: float = 30.0
     job_heartbeat_seconds: float = 10.0
 
@@ -129,6 +138,17 @@ class Settings(BaseSettings):
     pieces_dir: Path | None = None
     bash_tool_enabled: bool = False
     bash_timeout_seconds: float = 60.0
+    # limits of each Bash command (0: unlimited): CPU seconds, address space, the largest
+    # file it may write, processes of the server's user (not applied by Linux to root)
+    bash_cpu_seconds: int = Field(default=60, ge=0)
+    bash_memory_bytes: int = Field(default=2 * 1024**3, ge=0)
+    bash_file_size_bytes: int = Field(default=256 * 1024**2, ge=0)
+    bash_max_processes: int = Field(default=256, ge=0)
+    # "auto": bubblewrap when it works here, else limits only; "bwrap": refuse to run
+    # Bash without it; "none": never
+    bash_sandbox: Literal["auto", "bwrap", "none"] = "auto"
+    # let a bubblewrap-confined command use the network
+    bash_network: bool = False
     max_workspace_file_bytes: int = 16 * 1024 * 1024
 
     # --- the runner (ours) --------------------------------------------------

@@ -152,3 +152,46 @@ def test_an_appended_item_lists_every_column_of_the_items_table_but_its_id() -> 
     columns = [c.name for c in Item.__table__.columns if c.name != "id"]  # type: ignore[attr-defined]
 
     assert list(AppendedItem._fields) == columns
+
+
+def test_the_job_kind_is_backfilled_from_the_old_piece_names(
+    fresh_url: str, sync_engine: Engine
+) -> None:
+    """Chat, compaction and summary jobs were told apart by their piece name."""
+    from alembic import command
+
+    from app.db.migrate import alembic_config
+
+    command.upgrade(alembic_config(fresh_url), "5b1e7c3d9a20")
+    with sync_engine.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO sessions (id, tenant, metadata, last_seq, current_turn, "
+                "current_segment, input_tokens, output_tokens, cache_read_tokens, "
+                "cache_creation_tokens, llm_requests, last_task_write_request, "
+                "last_reminder_request, source, created_at, updated_at) VALUES ('s', 't', "
+                "'{}', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 'strata', '2026-01-01', '2026-01-01')"
+            )
+        )
+        for number, piece in enumerate(["chat", "compact", "summarize", "default"], start=1):
+            connection.execute(
+                text(
+                    "INSERT INTO jobs (number, id, tenant, session_id, piece, lane, status, "
+                    "state, input, input_tokens, output_tokens, cache_read_tokens, "
+                    "cache_creation_tokens, attempts, cancel_requested, created_at, updated_at) "
+                    "VALUES (:n, :id, 't', 's', :piece, 'session', 'succeeded', '{}', '{}', "
+                    "0, 0, 0, 0, 0, false, '2026-01-01', '2026-01-01')"
+                ),
+                {"n": number, "id": f"job_{piece}", "piece": piece},
+            )
+
+    upgrade_to_head(fresh_url)
+
+    with sync_engine.connect() as connection:
+        rows = connection.execute(text("SELECT id, kind, piece FROM jobs ORDER BY number"))
+        assert [tuple(row) for row in rows] == [
+            ("job_chat", "chat", None),
+            ("job_compact", "compaction", None),
+            ("job_summarize", "summary", None),
+            ("job_default", "piece", "default"),
+        ]

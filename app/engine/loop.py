@@ -33,8 +33,8 @@ from app.engine.llm import (
     text_of,
 )
 from app.engine.requests import Conversation, turn_is_answered, unanswered_tool_uses
+from app.engine.tools import ToolContext, ToolOutput, ToolRegistry
 from app.engine.truncation import ResponseBudget
-from app.tools.registry import ToolContext, ToolOutput, ToolRegistry
 
 Interceptor = Callable[[LLMRequest], Awaitable[LLMRequest]]
 

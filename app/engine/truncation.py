@@ -105,19 +105,31 @@ def _read_lines_note(first: int, count: int, last: int, shown: int, total: int) 
     )
 
 
-def _read_chars_note(shown: int, total: int, line: int) -> str:
+def _read_chars_note(first: int, shown: int, total: int, line: int, column: int) -> str:
     return (
-        f"\n{TRUNCATION_MARKER}: showing characters 1-{shown} of {total}; the text has few "
-        f"line breaks. It continues at character offset {shown} (in line {line}); use Grep "
-        "to find the part you need, or Read a later line with offset=<line>.]"
+        f"\n{TRUNCATION_MARKER}: showing characters {first + 1}-{first + shown} of {total}; "
+        f"the text has few line breaks. To read on, use Read with offset={line} and "
+        f"char_offset={column} (it skips the first {column} characters of line {line}), or "
+        "Grep to find the part you need.]"
     )
 
 
-def truncate_read(content: str, budget_tokens: int, *, offset_line: int = 1) -> Truncated:
+def truncate_read(
+    content: str,
+    budget_tokens: int,
+    *,
+    offset_line: int = 1,
+    char_offset: int = 0,
+    file_lines: int | None = None,
+    file_chars: int | None = None,
+) -> Truncated:
     """Cut a file's content (as ``Read`` returns it) to the budget, note included.
 
-    ``offset_line`` is the file line number of the content's first line, so the note can
-    name real line numbers and the offset to continue from.
+    ``offset_line`` is the file line number of the content's first line and
+    ``char_offset`` the character of that line the content starts at, so the note can
+    name real positions to continue from. ``file_lines`` and ``file_chars`` are the
+    whole file's totals when ``content`` is only part of it (the note says "of" them);
+    by default the content's own.
 
     Whole lines are kept from the start, so the model can continue exactly with
     ``Read(offset=..., limit=...)``. When the text has few line breaks (the first line
@@ -131,12 +143,13 @@ def truncate_read(content: str, budget_tokens: int, *, offset_line: int = 1) -> 
         return Truncated(text=content, truncated=False, shown_chars=total, total_chars=total)
 
     lines = _lines(content)
-    last = offset_line + len(lines) - 1
+    last = max(file_lines or 0, offset_line + len(lines) - 1)
+    whole = max(file_chars or 0, total)
     # Every number in the real note is at most its value here, so the real note is no
     # longer than this one: reserving its length keeps the result inside the budget.
-    worst = _read_lines_note(last, last, last, total, total)
+    worst = _read_lines_note(last, last, last, whole, whole)
     few_newlines = len(lines) * limit < 2 * total
-    if len(worst) <= limit // 2 and not few_newlines:
+    if len(worst) <= limit // 2 and not few_newlines and not char_offset:
         room = limit - len(worst)
         shown = 0
         count = 0
@@ -146,15 +159,18 @@ def truncate_read(content: str, budget_tokens: int, *, offset_line: int = 1) -> 
             shown += len(line)
             count += 1
         if count:
-            note = _read_lines_note(offset_line, count, last, shown, total)
+            note = _read_lines_note(offset_line, count, last, shown, whole)
             return Truncated(
                 text=content[:shown] + note, truncated=True, shown_chars=shown, total_chars=total
             )
 
-    worst = _read_chars_note(total, total, last)
+    worst = _read_chars_note(whole, whole, whole, last, whole)
     if len(worst) <= limit // 2:
         shown = limit - len(worst)
-        note = _read_chars_note(shown, total, offset_line + content.count("\n", 0, shown))
+        breaks = content.count("\n", 0, shown)
+        start = content.rfind("\n", 0, shown) + 1
+        column = shown - start if breaks else char_offset + shown
+        note = _read_chars_note(char_offset, shown, whole, offset_line + breaks, column)
     else:
         shown = max(0, limit - len(_short_note(total, total)))
         note = _short_note(shown, total)

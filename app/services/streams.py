@@ -17,6 +17,7 @@ from app.db.engine import Database
 from app.db.models import Event
 from app.db.repositories.events import EventRepository
 from app.db.repositories.items import ItemRepository
+from app.domain.jobs import TERMINAL
 from app.services.live import LiveHub, LiveSignal
 
 BATCH = 200
@@ -101,7 +102,7 @@ async def event_stream(
 
 
 def _ended(data: dict[str, Any]) -> bool:
-    return data.get("status") in {"succeeded", "failed", "cancelled"}
+    return data.get("status") in TERMINAL
 
 
 def _matches(signal: LiveSignal, session_id: str | None, job_id: str | None) -> bool:

@@ -1,7 +1,7 @@
 """L1 summaries, worked off in the background.
 
 A chain keeps its newest turns as L2; every older turn needs an L1 line. The
-work runs as a `summarize` job in the background lane, so it never delays a
+work runs as a `summary` job in the background lane, so it never delays a
 reply; the job works off the whole backlog (after a merge it can be large) with
 bounded concurrency. A summary that fails after its retries stores the L2 text
 itself as L1, marked as a fallback: no information is lost.
@@ -19,6 +19,7 @@ from app.db.models import Job, MemoryTurn, Session
 from app.db.repositories.jobs import JobRepository
 from app.db.repositories.memory import MemoryRepository
 from app.domain.ids import new_id
+from app.domain.jobs import JobKind
 from app.engine.context import DEFAULT_CHARS_PER_TOKEN, estimate_request_tokens
 from app.engine.llm import LLM, LLMError, LLMRequest, text_of
 from app.memory.l1 import L1_SYSTEM, l1_request, l2_text, one_line
@@ -27,7 +28,6 @@ from app.services.memory import owners_of
 from app.settings import Settings
 
 logger = logging.getLogger("strata.summaries")
-PIECE = "summarize"
 
 
 async def pending_turns(db: AsyncSession, session: Session, window: int) -> list[MemoryTurn]:
@@ -42,10 +42,10 @@ async def pending_count(db: AsyncSession, session: Session, window: int) -> int:
 
 
 async def enqueue_if_needed(db: AsyncSession, session: Session, window: int) -> Job | None:
-    """At every turn end: a `summarize` job when the chain has turns waiting for L1 and
+    """At every turn end: a `summary` job when the chain has turns waiting for L1 and
     none is queued or running yet."""
     jobs = JobRepository(db)
-    if await jobs.active_in_lane(session.id, PIECE) is not None:
+    if await jobs.active_of_kind(session.id, JobKind.summary) is not None:
         return None
     if not await pending_count(db, session, window):
         return None
@@ -55,9 +55,8 @@ async def enqueue_if_needed(db: AsyncSession, session: Session, window: int) -> 
             id=new_id("job"),
             tenant=session.tenant,
             session_id=session.id,
-            piece=PIECE,
+            kind=JobKind.summary,
             lane="background",
-            status="queued",
         ),
     )
 

@@ -25,6 +25,7 @@ from app.db.repositories.webhooks import WebhookRepository
 from app.db.types import utcnow
 from app.domain.errors import Conflict, InvalidInput, NotFound
 from app.domain.ids import new_id
+from app.domain.jobs import JobKind, JobStatus
 from app.domain.tasks import Task
 from app.domain.webhook_signing import generate_secret
 from app.services.pagination import Page, page_of
@@ -293,6 +294,7 @@ async def job_status_changed(
     data: dict[str, Any] = {
         "job_id": job.id,
         "session_id": job.session_id,
+        "kind": job.kind,
         "piece": job.piece,
         "status": job.status,
         "turn": job.turn,
@@ -301,7 +303,7 @@ async def job_status_changed(
         "error": error if error is not None else job.error,
     }
     await enqueue_event(db, job.tenant, event, data)
-    if job.status == "succeeded" and job.piece == "chat":
+    if job.status == JobStatus.succeeded and job.kind == JobKind.chat:
         turn = {
             "session_id": job.session_id,
             "job_id": job.id,

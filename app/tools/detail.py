@@ -12,8 +12,8 @@ import json
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.engine.tools import Tool, ToolContext, ToolError
 from app.engine.truncation import page_text
-from app.tools.registry import Tool, ToolContext, ToolError
 
 DETAIL_MAX_TOKENS = 60_000
 """The page size when no budget was given (the seed's cap for one tool result)."""

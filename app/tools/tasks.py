@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.domain.tasks import TaskCreateArgs, TaskUpdateArgs
-from app.tools.registry import TaskGateway, Tool, ToolContext, ToolError, ToolOutput
+from app.engine.tools import TaskGateway, Tool, ToolContext, ToolError, ToolOutput
 
 TASK_TOOL_NAMES = ("TaskCreate", "TaskUpdate", "TaskList", "TaskGet")
 

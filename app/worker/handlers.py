@@ -16,9 +16,11 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
 from app.db.models import Job, Session
+from app.domain.jobs import JobStatus
 from app.engine.llm import LLM
 from app.engine.loop import CANCELLED, TurnConfig, close_dangling_tool_uses, run_turn
 from app.engine.pieces import PieceCatalog
+from app.engine.tools import ToolContext, ToolRegistry
 from app.services.chat import append_turn_input
 from app.services.compaction import CompactionFailed, compact_session
 from app.services.leases import JobDatabase
@@ -27,7 +29,6 @@ from app.services.memory import memory_block, project_turns
 from app.services.sessions import get_session
 from app.services.summaries import enqueue_if_needed, summarize_backlog
 from app.settings import Settings
-from app.tools.registry import ToolContext, ToolRegistry
 from app.worker.context_policy import ChatContext
 from app.worker.job_session import JobSession
 from app.worker.memory_gateway import LogMemoryGateway
@@ -47,7 +48,7 @@ def problem(slug: str, title: str, detail: str) -> dict[str, Any]:
 
 @dataclass
 class Outcome:
-    status: str
+    status: JobStatus
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     also: Also | None = None
@@ -140,17 +141,17 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
     also = remember_turn(deps, job)
     if outcome.status == "cancelled":
         await close_dangling_tool_uses(store, CANCELLED)
-        return Outcome("cancelled", also=also)
+        return Outcome(JobStatus.cancelled, also=also)
     if outcome.status == "max_iterations":
         detail = (
             f"the agent made {outcome.iterations} LLM calls without ending its turn "
             f"(STRATA_AGENT_MAX_ITERATIONS={deps.settings.agent_max_iterations})"
         )
         error = problem("agent-max-iterations", "Too many iterations", detail)
-        return Outcome("failed", error=error, also=also)
+        return Outcome(JobStatus.failed, error=error, also=also)
     if outcome.status == "context_exhausted":
-        return Outcome("failed", error=context_exhausted(outcome.detail), also=also)
-    return Outcome("succeeded", result={"text": outcome.final_text}, also=also)
+        return Outcome(JobStatus.failed, error=context_exhausted(outcome.detail), also=also)
+    return Outcome(JobStatus.succeeded, result={"text": outcome.final_text}, also=also)
 
 
 def context_exhausted(detail: str) -> dict[str, Any]:
@@ -182,18 +183,11 @@ async def run_compact(deps: Deps, job: Job) -> Outcome:
         segment = await _compact_now(deps, job, session_tools(deps, session))
     except CompactionFailed as exc:
         return Outcome(
-            "failed", error=problem("compaction-failed", "Compaction failed", exc.detail)
+            JobStatus.failed, error=problem("compaction-failed", "Compaction failed", exc.detail)
         )
-    return Outcome("succeeded", result={"segment": segment})
+    return Outcome(JobStatus.succeeded, result={"segment": segment})
 
 
 async def run_summarize(deps: Deps, job: Job) -> Outcome:
     written = await summarize_backlog(deps.settings, job_database(deps, job), deps.llm, job)
-    return Outcome("succeeded", result={"summarized": written})
-
-
-HANDLERS: dict[str, Callable[[Deps, Job], Awaitable[Outcome]]] = {
-    "chat": run_chat,
-    "compact": run_compact,
-    "summarize": run_summarize,
-}
+    return Outcome(JobStatus.succeeded, result={"summarized": written})

@@ -24,11 +24,11 @@ from app.domain.tasks import (
     render_task,
     render_task_list,
 )
+from app.engine.tools import ToolError, ToolOutput
 from app.engine.truncation import truncate_result
 from app.services import webhooks
 from app.services.events import record_event
 from app.services.items import append_item
-from app.tools.registry import ToolError, ToolOutput
 from app.worker.job_session import JobSession
 
 ATTEMPTS = 3  # a write retried after the log moved under it, then given up

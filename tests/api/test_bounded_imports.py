@@ -122,7 +122,7 @@ async def _view(app: FastAPI, client: httpx.AsyncClient, session_id: str) -> dic
     return {
         "log": await _log(client, session_id),
         "memory": await _memory(app, session_id),
-        "summary jobs": len(await jobs_of(client, session_id, "summarize")),
+        "summary jobs": len(await jobs_of(client, session_id, "summary")),
     }
 
 

@@ -56,7 +56,7 @@ async def _import_chain(client: httpx.AsyncClient, turns: int) -> tuple[str, lis
 
 
 async def _summarize_job(client: httpx.AsyncClient, session_id: str) -> dict[str, Any]:
-    [job] = await jobs_of(client, session_id, "summarize")
+    [job] = await jobs_of(client, session_id, "summary")
     return job
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from app.domain.items import ContentBlock, ItemPayload, Origin, TextBlock, ToolUseBlock
 from app.engine.llm import LLMRequest, LLMResponse, TextSink, Usage
-from app.tools.registry import ToolOutput
+from app.engine.tools import ToolOutput
 
 
 def answer(

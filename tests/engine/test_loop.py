@@ -30,7 +30,7 @@ from app.engine.loop import (
     run_turn,
 )
 from app.engine.requests import unanswered_tool_uses, with_text_for_last_user
-from app.tools.registry import Tool, ToolContext, ToolError, ToolRegistry
+from app.engine.tools import Tool, ToolContext, ToolError, ToolRegistry
 from tests.engine.scripted import InMemoryStore, RecordingEvents, ScriptedLLM, answer, call
 
 REMINDER = "<system-reminder>x</system-reminder>"

@@ -6,7 +6,7 @@ import asyncio
 
 from pydantic import BaseModel
 
-from app.tools.registry import Tool, ToolContext, ToolError, ToolRegistry
+from app.engine.tools import Tool, ToolContext, ToolError, ToolRegistry
 from app.tools.tasks import task_tools
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
+from app.engine.tools import ToolContext, ToolRegistry
 from app.tools.detail import detail_tool
-from app.tools.registry import ToolContext, ToolRegistry
 
 
 class Memory:

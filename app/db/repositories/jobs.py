@@ -156,12 +156,18 @@ class JobRepository:
         query = query.order_by(col(Job.id).desc()).limit(limit)
         return list((await self.db.exec(query)).all())
 
-    async def active_in_lane(self, session_id: str, piece: str) -> Job | None:
+    async def active_of_kind(self, session_id: str, kind: str) -> Job | None:
         query = select(Job).where(
-            Job.session_id == session_id, Job.piece == piece, col(Job.status).in_(ACTIVE)
+            Job.session_id == session_id, Job.kind == kind, col(Job.status).in_(ACTIVE)
         )
         return (await self.db.exec(query.limit(1))).first()
 
     async def children(self, parent_id: str) -> list[Job]:
-        query = select(Job).where(Job.parent_job_id == parent_id).order_by(col(Job.number))
+        return await self.children_of([parent_id])
+
+    async def children_of(self, parent_ids: list[str]) -> list[Job]:
+        """The subtasks of any of `parent_ids`, oldest first."""
+        if not parent_ids:
+            return []
+        query = select(Job).where(col(Job.parent_job_id).in_(parent_ids)).order_by(col(Job.number))
         return list((await self.db.exec(query)).all())

@@ -3,13 +3,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Boolean, bindparam, case, true, update
+from sqlalchemy import Boolean, bindparam, case, func, true, update
 from sqlalchemy import select as core_select
 from sqlalchemy.exc import NoResultFound
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.db.models import Job, Session
+from app.db.models import Item, Job, Session
 from app.db.prepared import Prepared
 from app.db.types import utcnow
 from app.domain.reminder import ReminderState
@@ -219,11 +219,36 @@ class SessionRepository:
         return (await self.db.exec(query)).first()
 
     async def start_segment(self, session_id: str) -> int:
-        """Open the next segment: items appended from now on belong to it."""
+        """Open a segment never used before: items appended from now on belong to it.
+
+        Past the highest segment any item has, not just the current one: a piece job
+        gives the chat its segment back when it stops, so segments above the current
+        one may hold the job's items."""
+        used = (
+            core_select(func.coalesce(func.max(Item.segment), 0))
+            .where(col(Item.session_id) == session_id)
+            .scalar_subquery()
+        )
+        current = col(Session.current_segment)
         stmt = (
             update(Session)
             .where(col(Session.id) == session_id)
-            .values(current_segment=col(Session.current_segment) + 1, updated_at=utcnow())
+            .values(
+                current_segment=case((used > current, used), else_=current) + 1, updated_at=utcnow()
+            )
             .returning(col(Session.current_segment))
         )
         return int((await self.db.exec(stmt)).one()[0])
+
+    async def set_segment(self, session_id: str, segment: int) -> None:
+        """Make `segment` (one that exists) the session's current one again."""
+        stmt = (
+            update(Session)
+            .where(col(Session.id) == session_id)
+            .values(current_segment=segment, updated_at=utcnow())
+        )
+        await self.db.exec(stmt)
+
+    async def current_segment(self, session_id: str) -> int | None:
+        query = select(Session.current_segment).where(col(Session.id) == session_id)
+        return (await self.db.exec(query)).first()

@@ -5,19 +5,26 @@ become `is_error` results it can read and correct, never a crashed turn. A call 
 a result budget (`ToolContext.result_tokens`, its share of the response's budget) never
 answers more: tools that cut their own output do so with their own note, and whatever
 is still too long is cut here with the tool's `read_on` hint.
+
+The registry and the context live with the engine (the agent loop runs tools through
+them); the builtin tools in `app.tools` implement them, so `app.engine` never imports
+`app.tools`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field, replace
-from typing import Any, Generic, Protocol, TypeVar
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from app.engine.llm import ToolSpec
 from app.engine.truncation import truncate_result
+
+if TYPE_CHECKING:
+    from app.engine.workspace import Workspace
 
 logger = logging.getLogger("strata.tools")
 
@@ -37,7 +44,8 @@ class ToolContext:
     tasks: TaskGateway | None = None
     memory: MemoryGateway | None = None
     piece: PieceGateway | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    # a job's workspace, for the workspace tools (None: they answer that they need one)
+    workspace: Workspace | None = None
     # Tokens this call's result may use: its share of the one budget the tool calls of a
     # response share (set by the agent loop; None outside it).
     result_tokens: int | None = None
