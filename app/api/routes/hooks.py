@@ -32,6 +32,14 @@ class ClaudeCodeHook(BaseModel):
     hook_event_name: str = Field(max_length=100)
     session_id: str = Field(min_length=1, max_length=150)
     cwd: str | None = Field(default=None, max_length=4096)
+    project_root: str | None = Field(
+        default=None,
+        max_length=4096,
+        description=(
+            "The git root of `cwd`, sent by Strata's hook script: sessions started in "
+            "different folders of one repository share a chain."
+        ),
+    )
     source: str | None = Field(default=None, max_length=50)
     transcript_path: str | None = Field(default=None, max_length=4096)
     agent_transcript_path: str | None = Field(default=None, max_length=4096)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Query
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.api.deps import CurrentTenant, DatabaseDep, SessionDep, SettingsDep
@@ -18,6 +18,7 @@ from app.api.schemas.memory import (
 )
 from app.api.schemas.sessions import SessionPublic
 from app.db.models import Session
+from app.memory.render import MIN_BLOCK_CHARS
 from app.services import memory as service
 from app.services.summaries import enqueue_if_needed
 
@@ -39,22 +40,33 @@ TimeRef = Annotated[
     name="get",
     summary="The memory block a continuation of this session starts with",
     description=(
-        "The predecessor chain's last 20 turns whole (L2), older turns as one-line "
-        "summaries (L1), times as `[HH:MM:SS]` in the display time zone, and a last line "
-        "saying how to fetch details. The session's own turns are not in it."
+        "At most `max_chars` characters (default `STRATA_MEMORY_BLOCK_MAX_CHARS`, 9,500): "
+        "the predecessor chain's newest turns whole (L2, up to 20, oldest first; a turn "
+        "longer than its share cut with a marker), then older turns as one-line summaries "
+        "(L1, newest first), then a line counting the turns left out and the guide line "
+        "naming the detail look-up with a real time from the block (`/sc-detail` for a "
+        "Claude Code session, the `Detail` tool otherwise). Times are `[HH:MM:SS]` in the "
+        "display time zone, with a date line per day when the turns span several days. "
+        "The session's own turns are not in it."
     ),
     responses=problem_responses(404, 422),
 )
 async def get_memory(
-    session_id: SessionId, db: SessionDep, tenant: CurrentTenant, settings: SettingsDep
+    session_id: SessionId,
+    db: SessionDep,
+    tenant: CurrentTenant,
+    settings: SettingsDep,
+    max_chars: Annotated[
+        int | None,
+        Query(ge=MIN_BLOCK_CHARS, le=1_000_000, description="The block's length at most."),
+    ] = None,
 ) -> MemoryPublic:
-    block = await service.memory_block(
-        db, tenant, session_id, window=settings.memory_l2_window_turns, tz=settings.zone
-    )
+    limits = service.BlockLimits.of(settings, max_chars)
+    block = await service.memory_block(db, tenant, session_id, limits=limits, tz=settings.zone)
     return MemoryPublic(
         session_id=block.session_id,
         text=block.text,
-        counts=MemoryCounts.model_validate(block.counts),
+        counts=MemoryCounts.model_validate(vars(block.counts)),
         chain=block.chain,
     )
 

@@ -6,8 +6,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class MemoryCounts(BaseModel):
-    l2_turns: int = Field(description="Turns shown whole (the newest 20 of the chain).")
+    l2_turns: int = Field(description="Turns shown whole (of the newest 20 of the chain).")
     l1_turns: int = Field(description="Older turns shown as one-line summaries.")
+    omitted_turns: int = Field(description="Older turns the budget left out of the block.")
     total_turns: int
 
 

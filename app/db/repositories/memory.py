@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Text, and_, bindparam, cast, func, literal, or_, update
 from sqlalchemy import select as sa_select
+from sqlalchemy.orm import aliased
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 from sqlmodel.sql.expression import SelectOfScalar
@@ -25,6 +26,25 @@ class TurnText(NamedTuple):
     user_text: str
     assistant_text: str
     l1: str | None
+
+
+class NewestText(NamedTuple):
+    """A turn as the budgeted memory block reads it: texts cut to what it could show."""
+
+    ended_at: datetime
+    id: int
+    user_text: str
+    assistant_text: str
+    l1: str | None
+
+
+class ChainSpan(NamedTuple):
+    """A session's turns: the end of its first and last one it owns (None when it owns
+    none), and how many happened in it (counted by turn number)."""
+
+    first: datetime | None
+    last: datetime | None
+    turns: int
 
 
 class TimeWindow(NamedTuple):
@@ -135,6 +155,60 @@ class MemoryRepository:
             .order_by(col(MemoryTurn.ended_at), col(MemoryTurn.id))
         )
         return [TurnText(*row) for row in (await self.db.exec(query)).all()]
+
+    async def newest_texts(
+        self, session_id: str, *, before: tuple[datetime, int] | None, limit: int, max_chars: int
+    ) -> list[NewestText]:
+        """A session's turns newest first (by `ended_at`, then `id`), after the keyset
+        `before` when given, at most `limit`, each text cut to `max_chars` characters.
+
+        One range of the `(session_id, ended_at)` index however long the session: the
+        memory block reads about as many turns, and characters, as it can show."""
+        cut = [
+            func.substr(column, 1, max_chars)
+            for column in (MemoryTurn.user_text, MemoryTurn.assistant_text, MemoryTurn.l1)
+        ]
+        query = select(MemoryTurn.ended_at, MemoryTurn.id, *cut).where(
+            col(MemoryTurn.session_id) == session_id
+        )
+        if before is not None:
+            at, turn_id = before
+            query = query.where(
+                or_(
+                    col(MemoryTurn.ended_at) < at,
+                    and_(col(MemoryTurn.ended_at) == at, col(MemoryTurn.id) < turn_id),
+                )
+            )
+        query = query.order_by(col(MemoryTurn.ended_at).desc(), col(MemoryTurn.id).desc())
+        rows = (await self.db.exec(query.limit(limit))).all()
+        return [NewestText(*row) for row in rows]
+
+    async def chain_spans(self, session_ids: Sequence[str]) -> dict[str, ChainSpan]:
+        """Per session with turns: its first and last end time (as `time_spans`) and how many
+        turns happened in it by their numbers (its highest turn number less its lowest plus
+        one, from the unique `(origin_session_id, turn)` index), in one statement of index
+        probes however many turns there are.
+
+        The count is exact while every turn of a session was projected (a number is dealt
+        to each turn that has items): the memory block counts what it leaves out of a long
+        chain with it instead of counting the chain's rows."""
+        if not session_ids:
+            return {}
+        owned = MemoryTurn.session_id == Session.id
+        origin = MemoryTurn.origin_session_id == Session.id
+        # five columns: more than sqlmodel's `select` types, so a Core select
+        query: Any = sa_select(
+            col(Session.id),
+            select(func.min(MemoryTurn.ended_at)).where(owned).scalar_subquery(),
+            select(func.max(MemoryTurn.ended_at)).where(owned).scalar_subquery(),
+            select(func.min(MemoryTurn.turn)).where(origin).scalar_subquery(),
+            select(func.max(MemoryTurn.turn)).where(origin).scalar_subquery(),
+        ).where(col(Session.id).in_(session_ids))
+        spans: dict[str, ChainSpan] = {}
+        for session_id, first, last, low, high in (await self.db.exec(query)).all():
+            turns = high - low + 1 if low is not None and high is not None else 0
+            spans[session_id] = ChainSpan(first, last, turns)
+        return spans
 
     async def time_spans(self, session_ids: Sequence[str]) -> dict[str, tuple[datetime, datetime]]:
         """The first and last end time of each session's turns (sessions with none left out).
@@ -277,19 +351,24 @@ class ChainRepository:
         return found
 
     async def latest_in_project(
-        self, tenant: str, source: str, project: str, exclude: str
+        self, tenant: str, source: str, projects: Sequence[str]
     ) -> Session | None:
+        """The newest session of the project (any of `projects`: a folder and its git root)
+        that is the end of its chain: not merged away, no subagent's thread, and continued
+        by no other session."""
+        later = aliased(Session)
+        successor = sa_select(literal(1)).where(col(later.continues_from) == col(Session.id))
         query = (
             select(Session)
             .where(
                 Session.tenant == tenant,
                 Session.source == source,
-                Session.project == project,
-                col(Session.id) != exclude,
+                col(Session.project).in_(list(projects)),
                 col(Session.merged_into).is_(None),
                 col(Session.parent_session_id).is_(None),  # a subagent's thread is no successor
+                ~successor.exists(),
             )
-            .order_by(col(Session.id).desc())
+            .order_by(col(Session.created_at).desc(), col(Session.id).desc())
             .limit(1)
         )
         return (await self.db.exec(query)).first()
