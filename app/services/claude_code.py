@@ -250,7 +250,13 @@ async def import_chunk(
             continue
         known.add(item.source_id)
         row = await append_item(
-            db, session_id, item.payload, Origin.import_, at=item.at, source_id=item.source_id
+            db,
+            session_id,
+            item.payload,
+            Origin.import_,
+            at=item.at,
+            source_id=item.source_id,
+            joins_turn=item.joins_turn,
         )
         turns.add(row.turn)
         open_after = row.turn

@@ -106,6 +106,7 @@ async def _store_projection(db: AsyncSession, session_id: str, projection: TurnP
                 kind=detail.kind,
                 source_id=detail.source_id,
                 tool_name=detail.tool_name,
+                is_error=detail.is_error,
                 text=detail.text,
             )
         )

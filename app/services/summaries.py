@@ -92,8 +92,13 @@ async def summarize_backlog(settings: Settings, database: UnitsOfWork, llm: LLM,
 
 
 async def summarize_turn(settings: Settings, llm: LLM, turn: MemoryTurn) -> tuple[str, bool]:
-    """(summary, fell_back): 2 retries, then the L2 text itself."""
+    """(summary, fell_back): 2 retries, then the L2 text itself.
+
+    A turn with no L2 at all (only tool calls or harness messages) is never sent to the
+    summary model: its L1 is empty, which the memory block shows as nothing."""
     l2 = l2_text(turn.user_text, turn.assistant_text)
+    if not l2.strip():
+        return "", False
     request = l1_request(
         l2,
         model=settings.summary_model,
