@@ -22,7 +22,7 @@ from app.db.repositories.memory import ChainRepository, MemoryRepository, Newest
 from app.db.types import utcnow
 from app.domain.errors import Conflict, InvalidInput, NotFound
 from app.domain.items import load_payload
-from app.memory.details import DetailEntry, TurnDetail
+from app.memory.details import DetailEntry, DetailPage, DetailQuery, TurnDetail, detail_page
 from app.memory.noise import Boilerplate
 from app.memory.projection import Detail, TurnItem, TurnProjection, project_turn
 from app.memory.render import LINE_MAX, BlockCounts, DetailHint, MemoryBlockBuilder
@@ -234,7 +234,8 @@ async def detail(
     matching.sort(key=lambda t: (t.ended_at, t.id or 0), reverse=True)
     grouped: dict[int, dict[str, list[DetailEntry]]] = defaultdict(lambda: defaultdict(list))
     for row in await repo.details_of([t.id for t in matching if t.id is not None]):
-        grouped[row.turn_id][row.kind].append(DetailEntry(row.source_id, row.tool_name, row.text))
+        entry = DetailEntry(row.source_id, row.tool_name, row.text, row.is_error)
+        grouped[row.turn_id][row.kind].append(entry)
     return [
         TurnDetail(
             session_id=t.origin_session_id,
@@ -247,6 +248,19 @@ async def detail(
         )
         for t in matching
     ]
+
+
+async def detail_page_of(
+    db: AsyncSession,
+    tenant: str,
+    session_id: str,
+    reference: str,
+    query: DetailQuery,
+    *,
+    tz: ZoneInfo,
+) -> DetailPage:
+    """One page of the detail look-up: at most `query.max_chars` characters, filtered."""
+    return detail_page(await detail(db, tenant, session_id, reference, tz=tz), query, tz=tz)
 
 
 def utc_windows(

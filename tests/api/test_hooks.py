@@ -256,7 +256,8 @@ async def test_stop_without_lines_is_refused_unless_reading_transcript_path_is_a
 
     async with serve(make_settings()) as (_, client):
         refused = await post_hook(client, payload)
-    async with serve(make_settings(hook_read_transcript_path=True)) as (_, client):
+    allowed = make_settings(hook_read_transcript_path=True, hook_transcript_roots=str(tmp_path))
+    async with serve(allowed) as (_, client):
         taken = await post_hook(client, payload)
 
     assert refused.status_code == 422

@@ -355,9 +355,12 @@ class ChainRepository:
     ) -> Session | None:
         """The newest session of the project (any of `projects`: a folder and its git root)
         that is the end of its chain: not merged away, no subagent's thread, and continued
-        by no other session."""
+        by no other session (that is not merged away itself)."""
         later = aliased(Session)
-        successor = sa_select(literal(1)).where(col(later.continues_from) == col(Session.id))
+        successor = sa_select(literal(1)).where(
+            col(later.continues_from) == col(Session.id),
+            col(later.merged_into).is_(None),  # a merged-away session continues nothing now
+        )
         query = (
             select(Session)
             .where(
