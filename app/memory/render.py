@@ -143,6 +143,7 @@ def _cut_marker(stamp: str) -> str:
 @dataclass
 class _Line:
     ended_at: datetime
+    day: date  # the local day of `ended_at`
     text: str  # without the trailing newline
 
 
@@ -262,14 +263,14 @@ class MemoryBlockBuilder:
         line = stamp + _cut(summary, LINE_MAX - len(stamp), "…")
         heading = 0 if self._earlier else len(EARLIER_HEADING) + 2
         day = _local_day(turn.ended_at, self.tz)
-        previous = _local_day(self._earlier[-1].ended_at, self.tz) if self._earlier else None
+        previous = self._earlier[-1].day if self._earlier else None
         cost = len(line) + 1 + heading + (_DATE_LINE if day != previous else 0)
         if cost > self._room:
             self._full = True
             self._first_left_out = turn.ended_at
             return False
         self._room -= cost
-        self._earlier.append(_Line(turn.ended_at, line))
+        self._earlier.append(_Line(turn.ended_at, day, line))
         self._consumed += 1
         return True
 
@@ -287,7 +288,8 @@ class MemoryBlockBuilder:
         counts = BlockCounts(len(recent), len(self._earlier), omitted, max(total, self._consumed))
         if not shown:
             return RenderedBlock("", counts)
-        dated = len({_local_day(moment, self.tz) for moment in shown}) > 1
+        days = {_local_day(e.turn.ended_at, self.tz) for e in recent}
+        dated = len(days | {line.day for line in self._earlier}) > 1
         parts = [HEADING]
         if recent:
             lines = [RECENT_HEADING]
@@ -301,7 +303,9 @@ class MemoryBlockBuilder:
             lines = [EARLIER_HEADING]
             day = None
             for line in self._earlier:
-                day = self._date_line(lines, line.ended_at, day, dated)
+                if dated and line.day != day:
+                    lines.append(f"#### {line.day.isoformat()}")
+                day = line.day
                 lines.append(line.text)
             parts.append("\n".join(lines))
         closing = [self._omitted_line(omitted)] if omitted else []

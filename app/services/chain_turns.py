@@ -82,13 +82,17 @@ class NewestTurns:
         return None
 
     async def _fill(self, owner: _Owner) -> bool:
+        """Read the owner's next batch: the rows still wanted wide, then a batch of narrow
+        ones, in one query."""
         wanted = max(self.window - self.yielded, 0)
-        limit = wanted or self.batch
+        limit = wanted + self.batch
         rows = await self.repo.newest_texts(
             owner.session_id,
             before=owner.position,
             limit=limit,
-            max_chars=self.wide if wanted else self.narrow,
+            max_chars=self.narrow,
+            wide_rows=wanted,
+            wide_chars=self.wide,
         )
         owner.buffer.extend(rows)
         owner.exhausted = len(rows) < limit

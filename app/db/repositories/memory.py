@@ -5,7 +5,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import Text, and_, bindparam, cast, func, literal, or_, update
+from sqlalchemy import Text, and_, bindparam, case, cast, func, literal, or_, update
 from sqlalchemy import select as sa_select
 from sqlalchemy.orm import aliased
 from sqlmodel import col, select
@@ -157,18 +157,35 @@ class MemoryRepository:
         return [TurnText(*row) for row in (await self.db.exec(query)).all()]
 
     async def newest_texts(
-        self, session_id: str, *, before: tuple[datetime, int] | None, limit: int, max_chars: int
+        self,
+        session_id: str,
+        *,
+        before: tuple[datetime, int] | None,
+        limit: int,
+        max_chars: int,
+        wide_rows: int = 0,
+        wide_chars: int = 0,
     ) -> list[NewestText]:
         """A session's turns newest first (by `ended_at`, then `id`), after the keyset
-        `before` when given, at most `limit`, each text cut to `max_chars` characters.
+        `before` when given, at most `limit`: the first `wide_rows` of them with texts cut
+        to `wide_chars` characters, the others to `max_chars`.
 
         One range of the `(session_id, ended_at)` index however long the session: the
-        memory block reads about as many turns, and characters, as it can show."""
+        memory block reads about as many turns, and characters, as it can show, in one
+        round trip for the turns it may show whole and the first summaries after them."""
+        rank = func.row_number().over(
+            order_by=(col(MemoryTurn.ended_at).desc(), col(MemoryTurn.id).desc())
+        )
         cut = [
-            func.substr(column, 1, max_chars)
+            case(
+                (rank <= wide_rows, func.substr(column, 1, wide_chars)),
+                else_=func.substr(column, 1, max_chars),
+            )
+            if wide_rows
+            else func.substr(column, 1, max_chars)
             for column in (MemoryTurn.user_text, MemoryTurn.assistant_text, MemoryTurn.l1)
         ]
-        query = select(MemoryTurn.ended_at, MemoryTurn.id, *cut).where(
+        query: Any = sa_select(col(MemoryTurn.ended_at), col(MemoryTurn.id), *cut).where(
             col(MemoryTurn.session_id) == session_id
         )
         if before is not None:
