@@ -20,13 +20,12 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
+from tests.e2e.claude_code import wait_for_turns
 from tests.e2e.conftest import REPO_ROOT, StrataProcesses, StrataServer
 from tests.fakes.messages_api import FakeMessagesAPI, Step, reply, text, tool_use
 
@@ -34,7 +33,6 @@ pytestmark = pytest.mark.sqlite_only
 
 CLI = REPO_ROOT / "tests" / "e2e" / "claude-code-cli" / "node_modules" / ".bin" / "claude"
 RUN_WITHIN = 180.0  # seconds for one `claude -p`; about 5 s on an idle machine
-DELIVERED_WITHIN = 60.0
 MARKER = "STRATA-MARKER-7f3a"
 PROMPT = "Please print the build marker."
 
@@ -117,22 +115,6 @@ def _install(home: Path, server: StrataServer) -> str:
     return done.stdout
 
 
-def _wait_for_turns(server: StrataServer, external_id: str, count: int) -> str:
-    """Poll until the mirrored session of a Claude Code session has `count` memory turns
-    readable (the detached delivery of its Stop hook has arrived); its Strata id."""
-    deadline = time.monotonic() + DELIVERED_WITHIN
-    with httpx.Client(base_url=server.url, timeout=5.0) as client:
-        while True:
-            sessions = client.get("/sessions", params={"limit": 200}).json()["data"]
-            found = [s for s in sessions if s["external_id"] == external_id]
-            if found:
-                log = client.get(f"/sessions/{found[0]['id']}/items").json()["data"]
-                if sum(i["kind"] == "assistant_message" for i in log) >= count:
-                    return str(found[0]["id"])
-            assert time.monotonic() < deadline, f"{external_id} never reached Strata"
-            time.sleep(0.2)
-
-
 def _first_request_of(fake: FakeMessagesAPI, session_id: str) -> dict[str, Any]:
     for request in fake.requests:
         metadata = json.loads(request.body.get("metadata", {}).get("user_id", "{}"))
@@ -154,7 +136,7 @@ def test_the_kit_gives_claude_code_its_memory_and_sc_detail(
     fake_llm.always(_answer)
 
     one = _claude(home, project, fake_llm, PROMPT)
-    _wait_for_turns(server, one["session_id"], 2)
+    wait_for_turns(server, one["session_id"], 2)
     two = _claude(home, project, fake_llm, "What did we do last time?")
 
     first = json.dumps(_first_request_of(fake_llm, two["session_id"]))

@@ -15,21 +15,19 @@ import os
 import re
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
+from tests.e2e.claude_code import wait_for_turns
 from tests.e2e.conftest import REPO_ROOT, StrataProcesses, StrataServer
 from tests.fakes.messages_api import FakeMessagesAPI, Step, reply
 from tests.support.memory import Transcript
 
 PROJECT = "/work/kit-project"
 T0 = datetime(2026, 4, 16, 9, 0, tzinfo=UTC)
-DELIVERED_WITHIN = 60.0
 
 
 class Kit:
@@ -91,20 +89,6 @@ def _transcript(home: Path, n: int) -> tuple[Path, Transcript]:
     return path, transcript
 
 
-def _wait_for_turns(server: StrataServer, external_id: str, count: int) -> None:
-    deadline = time.monotonic() + DELIVERED_WITHIN
-    with httpx.Client(base_url=server.url, timeout=5.0) as client:
-        while True:
-            sessions = client.get("/sessions", params={"limit": 200}).json()["data"]
-            found = [s for s in sessions if s["external_id"] == external_id]
-            if found:
-                log = client.get(f"/sessions/{found[0]['id']}/items").json()["data"]
-                if sum(i["kind"] == "assistant_message" for i in log) >= count:
-                    return
-            assert time.monotonic() < deadline, f"{external_id} never reached Strata"
-            time.sleep(0.1)
-
-
 def _summary(body: dict[str, Any]) -> Step:
     """The summary model: a line naming the turn it was given."""
     found = re.search(r"s\d t\d question", json.dumps(body["messages"]))
@@ -136,7 +120,7 @@ def test_eight_sessions_of_one_project_keep_one_chain_with_a_session_start_missi
             contexts[n] = answer["hookSpecificOutput"]["additionalContext"]
         stop = {**payload, "stop_hook_active": False, "permission_mode": "default"}
         assert kit.hook("Stop", stop) == ""  # handed to a detached delivery
-        _wait_for_turns(kit.server, _session(n), 6)
+        wait_for_turns(kit.server, _session(n), 6)
 
     assert contexts[1] == ""
     last = contexts[8]
@@ -164,7 +148,7 @@ def test_sc_detail_pages_and_filters_as_its_closing_line_says(kit: Kit, tmp_path
     path.write_text(transcript.text())
     payload = {"session_id": _session(1), "transcript_path": str(path), "cwd": PROJECT}
     kit.hook("Stop", payload)
-    _wait_for_turns(kit.server, _session(1), 1)
+    wait_for_turns(kit.server, _session(1), 1)
     env_file = tmp_path / "env.sh"
     env_file.touch()
     kit.hook("SessionStart", {**payload, "session_id": _session(2), "source": "startup"}, env_file)
