@@ -179,9 +179,8 @@ async def memory_block(
     """
     session = await resolve(db, tenant, session_id)
     chain = [s.id for s in await chain_of(db, session)]
-    owners = await ChainRepository(db).with_merged(chain)
     repo = MemoryRepository(db)
-    spans = await repo.chain_spans(owners)
+    spans = await repo.chain_spans(chain)  # the sessions merged into them included
     ends = {owner: (s.first, s.last) for owner, s in spans.items() if s.first and s.last}
     oldest = min((first for first, _ in ends.values()), default=None)
     hint = HINTS.get(session.source, DetailHint.detail_tool)

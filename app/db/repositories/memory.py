@@ -200,27 +200,36 @@ class MemoryRepository:
         rows = (await self.db.exec(query.limit(limit))).all()
         return [NewestText(*row) for row in rows]
 
-    async def chain_spans(self, session_ids: Sequence[str]) -> dict[str, ChainSpan]:
-        """Per session with turns: its first and last end time (as `time_spans`) and how many
-        turns happened in it by their numbers (its highest turn number less its lowest plus
-        one, from the unique `(origin_session_id, turn)` index), in one statement of index
+    async def chain_spans(self, chain: Sequence[str]) -> dict[str, ChainSpan]:
+        """Per session owning turns of the chain (the chain's sessions and every session
+        merged into one of them, directly or through others, as `ChainRepository.with_merged`
+        finds them): its first and last end time (as `time_spans`) and how many turns
+        happened in it by their numbers (its highest turn number less its lowest plus one,
+        from the unique `(origin_session_id, turn)` index), in one statement of index
         probes however many turns there are.
 
         The count is exact while every turn of a session was projected (a number is dealt
         to each turn that has items): the memory block counts what it leaves out of a long
         chain with it instead of counting the chain's rows."""
-        if not session_ids:
+        if not chain:
             return {}
-        owned = MemoryTurn.session_id == Session.id
-        origin = MemoryTurn.origin_session_id == Session.id
+        merged = aliased(Session)
+        owners: Any = sa_select(col(Session.id).label("id")).where(col(Session.id).in_(list(chain)))
+        owners_cte = owners.cte("owners", recursive=True)
+        owners_cte = owners_cte.union(
+            sa_select(col(merged.id)).join(owners_cte, col(merged.merged_into) == owners_cte.c.id)
+        )
+        owner = owners_cte.c.id
+        owned = MemoryTurn.session_id == owner
+        origin = MemoryTurn.origin_session_id == owner
         # five columns: more than sqlmodel's `select` types, so a Core select
         query: Any = sa_select(
-            col(Session.id),
+            owner,
             select(func.min(MemoryTurn.ended_at)).where(owned).scalar_subquery(),
             select(func.max(MemoryTurn.ended_at)).where(owned).scalar_subquery(),
             select(func.min(MemoryTurn.turn)).where(origin).scalar_subquery(),
             select(func.max(MemoryTurn.turn)).where(origin).scalar_subquery(),
-        ).where(col(Session.id).in_(session_ids))
+        )
         spans: dict[str, ChainSpan] = {}
         for session_id, first, last, low, high in (await self.db.exec(query)).all():
             turns = high - low + 1 if low is not None and high is not None else 0
