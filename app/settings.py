@@ -72,6 +72,10 @@ class Settings(BaseSettings):
     hook_max_body_bytes: int = 64 * 1024 * 1024
     # Let POST /hooks/claude-code read `transcript_path` itself (same machine only).
     hook_read_transcript_path: bool = False
+    # The only folders (and their subfolders) it may read transcripts from, separated by
+    # commas; any other path is refused with 403, so an API client cannot make the server
+    # read an arbitrary file of its machine.
+    hook_transcript_roots: str = "~/.claude/projects"
     # A Claude Code transcript is imported in write transactions of at most this many
     # items: 20 took 32-45 ms on the writer thread (2 shared cores, the 437-item fixture
     # transcript claude-code-viewer__fe5e1c67), plus 5-50 ms in the chunk that completes a
@@ -109,6 +113,18 @@ class Settings(BaseSettings):
 
     # --- layered memory (seed 003) ------------------------------------------
     memory_l2_window_turns: int = 20
+    # The memory block's length in characters, at most: Claude Code inlines a SessionStart
+    # `additionalContext` only up to 10,000 characters (a longer one becomes a file the
+    # model is only pointed at), so the block stays under that. Also the default of
+    # GET /sessions/{id}/memory?max_chars=.
+    memory_block_max_chars: int = Field(default=9_500, ge=1_000)
+    # The share of the block the newest turns (L2) may fill when older turns follow, so
+    # that long recent turns cannot crowd out every older turn's summary line.
+    memory_block_l2_ratio: float = Field(default=0.7, gt=0, le=1)
+    # One page of a detail look-up (GET /sessions/{id}/detail/{time}), in characters, when
+    # the request names no `max_chars`: one turn's detail reached 250-590 KB on real
+    # transcripts.
+    detail_page_max_chars: int = Field(default=8_000, ge=1_000)
     # A merge's turns move in write transactions of at most this many turns, after one
     # small transaction has decided the merge: 1000 took 17-38 ms each, commit included
     # (SQLite, 2 shared cores, turns of 1 KB).
@@ -216,6 +232,12 @@ class Settings(BaseSettings):
                 raise ValueError(f"STRATA_API_KEYS entry {entry[:12]!r}… is not 'tenant:key'")
             keys.append(ConfiguredKey(tenant=tenant.strip(), secret=secret.strip()))
         return keys
+
+    @property
+    def transcript_roots(self) -> list[Path]:
+        """`hook_transcript_roots` as absolute folders (`~` expanded, symlinks resolved)."""
+        parts = (part.strip() for part in self.hook_transcript_roots.split(","))
+        return [Path(part).expanduser().resolve() for part in parts if part]
 
     @property
     def webhook_retry_delays(self) -> tuple[float, ...]:

@@ -111,8 +111,13 @@ def fitted_l1_request(settings: Settings, l2: str) -> LLMRequest:
 
 
 async def summarize_turn(settings: Settings, llm: LLM, turn: MemoryTurn) -> tuple[str, bool]:
-    """(summary, fell_back): 2 retries, then the L2 text itself."""
+    """(summary, fell_back): 2 retries, then the L2 text itself.
+
+    A turn with no L2 at all (only tool calls or harness messages) is never sent to the
+    summary model: its L1 is empty, which the memory block shows as nothing."""
     l2 = l2_text(turn.user_text, turn.assistant_text)
+    if not l2.strip():
+        return "", False
     request = fitted_l1_request(settings, l2)
     for attempt in range(settings.summary_retries + 1):
         try:

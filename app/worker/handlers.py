@@ -25,7 +25,7 @@ from app.services.chat import append_turn_input
 from app.services.compaction import CompactionFailed, compact_session
 from app.services.leases import JobDatabase
 from app.services.live import LiveHub
-from app.services.memory import memory_block, project_turns
+from app.services.memory import BlockLimits, memory_block, project_turns
 from app.services.sessions import get_session
 from app.services.summaries import enqueue_if_needed, summarize_backlog
 from app.settings import Settings
@@ -101,7 +101,7 @@ async def _system_prompt(deps: Deps, job: Job, own: str | None) -> str | None:
             db,
             job.tenant,
             job.session_id,
-            window=deps.settings.memory_l2_window_turns,
+            limits=BlockLimits.of(deps.settings),
             tz=deps.settings.zone,
         )
     parts = [p for p in (own, block.text) if p]

@@ -743,6 +743,7 @@ class FakeMessagesAPI:
         self._stopping: asyncio.Event | None = None
         self._thread_error: BaseException | None = None
         self._port: int | None = None
+        self.warmups = 0  # `HEAD /` connection warm-ups received (Claude Code sends one)
         self.app = Starlette(
             routes=[
                 Route(
@@ -1016,6 +1017,12 @@ class FakeMessagesAPI:
     # ---------------------------------------------------------------------- serving
 
     async def _handle(self, request: Request) -> Response:
+        if request.method == "HEAD" and request.url.path == "/":
+            # Claude Code warms its connection up with `HEAD <base URL>` at start and ignores
+            # the answer: no API call, so neither a scripted request nor an unexpected one
+            with self._lock:
+                self.warmups += 1
+            return Response(status_code=200)
         arrived = time.perf_counter()
         raw = await request.body()
         headers = {k.lower(): v for k, v in request.headers.items()}
