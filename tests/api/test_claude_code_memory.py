@@ -241,7 +241,7 @@ async def test_turns_without_l2_are_never_sent_to_the_summary_model(
     fake_llm.always(lambda body: reply("s"))
 
     session_id = await import_session(agent_client, "cc-empty", transcript.text())
-    [job] = await jobs_of(agent_client, session_id, "summarize")
+    [job] = await jobs_of(agent_client, session_id, "summary")
     await wait_job(agent_client, job["id"])
 
     prompts = [str(r.body["messages"]) for r in fake_llm.requests]
