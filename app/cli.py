@@ -1,4 +1,4 @@
-"""`strata`: serve, worker, migrate, keys, openapi."""
+"""`strata`: serve, worker, migrate, keys, claude-code install, openapi."""
 
 from __future__ import annotations
 
@@ -218,6 +218,27 @@ def cmd_openapi(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_claude_code_install(args: argparse.Namespace) -> int:
+    from app.claude_code_install import InstallError, apply, claude_dir, plan_install
+
+    try:
+        target = claude_dir(user=args.user, project=args.project)
+        plan = plan_install(target, url=args.url, api_key=args.api_key)
+    except InstallError as exc:
+        print(f"strata claude-code install: {exc}", file=sys.stderr)
+        return 2
+    verb = "would change" if args.dry_run else "changed"
+    if not plan.changes:
+        print(f"{target}: the Strata kit is installed already; nothing to change")
+        return 0
+    print(f"{target}: {verb}:")
+    for change in plan.changes:
+        print(f"  {change}")
+    if not args.dry_run:
+        apply(plan)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="strata", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -246,6 +267,24 @@ def build_parser() -> argparse.ArgumentParser:
     revoke = key_commands.add_parser("revoke", help="refuse a key from now on")
     revoke.add_argument("key_id", help="the key's id, as `strata keys list` shows it")
     revoke.set_defaults(func=cmd_keys_revoke)
+
+    claude_code = commands.add_parser("claude-code", help="connect Claude Code to Strata")
+    cc_commands = claude_code.add_subparsers(dest="claude_code_command", required=True)
+    install = cc_commands.add_parser(
+        "install",
+        help="merge the kit's hooks and /sc-detail into Claude Code's settings",
+        description=(
+            "Installs the hook script and the /sc-detail command and merges the hooks into "
+            "settings.json, keeping every other setting and hook; prints what it changes."
+        ),
+    )
+    where = install.add_mutually_exclusive_group(required=True)
+    where.add_argument("--user", action="store_true", help="into ~/.claude (every project)")
+    where.add_argument("--project", type=Path, metavar="DIR", help="into DIR/.claude")
+    install.add_argument("--url", help="the Strata server (default: kept, else 127.0.0.1:8000)")
+    install.add_argument("--api-key", help="the key, if the server has keys")
+    install.add_argument("--dry-run", action="store_true", help="print the changes only")
+    install.set_defaults(func=cmd_claude_code_install)
 
     openapi = commands.add_parser("openapi", help="export the OpenAPI document")
     openapi.add_argument("--output", "-o", default=str(DEFAULT_OPENAPI_PATH), help="path or -")

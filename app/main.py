@@ -21,11 +21,11 @@ from app.api.router import api_router
 from app.api.strict_json import StrictJSONMiddleware
 from app.db.engine import Database
 from app.engine.llm import LLM
+from app.engine.tools import ToolRegistry
 from app.observability.tracing import configure_tracing
 from app.services.auth import Authenticator
 from app.services.limits import TenantGate
 from app.settings import Settings, get_settings
-from app.tools.registry import ToolRegistry
 from app.wiring import runtime
 
 logger = logging.getLogger("strata")

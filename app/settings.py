@@ -44,6 +44,8 @@ class Settings(BaseSettings):
     database_url: str = "sqlite:///./data/strata.db"
     data_dir: Path = Path("./data")
     sqlite_busy_timeout_ms: int = 5000
+    # reads run on the event loop; in WAL mode they wait only in rare moments (recovery)
+    sqlite_read_busy_timeout_ms: int = 100
     # write units of work queued together are committed by one transaction (group commit)
     db_write_batch_max: int = 64
     # a request that meets a locked or unreachable database gets 503 with this Retry-After
@@ -72,6 +74,10 @@ class Settings(BaseSettings):
     hook_max_body_bytes: int = 64 * 1024 * 1024
     # Let POST /hooks/claude-code read `transcript_path` itself (same machine only).
     hook_read_transcript_path: bool = False
+    # The only folders (and their subfolders) it may read transcripts from, separated by
+    # commas; any other path is refused with 403, so an API client cannot make the server
+    # read an arbitrary file of its machine.
+    hook_transcript_roots: str = "~/.claude/projects"
     # A Claude Code transcript is imported in write transactions of at most this many
     # items: 20 took 32-45 ms on the writer thread (2 shared cores, the 437-item fixture
     # transcript claude-code-viewer__fe5e1c67), plus 5-50 ms in the chunk that completes a
@@ -109,6 +115,18 @@ class Settings(BaseSettings):
 
     # --- layered memory (seed 003) ------------------------------------------
     memory_l2_window_turns: int = 20
+    # The memory block's length in characters, at most: Claude Code inlines a SessionStart
+    # `additionalContext` only up to 10,000 characters (a longer one becomes a file the
+    # model is only pointed at), so the block stays under that. Also the default of
+    # GET /sessions/{id}/memory?max_chars=.
+    memory_block_max_chars: int = Field(default=9_500, ge=1_000)
+    # The share of the block the newest turns (L2) may fill when older turns follow, so
+    # that long recent turns cannot crowd out every older turn's summary line.
+    memory_block_l2_ratio: float = Field(default=0.7, gt=0, le=1)
+    # One page of a detail look-up (GET /sessions/{id}/detail/{time}), in characters, when
+    # the request names no `max_chars`: one turn's detail reached 250-590 KB on real
+    # transcripts.
+    detail_page_max_chars: int = Field(default=8_000, ge=1_000)
     # A merge's turns move in write transactions of at most this many turns, after one
     # small transaction has decided the merge: 1000 took 17-38 ms each, commit included
     # (SQLite, 2 shared cores, turns of 1 KB).
@@ -123,6 +141,14 @@ class Settings(BaseSettings):
     job_comments_in_prompt: int = 5
     job_comment_max_chars: int = 500
     lessons_max_chars: int = 2000
+    # feedback a checking movement sends back to an earlier one, capped like the lessons
+    feedback_max_chars: int = Field(default=2000, ge=100)
+    # movements a piece job may run (its piece's `max_movements` wins); then it is aborted
+    job_max_movements: int = Field(default=30, ge=1)
+    # the checklists of logs/checklists/*.json shown to the next movement, in characters
+    checklists_max_chars: int = Field(default=2000, ge=100)
+    # the `git status` / diff excerpt handed on after a verify movement, in characters
+    git_excerpt_max_chars: int = Field(default=2000, ge=100)
     job_lease_seconds: float = 30.0
     job_heartbeat_seconds: float = 10.0
 
@@ -130,6 +156,17 @@ class Settings(BaseSettings):
     pieces_dir: Path | None = None
     bash_tool_enabled: bool = False
     bash_timeout_seconds: float = 60.0
+    # limits of each Bash command (0: unlimited): CPU seconds, address space, the largest
+    # file it may write, processes of the server's user (not applied by Linux to root)
+    bash_cpu_seconds: int = Field(default=60, ge=0)
+    bash_memory_bytes: int = Field(default=2 * 1024**3, ge=0)
+    bash_file_size_bytes: int = Field(default=256 * 1024**2, ge=0)
+    bash_max_processes: int = Field(default=256, ge=0)
+    # "auto": bubblewrap when it works here, else limits only; "bwrap": refuse to run
+    # Bash without it; "none": never
+    bash_sandbox: Literal["auto", "bwrap", "none"] = "auto"
+    # let a bubblewrap-confined command use the network
+    bash_network: bool = False
     max_workspace_file_bytes: int = 16 * 1024 * 1024
 
     # --- the runner (ours) --------------------------------------------------
@@ -218,6 +255,12 @@ class Settings(BaseSettings):
     @property
     def cors_origin_list(self) -> list[str]:
         return [origin.strip() for origin in self.cors_origins.split(",") if origin.strip()]
+
+    @property
+    def transcript_roots(self) -> list[Path]:
+        """`hook_transcript_roots` as absolute folders (`~` expanded, symlinks resolved)."""
+        parts = (part.strip() for part in self.hook_transcript_roots.split(","))
+        return [Path(part).expanduser().resolve() for part in parts if part]
 
     @property
     def webhook_retry_delays(self) -> tuple[float, ...]:

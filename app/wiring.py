@@ -14,16 +14,21 @@ from app.db.engine import Database
 from app.engine.anthropic import AnthropicLLM
 from app.engine.llm import LLM
 from app.engine.pieces import BUILTIN_DIR, PieceCatalog, load_catalog
+from app.engine.tools import ToolRegistry
 from app.observability.metered_llm import MeteredLLM
 from app.services.live import LiveHub
 from app.services.live_bridge import PgLiveBridge
 from app.settings import Settings
 from app.tools.clock import current_time_tool
 from app.tools.detail import detail_tool
-from app.tools.registry import ToolRegistry
 from app.tools.tasks import task_tools
 from app.tools.transition import piece_tools
-from app.tools.workspace import ResultBudget, workspace_tools
+from app.tools.workspace import (
+    WORKSPACE_TOOL_NAMES,
+    Confinement,
+    ResultBudget,
+    workspace_tools,
+)
 from app.worker.runner import Runner
 from app.worker.webhooks import WebhookDispatcher
 
@@ -39,6 +44,7 @@ def builtin_tools(settings: Settings) -> ToolRegistry:
             max_tokens=settings.tool_result_max_tokens,
             min_tokens=settings.tool_result_min_tokens,
         ),
+        confinement=Confinement.of(settings),
     )
     return ToolRegistry(
         [
@@ -51,12 +57,20 @@ def builtin_tools(settings: Settings) -> ToolRegistry:
     )
 
 
-def piece_catalog(settings: Settings) -> PieceCatalog:
+def known_tool_names(settings: Settings, tools: ToolRegistry) -> set[str]:
+    """What a movement may name in `allowed_tools`: every tool of this server and every
+    builtin one, Bash included even when it is off (a movement allowing it then simply
+    runs without it)."""
+    return {*tools.names, *builtin_tools(settings).names, *WORKSPACE_TOOL_NAMES}
+
+
+def piece_catalog(settings: Settings, tools: ToolRegistry) -> PieceCatalog:
     """The builtin pieces, then the operator's folder (same name: the folder wins)."""
     folders = [BUILTIN_DIR] + ([settings.pieces_dir] if settings.pieces_dir else [])
-    catalog = load_catalog(folders)
+    catalog = load_catalog(folders, known_tool_names(settings, tools))
     for problem in catalog.problems:
-        logger.error("piece file %s is invalid and was skipped: %s", problem.path, problem.reason)
+        where = f"{problem.folder}/{problem.file}" if problem.file else problem.folder
+        logger.error("piece file %s is invalid and was skipped: %s", where, problem.reason)
     return catalog
 
 
@@ -103,13 +117,14 @@ async def runtime(
     database = Database(settings)
     owned_llm = AnthropicLLM(settings) if llm is None else None
     hub = LiveHub()
+    registry = tools or builtin_tools(settings)
     parts = Runtime(
         settings=settings,
         database=database,
         llm=MeteredLLM(owned_llm if owned_llm is not None else llm),  # type: ignore[arg-type]
-        tools=tools or builtin_tools(settings),
+        tools=registry,
         hub=hub,
-        pieces=piece_catalog(settings),
+        pieces=piece_catalog(settings, registry),
     )
     database.listener = parts.signal
     stop = asyncio.Event()

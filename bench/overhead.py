@@ -108,9 +108,8 @@ async def strata_turn(
     (from the job's claim on: `run_chat`, not the write that queued it)."""
     database = Database(settings)
     llm = CountingLLM(AnthropicLLM(settings), database)
-    deps = Deps(
-        settings, database, LiveHub(), llm, builtin_tools(settings), piece_catalog(settings)
-    )
+    tools = builtin_tools(settings)
+    deps = Deps(settings, database, LiveHub(), llm, tools, piece_catalog(settings, tools))
     try:
 
         async def claimed_turn(db: AsyncSession) -> Job:

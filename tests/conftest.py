@@ -28,6 +28,7 @@ from fastapi import FastAPI
 from app.db.migrate import upgrade_to_head
 from app.main import create_app
 from app.settings import Settings
+from tests.fakes.messages_api import FakeMessagesAPI
 from tests.support.apps import client_for
 from tests.support.tools import agent_tools
 
@@ -173,11 +174,21 @@ def empty_database_url(database_factory: DatabaseFactory, tmp_path: Path) -> Ite
 
 
 @pytest.fixture
-def make_settings(database_url: str, tmp_path: Path) -> Iterator[Any]:
+def make_settings(
+    database_url: str, tmp_path: Path, _fake_messages_api_server: FakeMessagesAPI
+) -> Iterator[Any]:
+    """Settings for this test's database. Settings that point the SDK at the fake
+    Messages API also give it their context window, so every request of the test is held
+    against the window Strata was told it has."""
+
     def make(**overrides: Any) -> Settings:
         values: dict[str, Any] = {"database_url": database_url, "data_dir": tmp_path / "data"}
         values.update(overrides)
-        return Settings(_env_file=None, **values)
+        built = Settings(_env_file=None, **values)
+        fake = _fake_messages_api_server
+        if built.anthropic_base_url == fake.url:
+            fake.context_window_tokens = built.context_window_tokens
+        return built
 
     yield make
 

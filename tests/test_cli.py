@@ -359,3 +359,97 @@ def test_processes_started_together_migrate_an_empty_database_one_after_the_othe
 
     assert [code for code, _ in results] == [0, 0, 0], [err[-2000:] for _, err in results]
     assert _query(db_url, "SELECT version_num FROM alembic_version") == [(head_revision(),)]
+
+
+# --- strata claude-code install ----------------------------------------------------------
+
+
+def _install(*args: str) -> int:
+    return main(["claude-code", "install", *args])
+
+
+def test_install_for_a_project_merges_the_hooks_without_clobbering_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    claude = tmp_path / ".claude"
+    claude.mkdir()
+    theirs = {"type": "command", "command": "./lint.sh"}
+    before = {
+        "model": "opus",
+        "permissions": {"allow": ["Bash(npm test:*)"]},
+        "env": {"FOO": "1", "STRATA_URL": "http://strata.internal:8000"},
+        "hooks": {
+            "Stop": [
+                {"hooks": [theirs]},
+                {"hooks": [{"type": "command", "command": "python3 ~/.claude/strata-hook.py"}]},
+            ]
+        },
+    }
+    (claude / "settings.json").write_text(json.dumps(before))
+
+    assert _install("--project", str(tmp_path)) == 0
+
+    printed = capsys.readouterr().out
+    after = json.loads((claude / "settings.json").read_text())
+    script = claude / "strata" / "strata-hook.py"
+    command = f'python3 "{script}"'
+    assert (after["model"], after["permissions"]) == (before["model"], before["permissions"])
+    assert after["env"] == before["env"]  # the configured URL stays
+    assert after["hooks"]["Stop"][0] == {"hooks": [theirs]}
+    for event in ("SessionStart", "Stop", "SubagentStop"):
+        handlers = [h for group in after["hooks"][event] for h in group["hooks"]]
+        assert [h["command"] for h in handlers if "strata-hook" in h["command"]] == [command]
+    assert "- hooks.Stop: python3 ~/.claude/strata-hook.py" in printed
+    assert f"+ hooks.SessionStart: {command}" in printed
+    assert script.is_file()
+    detail = (claude / "commands" / "sc-detail.md").read_text()
+    assert f"!`python3 \"{claude / 'strata'}/strata-hook.py\" detail '$ARGUMENTS'`" in detail
+
+
+def test_installing_again_changes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _install("--project", str(tmp_path), "--url", "http://127.0.0.1:9000") == 0
+    settings = (tmp_path / ".claude" / "settings.json").read_text()
+    capsys.readouterr()
+
+    assert _install("--project", str(tmp_path), "--url", "http://127.0.0.1:9000") == 0
+
+    assert "nothing to change" in capsys.readouterr().out
+    assert (tmp_path / ".claude" / "settings.json").read_text() == settings
+    assert json.loads(settings)["env"]["STRATA_URL"] == "http://127.0.0.1:9000"
+
+
+def test_a_dry_run_prints_the_changes_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _install("--project", str(tmp_path), "--dry-run") == 0
+
+    printed = capsys.readouterr().out
+    assert "would change" in printed and "hooks.SessionStart" in printed
+    assert "env.STRATA_URL = http://127.0.0.1:8000" in printed
+    assert not (tmp_path / ".claude").exists()
+
+
+def test_install_for_the_user_goes_to_the_home_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+
+    assert _install("--user", "--api-key", "sk-strata") == 0
+
+    settings = json.loads((tmp_path / ".claude" / "settings.json").read_text())
+    assert settings["env"] == {"STRATA_URL": "http://127.0.0.1:8000", "STRATA_API_KEY": "sk-strata"}
+    assert (tmp_path / ".claude" / "commands" / "sc-detail.md").is_file()
+
+
+def test_settings_that_are_not_json_are_left_alone_with_a_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / ".claude").mkdir()
+    (tmp_path / ".claude" / "settings.json").write_text("{ not json")
+
+    assert _install("--project", str(tmp_path)) == 2
+
+    assert "not valid JSON" in capsys.readouterr().err
+    assert (tmp_path / ".claude" / "settings.json").read_text() == "{ not json"

@@ -15,6 +15,8 @@ from sqlmodel import SQLModel
 import app.db.models  # noqa: F401  (registers every table on SQLModel.metadata)
 from app.db.engine import Database, sync_url
 from app.db.migrate import downgrade_to_base, head_revision, upgrade_to_head
+from app.db.models import Item
+from app.db.models.item import AppendedItem
 from app.settings import Settings
 
 APPLICATION_TABLES = {"api_keys", "items", "sessions"}
@@ -80,25 +82,31 @@ def test_models_match_the_migrations(fresh_url: str, sync_engine: Engine) -> Non
 
 @pytest.mark.sqlite_only
 async def test_sqlite_connections_use_wal_foreign_keys_and_busy_timeout(tmp_path: Path) -> None:
+    """Reads (on the event loop) wait briefly for a lock, the writer as configured."""
     settings = Settings(
         _env_file=None,
         database_url=f"sqlite:///{tmp_path / 'fresh.db'}",
         data_dir=tmp_path / "data",
         sqlite_busy_timeout_ms=4321,
+        sqlite_read_busy_timeout_ms=123,
     )
     database = Database(settings)
+
+    async def pragmas(db: Any) -> tuple[Any, ...]:
+        connection = await db.connection()
+        found = []
+        for name in ("journal_mode", "foreign_keys", "busy_timeout"):
+            found.append((await connection.execute(text(f"PRAGMA {name}"))).scalar())
+        return tuple(found)
+
     try:
-        async with database.read() as db:
-            connection = await db.connection()
-            journal_mode = (await connection.execute(text("PRAGMA journal_mode"))).scalar()
-            foreign_keys = (await connection.execute(text("PRAGMA foreign_keys"))).scalar()
-            busy_timeout = (await connection.execute(text("PRAGMA busy_timeout"))).scalar()
+        read = await database.read_unit(pragmas)
+        written = await database.write(pragmas)
     finally:
         await database.dispose()
 
-    assert journal_mode == "wal"
-    assert foreign_keys == 1
-    assert busy_timeout == 4321
+    assert read == ("wal", 1, 123)
+    assert written == ("wal", 1, 4321)
 
 
 @pytest.mark.postgresql_only
@@ -138,3 +146,52 @@ async def test_postgresql_engine_reconnects_after_the_server_drops_a_connection(
         await database.dispose()
 
     assert again != first
+
+
+def test_an_appended_item_lists_every_column_of_the_items_table_but_its_id() -> None:
+    columns = [c.name for c in Item.__table__.columns if c.name != "id"]  # type: ignore[attr-defined]
+
+    assert list(AppendedItem._fields) == columns
+
+
+def test_the_job_kind_is_backfilled_from_the_old_piece_names(
+    fresh_url: str, sync_engine: Engine
+) -> None:
+    """Chat, compaction and summary jobs were told apart by their piece name."""
+    from alembic import command
+
+    from app.db.migrate import alembic_config
+
+    command.upgrade(alembic_config(fresh_url), "5b1e7c3d9a20")
+    with sync_engine.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO sessions (id, tenant, metadata, last_seq, current_turn, "
+                "current_segment, input_tokens, output_tokens, cache_read_tokens, "
+                "cache_creation_tokens, llm_requests, last_task_write_request, "
+                "last_reminder_request, source, created_at, updated_at) VALUES ('s', 't', "
+                "'{}', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 'strata', '2026-01-01', '2026-01-01')"
+            )
+        )
+        for number, piece in enumerate(["chat", "compact", "summarize", "default"], start=1):
+            connection.execute(
+                text(
+                    "INSERT INTO jobs (number, id, tenant, session_id, piece, lane, status, "
+                    "state, input, input_tokens, output_tokens, cache_read_tokens, "
+                    "cache_creation_tokens, attempts, cancel_requested, created_at, updated_at) "
+                    "VALUES (:n, :id, 't', 's', :piece, 'session', 'succeeded', '{}', '{}', "
+                    "0, 0, 0, 0, 0, false, '2026-01-01', '2026-01-01')"
+                ),
+                {"n": number, "id": f"job_{piece}", "piece": piece},
+            )
+
+    upgrade_to_head(fresh_url)
+
+    with sync_engine.connect() as connection:
+        rows = connection.execute(text("SELECT id, kind, piece FROM jobs ORDER BY number"))
+        assert [tuple(row) for row in rows] == [
+            ("job_chat", "chat", None),
+            ("job_compact", "compaction", None),
+            ("job_summarize", "summary", None),
+            ("job_default", "piece", "default"),
+        ]

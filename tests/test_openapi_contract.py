@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 
 from app.api.openapi import NAMED_ENUMS
 from app.api.openapi_contract import HTTP_METHODS, SPARSE_SCHEMAS
+from app.memory.timeref import parse_time_ref
 from tests.support.apps import serve
 from tests.support.chat import new_session
 
@@ -105,6 +107,29 @@ def test_cursors_and_stream_positions_say_their_form() -> None:
         assert any(patterns), path
     stream = parameters[("/jobs/{job_id}/events", "Last-Event-ID")]
     assert any(s.get("pattern") for s in stream.get("anyOf", [stream]))
+
+
+@pytest.mark.parametrize(
+    "reference",
+    [
+        "14:23:05",
+        "14:23",
+        "14:23-14:30",
+        "23:58:00 \u2013 00:02",
+        "2026-04-16 14:23:05",
+        "2026-04-16 14:23",
+        "2026-04-16 23:58-00:02",
+        "2026-04-16 23:58:00-00:02:30",
+        "2026-04-16T14:23:05Z",
+        "2026-04-16T14:23:05.250+09:00",
+    ],
+)
+def test_the_detail_path_declares_every_time_reference_the_server_reads(reference: str) -> None:
+    (detail,) = [p for p in DOCUMENT["paths"] if p.endswith("/detail/{time}")]
+    (time,) = [p for p in DOCUMENT["paths"][detail]["get"]["parameters"] if p["name"] == "time"]
+
+    parse_time_ref(reference)  # the server reads it
+    assert re.fullmatch(time["schema"]["pattern"], reference), reference
 
 
 @pytest.mark.parametrize("replay", [False, True])

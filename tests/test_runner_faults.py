@@ -80,8 +80,12 @@ async def test_a_runner_whose_lease_was_taken_over_writes_nothing(
 ) -> None:
     """Runner A's heartbeat never comes: its lease expires while it waits for the LLM,
     runner B takes the job over and finishes the turn; A's late answer is written nowhere."""
-    late = agent_settings(
-        make_settings, fake_llm, job_lease_seconds=0.3, job_heartbeat_seconds=3600.0
+    late = agent_settings(  # A runs one job at a time: the expired job is B's to take
+        make_settings,
+        fake_llm,
+        job_lease_seconds=0.3,
+        job_heartbeat_seconds=3600.0,
+        worker_concurrency=1,
     )
     prompt = agent_settings(make_settings, fake_llm, job_lease_seconds=30.0)
     fake_llm.reply(tool_use("TaskList", {}, id="toolu_late"), delay=1.5)  # A, answered late

@@ -132,4 +132,4 @@ async def test_a_summarize_job_is_enqueued_only_past_the_window(
     job = await database.write(lambda db: enqueue_if_needed(db, session, WINDOW))
 
     assert (job is not None) == enqueued
-    assert job is None or (job.piece, job.lane) == ("summarize", "background")
+    assert job is None or (job.kind, job.lane) == ("summary", "background")

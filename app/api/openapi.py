@@ -17,7 +17,7 @@ from app.api import openapi_contract as contract
 from app.api.errors import PROBLEM_MEDIA_TYPE
 from app.api.schemas.events import STREAM_SCHEMAS
 from app.api.schemas.items import ItemKind
-from app.api.schemas.jobs import JobStatus
+from app.domain.jobs import JobKind, JobStatus
 from app.domain.tasks import TaskOpName, TaskStatus
 from app.services.webhooks import EVENT_TYPES
 from app.wiring import builtin_tools
@@ -26,7 +26,8 @@ from app.wiring import builtin_tools
 NAMED_ENUMS: dict[str, tuple[str, ...]] = {
     "TaskStatus": get_args(TaskStatus),
     "TaskOp": get_args(TaskOpName),
-    "JobStatus": get_args(JobStatus),
+    "JobStatus": tuple(status.value for status in JobStatus),
+    "JobKind": tuple(kind.value for kind in JobKind),
     "ItemKind": tuple(kind.value for kind in ItemKind),
     "WebhookEventType": EVENT_TYPES,
     "WebhookEventSelector": ("*", *EVENT_TYPES),

@@ -4,24 +4,23 @@ SQLite notes: every connection gets WAL, a busy timeout and foreign keys. The
 driver's own transaction handling is switched off and `BEGIN` is issued by us, so
 that the writer's transactions start with `BEGIN IMMEDIATE`: a deferred
 transaction that reads first and writes later can fail with SQLITE_BUSY without
-waiting. All writes of a process run on one writer thread (`app.db.writer`).
+waiting. All writes of a process run on one writer thread (`app.db.writer`);
+reads run on the event loop, on direct connections (`direct_engine`), and in WAL
+mode never wait for a writer.
 
 PostgreSQL notes (psycopg 3, `postgresql+psycopg://`): pooled connections are
 pinged before use, so a restarted server or a dropped idle connection costs a
 reconnect instead of a failed request. Writers need no special BEGIN: row locks
 (`FOR UPDATE`, `UPDATE … RETURNING`) serialise what must be serialised.
-PostgreSQL cannot hold U+0000 in `text` or `jsonb` (SQLite can): on PostgreSQL it
-is replaced by U+FFFD in every bound string and JSON value, so a NUL from a client
-or from a tool's output never turns into a server error.
+PostgreSQL cannot hold U+0000 (see `app.db.nul`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -30,11 +29,15 @@ from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlalchemy.pool import AsyncAdaptedQueuePool, StaticPool
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.db import caches, signals
+from app.db import caches, signals, stats
+from app.db.nul import json_without_nul, without_nul
+from app.db.prepared import Prepared, SqlitePeeker, as_sqlalchemy_error
+from app.db.sqlite_direct import direct_connector
 from app.db.stats import DbStats
-from app.db.writer import SqliteWriter, Work, direct_engine
+from app.db.writer import SqliteWriter, Work
 from app.settings import Settings
 
 logger = logging.getLogger("strata.db")
@@ -107,22 +110,39 @@ def install_sqlite_hooks(engine: AsyncEngine, busy_timeout_ms: int) -> None:
         conn.exec_driver_sql("BEGIN")
 
 
-def _without_nul(value: Any) -> Any:
-    """`value` with U+0000 replaced by U+FFFD in every string, however deeply nested."""
-    if isinstance(value, str):
-        return value.replace("\x00", "\ufffd")
-    if isinstance(value, dict):
-        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_without_nul(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_without_nul(v) for v in value)
-    return value
+def direct_engine(
+    path: str, setup: Callable[[Any], None], stats: DbStats, *, write: bool
+) -> AsyncEngine:
+    """An engine of direct `sqlite3` connections (`app.db.sqlite_direct`), which run each
+    statement at once on the calling thread: no thread hand-off per call.
 
+    The writer's has one connection, used only on the writer thread; its transactions
+    begin with `BEGIN IMMEDIATE` (the write lock up front). The reads' engine is a pool
+    of connections used on the event loop: in WAL mode a read never waits for a writer,
+    so a statement costs SQLite's own work, microseconds to milliseconds, without the
+    two thread hops per call aiosqlite makes (and the rows' processing in Python ran on
+    the loop anyway). Their transactions begin with a plain `BEGIN`."""
+    # the URL names no file (the creator opens it), which SQLAlchemy would take for
+    # an in-memory database and give one shared connection: say which pool
+    engine = create_async_engine(
+        "sqlite+aiosqlite://",
+        async_creator=direct_connector(path, setup),
+        poolclass=StaticPool if write else AsyncAdaptedQueuePool,
+    )
+    begin = "BEGIN IMMEDIATE" if write else "BEGIN"
 
-def _json_without_nul(value: Any) -> str:
-    text = json.dumps(value)
-    return json.dumps(_without_nul(value)) if "\\u0000" in text else text
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        # straight to sqlite3: through SQLAlchemy's execution, a BEGIN cost ~0.1 ms
+        stats.statements += 1
+        try:
+            conn.connection.driver_connection.raw.execute(begin)
+        except Exception as exc:
+            raise as_sqlalchemy_error(exc, begin, ()) from exc
+
+    stats.watch(engine)
+
+    return engine
 
 
 def _install_postgresql_hooks(engine: AsyncEngine) -> None:
@@ -130,11 +150,7 @@ def _install_postgresql_hooks(engine: AsyncEngine) -> None:
     def _on_execute(
         _conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, _many: bool
     ) -> tuple[str, Any]:
-        return statement, _without_nul(parameters)
-
-
-def _no_signals(_fired: list[signals.Signal]) -> None:
-    """A read records no signals."""
+        return statement, without_nul(parameters)
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:
@@ -149,6 +165,10 @@ class UnitsOfWork(Protocol):
     def read(self) -> AbstractAsyncContextManager[AsyncSession]: ...
 
     async def read_unit(self, work: Work[T]) -> T: ...
+
+    async def peek(
+        self, statement: Prepared, params: Mapping[str, Any]
+    ) -> list[tuple[Any, ...]]: ...
 
     async def write(self, work: Work[T]) -> T: ...
 
@@ -177,31 +197,34 @@ class Database:
             max_entries=settings.cache_max_entries,
             clock=clock,
         )
-        options: dict[str, Any] = {}
-        if not self.is_sqlite:
-            options = {"pool_pre_ping": True, "json_serializer": _json_without_nul}
-        self.engine = create_async_engine(async_url(settings.database_url), **options)
-        self.stats.watch(self.engine)
-        self._maker = async_sessionmaker(self.engine, class_=AsyncSession, expire_on_commit=False)
         self._writer: SqliteWriter | None = None
-        self._reader: SqliteWriter | None = None
+        self._peeker: SqlitePeeker | None = None
         if self.is_sqlite:
-            install_sqlite_hooks(self.engine, settings.sqlite_busy_timeout_ms)
             path = make_url(settings.database_url).database or ":memory:"
-            setup = sqlite_setup(settings.sqlite_busy_timeout_ms)
+            reads = sqlite_setup(settings.sqlite_read_busy_timeout_ms)
+            self.engine = direct_engine(path, reads, self.stats, write=False)
+            writes = sqlite_setup(settings.sqlite_busy_timeout_ms)
             self._writer = SqliteWriter(
-                lambda: direct_engine(path, setup, self.stats, write=True),
+                lambda: direct_engine(path, writes, self.stats, write=True),
                 self.stats,
                 batch=settings.db_write_batch_max,
+                on_commit=self.caches.apply,
             )
-            self._reader = SqliteWriter(
-                lambda: direct_engine(path, setup, self.stats, write=False),
-                self.stats,
-                batch=1,
-                name="strata-db-reader",
-            )
+            self._peeker = SqlitePeeker(path, reads)
         else:
+            self.engine = create_async_engine(
+                async_url(settings.database_url),
+                pool_pre_ping=True,
+                json_serializer=json_without_nul,
+            )
+            self.stats.watch(self.engine)
             _install_postgresql_hooks(self.engine)
+        self._maker = async_sessionmaker(self.engine, class_=AsyncSession, expire_on_commit=False)
+
+    def _attach(self, db: AsyncSession) -> AsyncSession:
+        caches.attach(db, self.caches)
+        stats.attach(db, self.stats)
+        return db
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:
@@ -209,22 +232,24 @@ class Database:
         write lock beside the writer thread."""
         # closing ends the transaction and keeps what was loaded readable
         async with self._maker() as session:
-            caches.attach(session, self.caches)
-            yield session
+            yield self._attach(session)
 
     async def read_unit(self, work: Work[T]) -> T:
-        """Run the small read `work(db)` in one hand-off: on SQLite on the process's reader
-        thread (a connection of its own, never behind the writer), elsewhere on the pool.
-        For reads a running job makes every step; anything large belongs in `read`."""
-        if self._reader is None:
-            async with self.read() as db:
-                return await work(db)
-
-        async def unit_of_work(db: AsyncSession) -> T:
-            caches.attach(db, self.caches)
+        """Run the read `work(db)` in a read unit of work and return what it returned."""
+        async with self.read() as db:
             return await work(db)
 
-        return await self._reader.submit(unit_of_work, _no_signals)
+    async def peek(self, statement: Prepared, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        """The rows of one small, indexed read statement, outside any unit of work: the
+        probe a running job makes every step. On SQLite it runs at once on a connection
+        of its own, without even a session (one statement is one WAL snapshot); on
+        PostgreSQL in a read unit on the pool."""
+        if self._peeker is not None:
+            self.stats.statements += 1
+            self.stats.transactions += 1
+            return self._peeker.rows(statement.compiled(self.engine.dialect), params)
+        async with self.read() as db:
+            return (await statement.execute(db, params)).rows
 
     async def write(self, work: Work[T]) -> T:
         """Run `work(db)` as one write transaction and return what it returned.
@@ -232,19 +257,12 @@ class Database:
         `work` must only talk to the database (no network, no waiting on other tasks),
         and must not call `write` itself: on SQLite it runs on the writer thread,
         holding the write lock, and would wait for itself."""
-        loop = asyncio.get_running_loop()
 
         async def unit_of_work(db: AsyncSession) -> T:
-            caches.attach(db, self.caches)
-            return await work(db)
-
-        def deliver(fired: list[signals.Signal]) -> None:
-            # on the writer thread, before it runs the next unit of work
-            self.caches.apply(fired)
-            loop.call_soon_threadsafe(self._fire, fired)
+            return await work(self._attach(db))
 
         if self._writer is not None:
-            return await self._writer.submit(unit_of_work, deliver)
+            return await self._writer.submit(unit_of_work, self._fire)
         # as on the writer thread, a caller that stops waiting does not cut the
         # transaction in the middle: it runs on in a task of its own
         unit = asyncio.ensure_future(self._write_on_pool(unit_of_work))
@@ -274,7 +292,8 @@ class Database:
                 logger.exception("after-commit signal %r failed", signal)
 
     async def dispose(self) -> None:
-        for thread in (self._writer, self._reader):
-            if thread is not None:
-                await thread.close()
+        if self._writer is not None:
+            await self._writer.close()
+        if self._peeker is not None:
+            self._peeker.close()
         await self.engine.dispose()

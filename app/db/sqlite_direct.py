@@ -1,11 +1,11 @@
 """A `sqlite3` connection behind the async driver interface, without a thread.
 
 SQLAlchemy's async engine expects an aiosqlite-like connection whose methods are
-awaitables; aiosqlite runs each call on a thread of its own, which costs a thread
-hand-off per call (about ninety of them per agent step). The writer thread
-(`app.db.writer`) is already off the event loop, so there these awaitables just
-call `sqlite3` and return: a coroutine that never suspends finishes inside the
-`await`, and a whole transaction runs without a single hand-off.
+awaitables; aiosqlite runs each call on a thread of its own, which costs two thread
+hand-offs per call (about ninety per agent step). These awaitables just call
+`sqlite3` and return: a coroutine that never suspends finishes inside the `await`.
+The writer thread (`app.db.writer`) runs whole transactions this way; the event
+loop runs reads this way, which in WAL mode never wait for a writer.
 """
 
 from __future__ import annotations
@@ -82,6 +82,11 @@ class DirectConnection:
         self._conn = connection
         # the adapter checks `_connection` (aiosqlite's name) before commit and rollback
         self._connection: sqlite3.Connection | None = connection
+
+    @property
+    def raw(self) -> sqlite3.Connection:
+        """The `sqlite3` connection itself, for statements run past SQLAlchemy."""
+        return self._conn
 
     @property
     def isolation_level(self) -> str | None:

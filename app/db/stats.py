@@ -12,6 +12,8 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+_KEY = "strata.stats"
+
 
 @dataclass
 class DbStats:
@@ -41,3 +43,13 @@ class DbStats:
             self.statements - before.statements,
             self.handoffs - before.handoffs,
         )
+
+
+def attach(db: Any, stats: DbStats) -> None:
+    """Let statements run past SQLAlchemy's events (`app.db.prepared`) count in `stats`."""
+    db.info[_KEY] = stats
+
+
+def stats_of(db: Any) -> DbStats | None:
+    found: DbStats | None = db.info.get(_KEY)
+    return found

@@ -17,7 +17,6 @@ a transaction is never cut in the middle.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 import threading
 from collections import deque
@@ -25,9 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import event
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db import signals
@@ -37,31 +34,51 @@ logger = logging.getLogger("strata.db")
 
 T = TypeVar("T")
 Work = Callable[[AsyncSession], Awaitable[T]]
-Deliver = Callable[[list[signals.Signal]], None]
+Fire = Callable[[list[signals.Signal]], None]
 
 
 @dataclass
 class _Unit:
     work: Work[Any]
-    future: concurrent.futures.Future[Any]
-    deliver: Deliver
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[Any]
+    fire: Fire
+    outcome: tuple[Any, list[signals.Signal]] | BaseException | None = None
 
-    def succeed(self, value: Any, fired: list[signals.Signal]) -> None:
+    def settle(self) -> None:
+        """On the caller's loop: the signals of a committed unit fire even when nobody
+        waits for its answer any more; then the caller is answered."""
+        outcome = self.outcome
+        if isinstance(outcome, BaseException):
+            if not self.future.done():
+                self.future.set_exception(outcome)
+            else:  # nobody will look: mark it seen
+                outcome.__traceback__ = None
+            return
+        assert outcome is not None
+        value, fired = outcome
         if fired:
-            self.deliver(fired)
-        if not self.future.cancelled():
+            self.fire(fired)
+        if not self.future.done():
             self.future.set_result(value)
 
-    def fail(self, exc: BaseException) -> None:
-        if not self.future.cancelled():
-            self.future.set_exception(exc)
+
+def _settle_all(units: list[_Unit]) -> None:
+    for unit in units:
+        unit.settle()
 
 
 class SqliteWriter:
     """Runs units of work on a thread of its own, in order. The process's writer takes
     queued units together (`batch` > 1); its reader (batch 1, plain `BEGIN`) runs the
-    small reads a running job makes every step for one hand-off each, beside the
-    writer, on a connection of its own."""
+    small reads a running job makes for one hand-off each, beside the writer, on a
+    connection of its own.
+
+    A hand-off is one wake-up each way: the writer answers all the units of a batch
+    that came from one event loop with one callback there (a thread's wake-up is a
+    system call, and on some virtual machines a system call costs more than a small
+    transaction). `on_commit` runs on the writer thread after each commit, before the
+    next unit starts (the caches' forgetting)."""
 
     def __init__(
         self,
@@ -69,10 +86,12 @@ class SqliteWriter:
         stats: DbStats,
         batch: int,
         name: str = "strata-db-writer",
+        on_commit: Fire | None = None,
     ) -> None:
         self._make_engine = make_engine
         self._stats = stats
         self._batch = batch
+        self._on_commit = on_commit
         self._pending: deque[_Unit] = deque()
         self._guard = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -83,17 +102,21 @@ class SqliteWriter:
         self._thread.start()
         self._started.wait()
 
-    async def submit(self, work: Work[T], deliver: Deliver) -> T:
-        """Run `work` as (part of) one write transaction on the writer thread."""
-        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+    async def submit(self, work: Work[T], fire: Fire) -> T:
+        """Run `work` as (part of) one write transaction on the writer thread; `fire`
+        gets its signals on this loop once it committed."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
         with self._guard:
             if self._closing:
                 raise RuntimeError("the database writer is closed")
-            self._pending.append(_Unit(work, future, deliver))
+            self._pending.append(_Unit(work, loop, future, fire))
         self._stats.handoffs += 2  # there and back
         assert self._loop is not None and self._ready is not None
         self._loop.call_soon_threadsafe(self._ready.set)
-        return await asyncio.wrap_future(future)
+        # a caller that stops waiting does not stop its unit: a transaction is never
+        # cut in the middle, and its signals still fire
+        return await asyncio.shield(future)
 
     async def close(self) -> None:
         with self._guard:
@@ -129,10 +152,27 @@ class SqliteWriter:
             return [self._pending.popleft() for _ in range(count)]
 
     async def _run(self, engine: AsyncEngine, batch: list[_Unit]) -> None:
-        if len(batch) == 1:
-            await self._run_alone(engine, batch[0])
-        else:
-            await self._run_group(engine, batch)
+        try:
+            if len(batch) == 1:
+                await self._run_alone(engine, batch[0])
+            else:
+                await self._run_group(engine, batch)
+        finally:
+            self._answer(batch)
+
+    def _answer(self, batch: list[_Unit]) -> None:
+        by_loop: dict[asyncio.AbstractEventLoop, list[_Unit]] = {}
+        for unit in batch:
+            by_loop.setdefault(unit.loop, []).append(unit)
+        for loop, units in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_settle_all, units)
+            except RuntimeError:  # that loop is closed: nobody is left to answer
+                logger.debug("a unit of work finished after its event loop closed")
+
+    def _committed(self, fired: list[signals.Signal]) -> None:
+        if fired and self._on_commit is not None:
+            self._on_commit(fired)
 
     async def _run_alone(self, engine: AsyncEngine, unit: _Unit) -> None:
         try:
@@ -140,11 +180,13 @@ class SqliteWriter:
                 value = await unit.work(db)
                 await db.commit()
         except BaseException as exc:
-            unit.fail(exc)
+            unit.outcome = exc
             if not isinstance(exc, Exception):
                 raise
             return
-        unit.succeed(value, signals.take(db))
+        fired = signals.take(db)
+        self._committed(fired)
+        unit.outcome = (value, fired)
 
     async def _run_group(self, engine: AsyncEngine, batch: list[_Unit]) -> None:
         done: list[tuple[_Unit, Any, list[signals.Signal]]] = []
@@ -162,42 +204,20 @@ class SqliteWriter:
                         await db.commit()  # releases the unit's savepoint
                     except Exception as exc:
                         await db.rollback()  # to the unit's savepoint
-                        unit.fail(exc)
+                        unit.outcome = exc
                     else:
                         done.append((unit, value, signals.take(db)))
                     finally:
                         await db.close()
                 await connection.commit()
         except BaseException as exc:
-            for unit, _value, _fired in done:
-                unit.fail(exc)
             for unit in batch:
-                if not unit.future.done():
-                    unit.fail(exc)
+                if not isinstance(unit.outcome, BaseException):  # not its own failure
+                    unit.outcome = exc
             if not isinstance(exc, Exception):
                 raise
             return
-        for unit, value, fired in done:
-            unit.succeed(value, fired)
-
-
-def direct_engine(
-    path: str, setup: Callable[[Any], None], stats: DbStats, *, write: bool
-) -> AsyncEngine:
-    """One direct connection for a unit thread: the writer's transactions begin with
-    `BEGIN IMMEDIATE` (the write lock up front), the reader's with a plain `BEGIN`."""
-    from app.db.sqlite_direct import direct_connector
-
-    engine = create_async_engine(
-        "sqlite+aiosqlite://",
-        async_creator=direct_connector(path, setup),
-        poolclass=StaticPool,
-    )
-    begin = "BEGIN IMMEDIATE" if write else "BEGIN"
-
-    @event.listens_for(engine.sync_engine, "begin")
-    def _on_begin(conn: Any) -> None:
-        conn.exec_driver_sql(begin)
-
-    stats.watch(engine)
-    return engine
+        fired = [signal for _unit, _value, signals_ in done for signal in signals_]
+        self._committed(fired)
+        for unit, value, unit_signals in done:
+            unit.outcome = (value, unit_signals)

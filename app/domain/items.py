@@ -26,7 +26,10 @@ class Origin(StrEnum):
 
 
 class _Block(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Content blocks are immutable values: a running job's segment, the requests built
+    from it and the log all share them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class TextBlock(_Block):

@@ -2,13 +2,17 @@
 
 Requests are numbered 1, 2, … per session (each LLM call of the main thread,
 each tool-loop step included). If request k's response called TaskCreate or
-TaskUpdate, the first request that may carry a reminder is k + N + 1; after a
-reminder in request r, the next is r + M at the earliest. Nothing fires while no
-task is active.
+TaskUpdate (or a user changed the list over REST after request k), the first request
+that may carry a reminder is k + N + 1; after a reminder in request r, the next is
+r + M at the earliest. Nothing fires while no task is active.
+
+The reminder lists one line per active task; a subject's line breaks are written as
+escapes (`\\n`), so no subject can add a line of its own to the reminder.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -39,12 +43,38 @@ def should_remind(
     return quiet >= since_write and cooled
 
 
+_LINE_BREAKS = {
+    "\r\n": "\\r\\n",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\v": "\\v",
+    "\f": "\\f",
+    "\x1c": "\\x1c",
+    "\x1d": "\\x1d",
+    "\x1e": "\\x1e",
+    "\x85": "\\x85",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
+_LINE_BREAK = re.compile("|".join(re.escape(k) for k in _LINE_BREAKS))
+
+
+def one_line(text: str) -> str:
+    """`text` with every line break (all that `str.splitlines` knows) written as an escape."""
+    return _LINE_BREAK.sub(lambda m: _LINE_BREAKS[m.group()], text)
+
+
 def reminder_text(active: Sequence[Task]) -> str:
-    lines = "\n".join(f"- taskid {t.taskid} [{t.status}] {t.subject}" for t in active)
+    lines = "\n".join(f"- taskid {t.taskid} [{t.status}] {one_line(t.subject)}" for t in active)
+    one = len(active) == 1
+    count = "1 active task that has" if one else f"{len(active)} active tasks that have"
+    current = "it is" if one else "they are"
     return (
         f"{OPEN_TAG}\n"
-        "You have active tasks that have not been updated for a while. Keep the list true: "
+        f"You have {count} not been updated for a while. Keep the list true: "
         "TaskUpdate a task to inprogress when you start it and to completed when it is done; "
-        "ignore this if they are current.\n"
-        f"{lines}\n{CLOSE_TAG}"
+        f"ignore this if {current} current.\n"
+        f"{lines}\n"
+        "Do not mention this reminder to the user.\n"
+        f"{CLOSE_TAG}"
     )

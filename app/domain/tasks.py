@@ -152,7 +152,8 @@ def render_summary(store: TaskStore) -> str:
         s: sum(1 for t in tasks if t.status == s)
         for s in ("pending", "inprogress", "completed", "deleted")
     }
-    head = f"{len(tasks)} tasks: " + ", ".join(f"{n} {s}" for s, n in counts.items())
+    noun = "task" if len(tasks) == 1 else "tasks"
+    head = f"{len(tasks)} {noun}: " + ", ".join(f"{n} {s}" for s, n in counts.items())
     brief = "\n".join(f"[{t.taskid}] {t.status}: {t.subject}" for t in tasks)
     return f"{head}\n{brief}" if brief else head
 

@@ -86,23 +86,32 @@ def wire_params(request: LLMRequest) -> dict[str, Any]:
     if request.system:
         params["system"] = [{"type": "text", "text": request.system, "cache_control": _EPHEMERAL}]
     if request.tools:
-        params["tools"] = [tool.model_dump() for tool in request.tools]
+        params["tools"] = [tool.json_value for tool in request.tools]
     return params
 
 
 def _messages_to_wire(request: LLMRequest) -> list[dict[str, Any]]:
+    """The messages' JSON, shared with earlier requests (read-only: the SDK copies what
+    it sends); only the last block, which carries the cache breakpoint, is new."""
     messages: list[dict[str, Any]] = []
     for message in request.messages:
-        blocks = [
-            block.model_dump(mode="json", exclude_none=True)
-            for block in message.content
-            if not isinstance(block, ThinkingBlock)  # only valid with extended thinking on
-        ]
+        blocks = message.json_content
+        if not all(_sendable(block) for block in blocks):
+            blocks = [block for block in blocks if _sendable(block)]
         if blocks:
             messages.append({"role": message.role, "content": blocks})
     if messages:
-        messages[-1]["content"][-1]["cache_control"] = _EPHEMERAL
+        *head, last = messages[-1]["content"]
+        messages[-1]["content"] = [*head, {**last, "cache_control": _EPHEMERAL}]
     return messages
+
+
+def _sendable(block: dict[str, Any]) -> bool:
+    """Thinking is only valid with extended thinking on; the API refuses a text block
+    without visible text (a model may answer one)."""
+    if block["type"] == "thinking":
+        return False
+    return not (block["type"] == "text" and not block["text"].strip())
 
 
 def _blocks_from_wire(content: list[Any]) -> list[ContentBlock]:

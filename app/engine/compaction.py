@@ -1,9 +1,14 @@
 """Compaction, the pure part: the summary request and the new segment's opening.
 
 The summary model sees the segment as a transcript and the whole task list; it
-gets no tools, so it cannot change tasks. The new segment then opens with the
-summary, the full task snapshot as a system message, and a TaskList call with
-its result: the agent re-reads its tasks before doing anything else.
+gets no tools, so it cannot change tasks. Its request is held under the window:
+when the transcript is too long, its oldest entries are left out (and counted).
+
+The new segment then opens with the summary and the full task snapshot as a system
+note. Only a session that offers the task tools, and has tasks, also gets a `TaskList`
+call with its result (the agent re-reads its tasks before doing anything else): in a
+session without tools a tool call in the log would make every later request invalid,
+and an empty list needs no re-reading.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ from app.domain.items import (
     ToolUseBlock,
     UserMessage,
 )
-from app.engine.llm import LLMRequest, Message, Usage
+from app.engine.context import BLOCK_OVERHEAD_CHARS, DEFAULT_CHARS_PER_TOKEN
+from app.engine.llm import LLMRequest, Message
 
 SUMMARY_SYSTEM = (
     "You compact the conversation of an AI agent so that it can continue its work without "
@@ -33,8 +39,11 @@ SUMMARY_SYSTEM = (
 )
 
 
-def context_ratio(usage: Usage, window_tokens: int) -> float:
-    return usage.context_tokens / window_tokens if window_tokens > 0 else 0.0
+_PROMPT_FRAME = (
+    "<transcript>\n{transcript}\n</transcript>\n\n"
+    "<task-list>\n{tasks}\n</task-list>\n\n"
+    "Write the summary now."
+)
 
 
 def _clip(text: str, limit: int) -> str:
@@ -45,7 +54,27 @@ def _text(blocks: Sequence[object]) -> str:
     return "\n".join(b.text for b in blocks if isinstance(b, TextBlock))
 
 
-def transcript(items: Sequence[ItemPayload], item_max_chars: int) -> str:
+def transcript(
+    items: Sequence[ItemPayload], item_max_chars: int, max_chars: int | None = None
+) -> str:
+    """The segment as tagged lines; with `max_chars`, the newest lines that fit, after a
+    line counting the entries left out."""
+    lines = _transcript_lines(items, item_max_chars)
+    if max_chars is None or sum(len(line) + 1 for line in lines) <= max_chars:
+        return "\n".join(lines)
+    kept: list[str] = []
+    used = 0
+    for line in reversed(lines):
+        if used + len(line) + 1 > max_chars - 120:  # room for the line that counts
+            break
+        kept.append(line)
+        used += len(line) + 1
+    left_out = len(lines) - len(kept)
+    marker = f"[{left_out} earlier entries left out to fit the summary model's context]"
+    return "\n".join([marker, *reversed(kept)])
+
+
+def _transcript_lines(items: Sequence[ItemPayload], item_max_chars: int) -> list[str]:
     lines: list[str] = []
     for item in items:
         if isinstance(item, UserMessage):
@@ -67,7 +96,7 @@ def transcript(items: Sequence[ItemPayload], item_max_chars: int) -> str:
             lines.append(f"[earlier summary] {item.text}")
         elif isinstance(item, TaskEvent):
             lines.append(f"[task change by a user] {item.op} {json.dumps(item.input)}")
-    return "\n".join(lines)
+    return lines
 
 
 def summary_request(
@@ -77,11 +106,18 @@ def summary_request(
     model: str,
     max_tokens: int,
     item_max_chars: int,
+    max_input_tokens: int | None = None,
 ) -> LLMRequest:
-    prompt = (
-        f"<transcript>\n{transcript(items, item_max_chars)}\n</transcript>\n\n"
-        f"<task-list>\n{task_snapshot}\n</task-list>\n\n"
-        "Write the summary now."
+    """The summary request; with `max_input_tokens`, its prompt fits that many tokens
+    (the task list takes at most a quarter of them, the transcript the rest)."""
+    budget = None
+    if max_input_tokens is not None:
+        framing = len(SUMMARY_SYSTEM) + len(_PROMPT_FRAME) + 4 * BLOCK_OVERHEAD_CHARS
+        budget = max(0, int(max_input_tokens * DEFAULT_CHARS_PER_TOKEN) - framing)
+        task_snapshot = _clip(task_snapshot, budget // 4)
+        budget -= len(task_snapshot)
+    prompt = _PROMPT_FRAME.format(
+        transcript=transcript(items, item_max_chars, budget), tasks=task_snapshot
     )
     return LLMRequest(
         model=model,
@@ -92,22 +128,32 @@ def summary_request(
     )
 
 
+SNAPSHOT_OPENING = "The conversation was compacted. Your task list is kept whole"
+
+
 def snapshot_message(task_snapshot: str) -> SystemMessage:
     return SystemMessage(
-        text=(
-            "The conversation was compacted. Your task list is kept whole; here it is, "
-            f"every status included:\n{task_snapshot}"
-        )
+        text=f"{SNAPSHOT_OPENING}; here it is, every status included:\n{task_snapshot}"
     )
 
 
+def is_task_snapshot(item: ItemPayload) -> bool:
+    """Whether an item is the task snapshot a compaction opened its segment with."""
+    return isinstance(item, SystemMessage) and item.text.startswith(SNAPSHOT_OPENING)
+
+
 def opening_items(
-    summary: str, task_snapshot: str, task_list_output: str, call_id: str
+    summary: str,
+    task_snapshot: str,
+    task_list_output: str | None,
+    call_id: str,
 ) -> list[ItemPayload]:
-    """What a new segment starts with, in order."""
-    return [
-        CompactSummary(text=summary),
-        snapshot_message(task_snapshot),
-        AssistantMessage(content=[ToolUseBlock(id=call_id, name="TaskList", input={})]),
-        ToolResult(tool_use_id=call_id, content=task_list_output, name="TaskList"),
-    ]
+    """What a new segment starts with, in order; the `TaskList` pair only with its
+    output (None: the session offers no task tools, or has no task)."""
+    opening: list[ItemPayload] = [CompactSummary(text=summary), snapshot_message(task_snapshot)]
+    if task_list_output is not None:
+        opening += [
+            AssistantMessage(content=[ToolUseBlock(id=call_id, name="TaskList", input={})]),
+            ToolResult(tool_use_id=call_id, content=task_list_output, name="TaskList"),
+        ]
+    return opening

@@ -1,39 +1,56 @@
-"""The context manager (seed 004): how full a movement's context window is, and what to do.
+"""The context manager (seed 004): how full the next request will be, and what to do.
 
-A movement re-sends its whole message list on every LLM call, so the list only grows
-until the movement transitions. The runner therefore watches each response and reacts
-as the window fills:
+A movement (or a chat segment) re-sends its whole message list on every LLM call, so
+the list only grows. Before **every** request the manager estimates its size: the
+input tokens the last answered request really cost (its usage), plus an estimate of
+what was added since (characters / 4), and never less than the characters of the whole
+request give. A request whose last response called no tool, or whose tools returned a
+lot, is checked exactly like any other.
+
+The estimate is compared with the thresholds, and each action fires at most once per
+movement (or chat segment):
 
 * ``warn`` (70%): record a progress event; nothing changes for the model yet.
 * ``prompt`` (85%): add one user message asking the model to wrap up and transition.
 * ``force_transition`` (95%): move on mechanically (to ``default_next``, else ABORT; in a
-  chat, compact instead). This is an escape hatch, not a judgement that the work is done.
-* ``exhausted`` (99%): an internal verdict that another call is unlikely to fit.
+  chat, compact before sending). This is an escape hatch, not a judgement that the work
+  is done.
+* ``exhausted`` (99%): a request this large is never sent; if nothing made it smaller,
+  the job fails (``context-exhausted``).
 
-Each action fires at most once per movement: a second "please wrap up" message would
-only cost more context, and a second forced transition would be meaningless. A new
-movement starts a fresh message list, so it gets a fresh manager.
+The estimator counts what the model reads (text, a tool call's name and JSON input, a
+tool result's text, the system prompt and the tool definitions) and adds
+:data:`BLOCK_OVERHEAD_CHARS` per block, message and tool for the framing around them,
+so it errs on the high side. When the API still refuses a request as too long (its
+tokenizer counts denser than 4 characters a token, as for code or non-English text), the
+refusal's own count becomes the measure, and the estimate counts as densely from then on.
 
 Pure: no I/O, no settings import; the caller passes the window and the thresholds.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
+
+from app.domain.items import ImageBlock, TextBlock, ThinkingBlock, ToolUseBlock
+from app.engine.llm import LLMRequest, MessageBlock, ToolResultBlock
 
 ContextAction = Literal["warn", "prompt", "force_transition", "exhausted"]
 
 DEFAULT_CHARS_PER_TOKEN: Final = 4.0
-"""Rough characters per token for English-like text; only used when usage is missing."""
+"""Rough characters per token for English-like text; what the estimate divides by."""
 
-ESTIMATE_FROM_ITERATION: Final = 3
-"""Character estimates start at this (1-based) iteration when the provider gives no usage.
+BLOCK_OVERHEAD_CHARS: Final = 32
+"""Characters counted for the framing of each block, message and tool definition (the
+roles, types and ids the API turns into a few tokens each)."""
 
-The first two requests hold little more than the system and user prompt, which the
-window was sized for; estimating them would only add noise.
-"""
+IMAGE_CHARS: Final = 1_600 * 4
+"""An image counted as the ~1,600 tokens of the largest image the API does not scale down."""
 
 
 @dataclass(frozen=True)
@@ -64,8 +81,54 @@ class Thresholds:
         )
 
 
+def _json_chars(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+
+
+def block_chars(block: MessageBlock) -> int:
+    """The characters one block adds to a request, framing included."""
+    if isinstance(block, TextBlock):
+        return BLOCK_OVERHEAD_CHARS + len(block.text)
+    if isinstance(block, ToolUseBlock):
+        return BLOCK_OVERHEAD_CHARS + len(block.name) + _json_chars(block.input)
+    if isinstance(block, ToolResultBlock):
+        if isinstance(block.content, str):
+            return BLOCK_OVERHEAD_CHARS + len(block.content)
+        return BLOCK_OVERHEAD_CHARS + sum(block_chars(inner) for inner in block.content)
+    if isinstance(block, ImageBlock):
+        return BLOCK_OVERHEAD_CHARS + IMAGE_CHARS
+    if isinstance(block, ThinkingBlock):
+        return 0  # never sent (see app.engine.anthropic)
+    raise TypeError(f"unknown block {type(block).__name__}")
+
+
+def blocks_chars(blocks: Iterable[MessageBlock]) -> int:
+    return sum(block_chars(block) for block in blocks)
+
+
+def request_chars(request: LLMRequest) -> int:
+    """The characters of everything a request makes the model read, framing included."""
+    chars = len(request.system or "")
+    for message in request.messages:
+        chars += BLOCK_OVERHEAD_CHARS + blocks_chars(message.content)
+    for tool in request.tools:
+        chars += BLOCK_OVERHEAD_CHARS + len(tool.name) + len(tool.description)
+        chars += _json_chars(tool.input_schema)
+    return chars
+
+
+@dataclass(frozen=True)
+class Check:
+    """The verdict on one request before it is sent."""
+
+    tokens: int
+    ratio: float
+    crossed: tuple[ContextAction, ...]
+    """Actions newly crossed by this request, in firing order (each fires once)."""
+
+
 class ContextManager:
-    """One per movement: each action fires at most once per movement."""
+    """One per movement, or per chat segment: each action fires at most once in it."""
 
     def __init__(
         self,
@@ -80,7 +143,7 @@ class ContextManager:
         self._window = window_tokens
         self._thresholds = thresholds
         self._chars_per_token = chars_per_token
-        self._used_tokens = 0
+        self._measured: tuple[int, int] | None = None  # (tokens, chars) of the last answer
         self._fired: set[ContextAction] = set()
 
     @property
@@ -88,56 +151,98 @@ class ContextManager:
         return self._window
 
     @property
-    def used_tokens(self) -> int:
-        """Tokens of the last observed request (measured or estimated); 0 before any."""
-        return self._used_tokens
-
-    @property
-    def ratio(self) -> float:
-        """The last observed usage ratio (may exceed 1.0 if the provider over-reports)."""
-        return self._used_tokens / self._window
-
-    @property
-    def exhausted(self) -> bool:
-        """Whether the last observation is at or past the exhausted threshold."""
-        return self.ratio >= self._thresholds.exhausted
+    def thresholds(self) -> Thresholds:
+        return self._thresholds
 
     @property
     def fired(self) -> frozenset[ContextAction]:
-        """The actions already fired in this movement."""
+        """The actions already fired in this movement (or chat segment)."""
         return frozenset(self._fired)
 
-    def available_tokens(self) -> int:
-        """Tokens left in the window after the last request; the tool-result budget's base."""
-        return max(0, self._window - self._used_tokens)
+    def estimate(self, chars: int) -> int:
+        """Tokens of a request of `chars` characters: the last answered request's usage
+        plus the characters added since (before any answer, the characters alone), and
+        never less than the characters alone give, so a usage that under-reports cannot
+        let a request through that its own size says is too large."""
+        by_chars = math.ceil(max(0, chars) / self._chars_per_token)
+        if self._measured is None:
+            return by_chars
+        tokens, measured_chars = self._measured
+        added = math.ceil(max(0, chars - measured_chars) / self._chars_per_token)
+        return max(by_chars, tokens + added)
 
-    def observe(
-        self, *, iteration: int, input_tokens: int | None, prompt_chars: int
-    ) -> list[ContextAction]:
-        """Record one LLM response and return the actions newly crossed, in firing order.
+    def ratio(self, chars: int) -> float:
+        return self.estimate(chars) / self._window
 
-        ``input_tokens`` is what the request really cost (the caller sums
-        ``usage.input_tokens`` with the cache-read and cache-creation tokens, since all
-        three occupy the window). When the provider reported no usage, the ratio is
-        estimated from ``prompt_chars`` (the characters of the messages sent), but only
-        from iteration 3 on; before that, nothing is recorded and no action fires.
+    def check(self, chars: int) -> Check:
+        """Estimate a request about to be sent and fire the thresholds it crosses.
 
         A jump over several thresholds returns every one of them, so the caller never
         skips the warning or the wrap-up message on the way to a forced transition.
         """
-        if input_tokens is not None:
-            if input_tokens < 0:
-                raise ValueError(f"input_tokens must not be negative, got {input_tokens}")
-            used = input_tokens
-        elif iteration >= ESTIMATE_FROM_ITERATION:
-            used = math.ceil(max(0, prompt_chars) / self._chars_per_token)
-        else:
-            return []
-        self._used_tokens = used
-        ratio = self.ratio
+        tokens = self.estimate(chars)
+        ratio = tokens / self._window
         crossed: list[ContextAction] = []
         for action, threshold in self._thresholds.ordered():
             if ratio >= threshold and action not in self._fired:
                 self._fired.add(action)
                 crossed.append(action)
-        return crossed
+        return Check(tokens=tokens, ratio=ratio, crossed=tuple(crossed))
+
+    def too_full(self, ratio: float) -> bool:
+        """Whether a request this full may not be sent (the exhausted threshold)."""
+        return ratio >= self._thresholds.exhausted
+
+    def at_force(self, ratio: float) -> bool:
+        return ratio >= self._thresholds.force
+
+    def answered(self, chars: int, input_tokens: int | None) -> None:
+        """Record what the request of `chars` characters really cost.
+
+        ``input_tokens`` sums ``usage.input_tokens`` with the cache-read and
+        cache-creation tokens, since all three occupy the window. Without usage (None or
+        0) the estimate stands in for it.
+        """
+        if input_tokens is not None and input_tokens < 0:
+            raise ValueError(f"input_tokens must not be negative, got {input_tokens}")
+        tokens = input_tokens if input_tokens else self.estimate(chars)
+        self._measured = (tokens, chars)
+
+    def refused(self, chars: int, tokens: int) -> None:
+        """The API refused a request of `chars` characters as `tokens` tokens long: its
+        tokenizer counts denser than the estimate, so the estimate counts as densely from
+        now on (a restart keeps that), and the request is known to be that large."""
+        if tokens > 0 and chars > 0:
+            self._chars_per_token = min(self._chars_per_token, chars / tokens)
+        self._measured = (max(0, tokens), chars)
+
+    def available_tokens(self, chars: int) -> int:
+        """Tokens left in the window by a request of `chars` characters: the base of the
+        tool-result budget."""
+        return max(0, self._window - self.estimate(chars))
+
+    def restart(self) -> None:
+        """A new segment (after a compaction): nothing measured, nothing fired."""
+        self._measured = None
+        self._fired.clear()
+
+
+_REFUSED = (
+    re.compile(r"prompt is too long: (\d+) tokens > \d+ maximum"),
+    re.compile(r"input length and `max_tokens` exceed context limit: (\d+) \+ \d+ > \d+"),
+)
+
+
+def refused_tokens(message: str) -> int | None:
+    """The prompt's tokens, when `message` is the API refusing a request as too large for
+    the window ("prompt is too long: N tokens > M maximum", or its input and `max_tokens`
+    together); None for any other refusal."""
+    for pattern in _REFUSED:
+        if found := pattern.search(message):
+            return int(found.group(1))
+    return None
+
+
+def estimate_request_tokens(request: LLMRequest) -> int:
+    """A request's tokens estimated from its characters alone (nothing measured yet)."""
+    return math.ceil(request_chars(request) / DEFAULT_CHARS_PER_TOKEN)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, Protocol, TypeVar
+from functools import cached_property
+from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -18,7 +19,7 @@ from app.domain.usage import Usage
 
 
 class ToolResultBlock(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     type: Literal["tool_result"] = "tool_result"
     tool_use_id: str
@@ -33,59 +34,47 @@ Role = Literal["user", "assistant"]
 
 
 class Message(BaseModel):
+    """One message of a request: an immutable value (frozen, blocks in a tuple), so the
+    messages of a segment are built once and shared by every request that sends them,
+    and nothing an interceptor does can reach the history they were built from."""
+
+    model_config = ConfigDict(frozen=True)
+
     role: Role
-    content: list[MessageBlock]
+    content: tuple[MessageBlock, ...]
+
+    @cached_property
+    def json_content(self) -> list[dict[str, Any]]:
+        """The blocks as JSON values, made once per message. Read-only: shared by every
+        request that sends this message (dumping every block of a long segment for each
+        request was most of the CPU of an agent step)."""
+        return [block.model_dump(mode="json", exclude_none=True) for block in self.content]
 
 
 class ToolSpec(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
     name: str
     description: str
     input_schema: dict[str, Any]
 
+    @cached_property
+    def json_value(self) -> dict[str, Any]:
+        """The spec as a JSON value, made once (read-only, like `Message.json_content`)."""
+        return self.model_dump(mode="json")
+
 
 @dataclass
 class LLMRequest:
+    """One model call. Its messages and tools are immutable and may be shared with other
+    requests; an interceptor that changes a request gives it new ones (see
+    `app.engine.requests.with_text_for_last_user`), never edits them in place."""
+
     model: str
     system: str | None
     messages: list[Message]
     tools: list[ToolSpec] = field(default_factory=list)
     max_tokens: int = 4096
-
-    def copy(self) -> LLMRequest:
-        """A deep copy, so interceptors can never reach the stored history.
-
-        Built with `model_construct` from already valid parts: pydantic's generic deep
-        copy costs several milliseconds for a 200-item segment, on every request."""
-        return LLMRequest(
-            model=self.model,
-            system=self.system,
-            messages=[
-                Message.model_construct(role=m.role, content=[_copied(b) for b in m.content])
-                for m in self.messages
-            ],
-            tools=[_copied(t) for t in self.tools],
-            max_tokens=self.max_tokens,
-        )
-
-
-_Model = TypeVar("_Model", bound=BaseModel)
-
-
-def _copied(model: _Model) -> _Model:
-    """A copy of a model whose fields are JSON values or models: containers are copied
-    all the way down, strings and numbers are immutable and shared."""
-    fields = {name: _copied_value(value) for name, value in model.__dict__.items()}
-    return model.model_construct(model.model_fields_set, **fields)
-
-
-def _copied_value(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return _copied(value)
-    if isinstance(value, dict):
-        return {key: _copied_value(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_copied_value(item) for item in value]
-    return value
 
 
 class LLMResponse(BaseModel):

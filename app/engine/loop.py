@@ -2,22 +2,79 @@
 
 The loop reads the segment from its store before every request, so a loop that
 starts on a half-finished turn (after a crash) continues where the log stops.
-Interceptors see a deep copy of each request: nothing they add is ever stored.
+Requests are immutable values (`app.engine.llm`): an interceptor returns a changed
+request, and nothing it adds is ever stored.
+
+Every request, whatever the response before it was, goes past the context policy
+first (`ContextPolicy.before_request`): it may send it, change the segment and have it
+built again (a compaction, a wrap-up message), end the turn (a forced transition), or
+refuse it as too large for the window. A request the API still refuses as too long
+tells the policy its real size, and goes past it again (once a turn). The tool calls of
+one response share one result budget (`ResponseBudget`), which the policy sets from what
+the window has left.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
 from app.domain.items import AssistantMessage, ItemPayload, Origin, ToolResult, ToolUseBlock
-from app.engine.llm import LLM, LLMRequest, LLMResponse, Usage, text_of
-from app.engine.requests import to_messages, turn_is_answered, unanswered_tool_uses
-from app.tools.registry import ToolContext, ToolOutput, ToolRegistry
+from app.engine.context import refused_tokens
+from app.engine.llm import (
+    LLM,
+    LLMError,
+    LLMRequest,
+    LLMResponse,
+    Message,
+    ToolSpec,
+    Usage,
+    text_of,
+)
+from app.engine.requests import Conversation, turn_is_answered, unanswered_tool_uses
+from app.engine.tools import ToolContext, ToolOutput, ToolRegistry
+from app.engine.truncation import ResponseBudget
 
 Interceptor = Callable[[LLMRequest], Awaitable[LLMRequest]]
-AfterResponse = Callable[[LLMRequest, LLMResponse, int], Awaitable[bool]]
+
+DEFAULT_RESULT_BUDGET = ResponseBudget(total_tokens=60_000, floor_tokens=1_000)
+"""Without a context policy, the seed's cap holds for the results of one response."""
+
+MAX_REBUILDS = 3
+"""Times in a row a policy may change the segment before one request is sent; a policy
+that asks for more is refused as exhausted rather than looping."""
+
+
+@dataclass(frozen=True)
+class ContextVerdict:
+    """What to do with a request about to be sent."""
+
+    action: Literal["send", "rebuild", "stop", "exhausted"]
+    detail: str = ""
+
+
+SEND = ContextVerdict("send")
+REBUILD = ContextVerdict("rebuild")
+STOP = ContextVerdict("stop")
+
+
+class ContextPolicy(Protocol):
+    """The context manager's side of the loop (chat: compaction; movements: seed 004)."""
+
+    async def before_request(self, request: LLMRequest) -> ContextVerdict:
+        """Called with each outbound request (interceptors applied) before it is sent."""
+        ...
+
+    def answered(self, request: LLMRequest, response: LLMResponse) -> ResponseBudget:
+        """Record what the request cost; the budget the response's tool results share."""
+        ...
+
+    def refused(self, request: LLMRequest, tokens: int) -> None:
+        """The API refused the request as `tokens` tokens, too many for the window: the
+        next check of the segment knows its real size."""
+        ...
+
 
 INTERRUPTED = (
     "interrupted: the worker running this tool stopped before its result was recorded; "
@@ -60,18 +117,18 @@ class TurnConfig:
     max_iterations: int
     max_tokens: int
     interceptors: Sequence[Interceptor] = field(default_factory=tuple)
-    # Called after each response whose tools have run, before the next request: the
-    # place for context-budget actions (compaction in chat, wrap-up prompts and forced
-    # transitions in movements). Returning True ends the turn ("stopped").
-    after_response: AfterResponse | None = None
+    context: ContextPolicy | None = None
 
 
 @dataclass
 class TurnOutcome:
-    status: Literal["completed", "cancelled", "max_iterations", "stopped", "ended_by_tool"]
+    status: Literal[
+        "completed", "cancelled", "max_iterations", "stopped", "ended_by_tool", "context_exhausted"
+    ]
     final_text: str = ""
     usage: Usage = field(default_factory=Usage)
     iterations: int = 0
+    detail: str = ""
 
 
 async def close_dangling_tool_uses(store: TurnStore, reason: str) -> None:
@@ -95,6 +152,8 @@ async def run_turn(
     outcome = TurnOutcome(status="completed")
     await close_dangling_tool_uses(store, INTERRUPTED)
     specs = tools.specs(config.tool_names)  # the same for every request of the turn
+    conversation = Conversation()  # builds only the new items' messages per request
+    rebuilds = refusals = 0
     while True:
         items = await store.segment()
         if turn_is_answered(items):
@@ -106,19 +165,36 @@ async def run_turn(
         if outcome.iterations >= config.max_iterations:
             outcome.status = "max_iterations"
             return outcome
+
+        outbound = await _outbound(config, conversation.messages(items), specs)
+        verdict = await config.context.before_request(outbound) if config.context else SEND
+        if verdict.action == "rebuild" and rebuilds < MAX_REBUILDS:
+            rebuilds += 1
+            continue
+        if verdict.action == "stop":
+            outcome.status = "stopped"
+            return outcome
+        if verdict.action != "send":
+            outcome.status = "context_exhausted"
+            outcome.detail = verdict.detail or "the policy kept changing the segment"
+            return outcome
+        rebuilds = 0
         outcome.iterations += 1
 
-        request = LLMRequest(
-            model=config.model,
-            system=config.system,
-            messages=to_messages(items),
-            tools=specs,
-            max_tokens=config.max_tokens,
+        try:
+            response = await llm.complete(outbound, on_text=events.text_delta)
+        except LLMError as exc:
+            tokens = refused_tokens(exc.detail) if config.context and not refusals else None
+            if config.context is None or tokens is None:
+                raise
+            refusals += 1  # once per turn: a second refusal fails it
+            config.context.refused(outbound, tokens)
+            continue
+        budget = (
+            config.context.answered(outbound, response)
+            if config.context
+            else replace(DEFAULT_RESULT_BUDGET)
         )
-        outbound = request.copy()
-        for interceptor in config.interceptors:
-            outbound = await interceptor(outbound)
-        response = await llm.complete(outbound, on_text=events.text_delta)
         outcome.usage = outcome.usage + response.usage
         assistant = AssistantMessage(
             content=response.content,
@@ -128,18 +204,29 @@ async def run_turn(
         )
         await store.append(assistant, Origin.llm, response.usage)
 
-        ended_by = await _run_tools(response, store, tools, ctx, config, events)
+        ended_by = await _run_tools(response, store, tools, ctx, config, events, budget)
         if ended_by is not None:
             outcome.status = "ended_by_tool"
             return outcome
         if not any(isinstance(b, ToolUseBlock) for b in response.content):
             outcome.final_text = text_of(response.content)
             return outcome
-        if config.after_response is not None and await config.after_response(
-            outbound, response, outcome.iterations
-        ):
-            outcome.status = "stopped"
-            return outcome
+
+
+async def _outbound(
+    config: TurnConfig, messages: list[Message], specs: list[ToolSpec]
+) -> LLMRequest:
+    """The request of `messages`, as the interceptors leave it."""
+    outbound = LLMRequest(
+        model=config.model,
+        system=config.system,
+        messages=messages,
+        tools=list(specs),
+        max_tokens=config.max_tokens,
+    )
+    for interceptor in config.interceptors:
+        outbound = await interceptor(outbound)
+    return outbound
 
 
 async def _run_tools(
@@ -149,13 +236,16 @@ async def _run_tools(
     ctx: ToolContext,
     config: TurnConfig,
     events: TurnEvents,
+    budget: ResponseBudget,
 ) -> str | None:
     """Run the response's tool calls in order and record their results in one append
-    (tools that record their own result, the task tools, do so as they run). Returns
+    (tools that record their own result, the task tools, do so as they run). The
+    results share `budget`: each call is given its share as `ctx.result_tokens`. Returns
     the name of a tool that ended the step, if one did."""
     results: list[ItemPayload] = []
     ended_by: str | None = None
-    for block in (b for b in response.content if isinstance(b, ToolUseBlock)):
+    calls = [b for b in response.content if isinstance(b, ToolUseBlock)]
+    for index, block in enumerate(calls):
         if await store.cancel_requested():
             break
         if ended_by is not None:  # keep the log valid: the step is over
@@ -163,7 +253,9 @@ async def _run_tools(
             results.append(_result(block, skipped, is_error=True))
             continue
         await events.tool_started(block)
-        output = await tools.run(ctx, block.name, block.input, config.tool_names, block.id)
+        call_ctx = replace(ctx, result_tokens=budget.share(len(calls) - index))
+        output = await tools.run(call_ctx, block.name, block.input, config.tool_names, block.id)
+        budget.spend(output.content)
         if not output.recorded:
             results.append(_result(block, output.content, is_error=output.is_error))
         await events.tool_finished(block, output)

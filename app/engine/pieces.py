@@ -5,11 +5,17 @@ A movement is one agent loop with its own instruction and tools, ended by the
 COMPLETE (the job succeeded), ASK (wait for a human), ABORT, WAIT_SUBTASKS (wait
 for the child jobs this movement spawned). ASK and ABORT are open to every
 movement unless the piece says otherwise.
+
+A piece file is checked whole when it is loaded, so a mistake shows in `GET /pieces`
+instead of in a job that runs wrong: unknown tools, next steps that name nothing,
+movements no path reaches, YAML syntax errors (with line and column), and names that
+belong to Strata's internal job kinds. Problems name the file by its name and folder
+kind, never by a server path.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -17,9 +23,22 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-COMPLETE, ASK, ABORT, WAIT_SUBTASKS = "COMPLETE", "ASK", "ABORT", "WAIT_SUBTASKS"
-SPECIAL_STEPS = frozenset({COMPLETE, ASK, ABORT, WAIT_SUBTASKS})
-CHAT_PIECE = "chat"
+from app.domain.jobs import ABORT, ASK, COMPLETE, RESERVED_PIECE_NAMES, SPECIAL_STEPS, WAIT_SUBTASKS
+
+__all__ = [
+    "ABORT",
+    "ASK",
+    "BUILTIN_DIR",
+    "COMPLETE",
+    "SPECIAL_STEPS",
+    "WAIT_SUBTASKS",
+    "Movement",
+    "Piece",
+    "PieceCatalog",
+    "PieceProblem",
+    "load_catalog",
+    "load_piece",
+]
 
 
 class Movement(BaseModel):
@@ -33,15 +52,20 @@ class Movement(BaseModel):
         description="Next steps this movement may take besides ASK and ABORT.",
     )
     default_next: str | None = Field(
-        default=None, description="Where a forced transition goes (context exhausted)."
+        default=None,
+        description="Where a forced transition goes (context exhausted, or the model never "
+        "called transition). A forced move into COMPLETE fails the job as not completed.",
     )
     max_iterations: int = Field(default=30, ge=1, le=1000)
     fresh_segment: bool = Field(
-        default=True, description="Start from a clean context, or continue the session's."
+        default=True,
+        description="Start from a clean context, or continue the job's previous movement's "
+        "conversation. Never the chat's: a job works in segments of its own.",
     )
-    ends_on: Literal["transition", "end_turn"] = Field(
-        default="transition",
-        description="`end_turn`: the movement ends when the model stops (the chat piece).",
+    verify: bool = Field(
+        default=False,
+        description="A checking movement: when the workspace is a git repository, the next "
+        "movement gets a `git status` / diff excerpt of what changed.",
     )
 
 
@@ -50,13 +74,29 @@ class Piece(BaseModel):
 
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_-]+$")
     description: str = ""
+    system: str | None = Field(
+        default=None,
+        description="The system prompt of every movement; else the session's, else Strata's.",
+    )
     initial_movement: str | None = None
     allow_ask: bool = True
     allow_abort: bool = True
+    max_movements: int | None = Field(
+        default=None,
+        ge=1,
+        le=10_000,
+        description="Movements a job may run before it is aborted; default "
+        "STRATA_JOB_MAX_MOVEMENTS.",
+    )
     movements: list[Movement] = Field(min_length=1)
 
     @model_validator(mode="after")
     def _consistent(self) -> Piece:
+        if self.name in RESERVED_PIECE_NAMES:
+            raise ValueError(
+                f"{self.name!r} is the name of an internal job kind; "
+                f"no piece may be called one of {sorted(RESERVED_PIECE_NAMES)}"
+            )
         names = [m.name for m in self.movements]
         if len(set(names)) != len(names):
             raise ValueError("movement names must be unique")
@@ -67,6 +107,10 @@ class Piece(BaseModel):
             for step in [*movement.transitions, movement.default_next]:
                 if step is not None and step not in known:
                     raise ValueError(f"movement {movement.name!r}: unknown next step {step!r}")
+        if unreachable := self.unreachable():
+            raise ValueError(
+                f"movements no transition reaches from {self.first.name!r}: {unreachable}"
+            )
         return self
 
     @property
@@ -78,6 +122,27 @@ class Piece(BaseModel):
             if movement.name == name:
                 return movement
         raise KeyError(name)
+
+    def unreachable(self) -> list[str]:
+        """Movements no chain of transitions (or forced moves) leads to from the first."""
+        seen = {self.first.name}
+        todo = [self.first]
+        while todo:
+            movement = todo.pop()
+            for step in [*movement.transitions, movement.default_next]:
+                if step is not None and step not in SPECIAL_STEPS and step not in seen:
+                    seen.add(step)
+                    todo.append(self.movement(step))
+        return [m.name for m in self.movements if m.name not in seen]
+
+    def unknown_tools(self, known: Collection[str]) -> list[str]:
+        """`movement: tool` for each allowed tool this server has no tool of that name for."""
+        return [
+            f"{movement.name}: {tool}"
+            for movement in self.movements
+            for tool in movement.allowed_tools
+            if tool not in known
+        ]
 
     def next_steps(self, movement: Movement) -> list[str]:
         """Every next step `movement` may take, in a stable order."""
@@ -100,11 +165,28 @@ class Piece(BaseModel):
         """Where a forced transition goes: the default next step, else ABORT."""
         return movement.default_next or ABORT
 
+    def sends_back(self, movement: Movement, step: str) -> bool:
+        """Whether `movement → step` goes back (to itself or an earlier movement): what a
+        check sends back is feedback for that movement; a step forward carries none."""
+        if step in SPECIAL_STEPS:
+            return False
+        names = [m.name for m in self.movements]
+        return names.index(step) <= names.index(movement.name)
+
+
+FolderKind = Literal["builtin", "pieces_dir"]
+
 
 @dataclass(frozen=True)
 class PieceProblem:
-    path: str
+    """A piece file that was not loaded: its file name, which folder, where and why."""
+
+    file: str
+    folder: FolderKind
     reason: str
+    line: int | None = None
+    column: int | None = None
+    name: str | None = None
 
 
 @dataclass
@@ -119,38 +201,86 @@ class PieceCatalog:
 BUILTIN_DIR = Path(__file__).resolve().parent.parent / "pieces"
 
 
-def load_piece(path: Path) -> Piece:
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+class PieceFileError(ValueError):
+    """A piece file that cannot be a piece, with where in the file when that is known."""
+
+    def __init__(self, reason: str, *, line: int | None = None, column: int | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.line = line
+        self.column = column
+
+
+def load_piece(path: Path, known_tools: Collection[str] | None = None) -> Piece:
+    """The piece of one file; PieceFileError says why it is none."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
+        raise PieceFileError(
+            f"YAML syntax error: {exc.problem or exc.context}", line=where[0], column=where[1]
+        ) from exc
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise PieceFileError(f"not readable YAML: {exc}".splitlines()[0]) from exc
     if not isinstance(data, dict):
-        raise ValueError("the file is not a YAML mapping")
-    return Piece.model_validate(data)
+        raise PieceFileError("the file is not a YAML mapping")
+    try:
+        piece = Piece.model_validate(data)
+    except ValidationError as exc:
+        raise PieceFileError(_reason(exc)) from exc
+    if known_tools is not None and (unknown := piece.unknown_tools(known_tools)):
+        raise PieceFileError(
+            f"unknown tools: {', '.join(unknown)}; known: {', '.join(sorted(known_tools))}"
+        )
+    return piece
 
 
-def load_catalog(folders: Iterable[Path]) -> PieceCatalog:
+def load_catalog(
+    folders: Iterable[Path], known_tools: Collection[str] | None = None
+) -> PieceCatalog:
     """Load every `*.yaml` of the folders in order; a later folder overrides a name.
 
-    A broken file is reported (path and reason) and skipped, never fatal.
+    The first folder is the builtin one (`BUILTIN_DIR`), any other the operator's. A
+    broken file is reported and skipped, never fatal. `known_tools`, when given, are
+    the tool names a movement may allow.
     """
     catalog = PieceCatalog(pieces={}, problems=[])
     for folder in folders:
+        kind: FolderKind = "builtin" if folder == BUILTIN_DIR else "pieces_dir"
         if not folder.is_dir():
-            if folder != BUILTIN_DIR:
-                catalog.problems.append(PieceProblem(str(folder), "not a folder"))
+            if kind != "builtin":
+                catalog.problems.append(PieceProblem("", kind, "the pieces folder is missing"))
             continue
         for path in sorted(folder.glob("*.y*ml")):
             try:
-                piece = load_piece(path)
-            except (OSError, yaml.YAMLError, ValueError, ValidationError) as exc:
-                catalog.problems.append(PieceProblem(str(path), _reason(exc)))
+                piece = load_piece(path, known_tools)
+            except PieceFileError as exc:
+                catalog.problems.append(
+                    PieceProblem(path.name, kind, exc.reason, exc.line, exc.column, _name_of(path))
+                )
+                continue
+            except OSError as exc:
+                catalog.problems.append(PieceProblem(path.name, kind, exc.strerror or "unreadable"))
                 continue
             catalog.pieces[piece.name] = piece
     return catalog
 
 
-def _reason(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        return "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'piece'}: {err['msg']}"
-            for err in exc.errors()
-        )
-    return f"{type(exc).__name__}: {exc}".splitlines()[0]
+def _name_of(path: Path) -> str | None:
+    """The `name:` a broken file meant to define, when it can be read at all."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    name = data.get("name") if isinstance(data, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def _reason(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or 'piece'}: {err['msg']}".replace(
+            "piece: Value error, ", ""
+        ).replace("Value error, ", "")
+        for err in exc.errors()
+    )

@@ -21,56 +21,95 @@ from app.domain.items import (
     ToolUseBlock,
     UserMessage,
 )
+from app.engine.compaction import is_task_snapshot
 from app.engine.llm import Message, MessageBlock, Role, ToolResultBlock
 
 
-def to_messages(items: Iterable[ItemPayload]) -> list[Message]:
-    messages: list[Message] = []
-    for item in items:
+class Conversation:
+    """The messages of a growing segment, built as it grows.
+
+    An agent step adds a few items to a segment of hundreds; building every message
+    again for each request made the request cost grow with the segment. A
+    `Conversation` keeps the messages it built and, given the segment again, builds
+    only those of the new items. Messages are immutable, so each request gets a new
+    list of the same messages. Given anything but the same items plus new ones (a
+    segment read again, a new segment), it starts over."""
+
+    def __init__(self) -> None:
+        self._basis: list[ItemPayload] = []
+        self._messages: list[Message] = []
+
+    def messages(self, items: Sequence[ItemPayload]) -> list[Message]:
+        if not self._extends(items):
+            self._basis, self._messages = [], []
+        for item in items[len(self._basis) :]:
+            self._add(item)
+            self._basis.append(item)
+        return list(self._messages)
+
+    def _extends(self, items: Sequence[ItemPayload]) -> bool:
+        held = len(self._basis)
+        if held == 0:
+            return True
+        return (
+            len(items) >= held
+            and items[held - 1] is self._basis[-1]
+            and (items[0] is self._basis[0])
+        )
+
+    def _add(self, item: ItemPayload) -> None:
         role, blocks = _wire_blocks(item)
         if not blocks:
-            continue
-        if messages and messages[-1].role == role:
-            messages[-1].content.extend(blocks)
-        else:  # the blocks are valid models already; validating them again costs ~1 ms
-            messages.append(Message.model_construct(role=role, content=blocks))
-    for message in messages:
-        # The API rejects a user message whose tool_result blocks do not come first.
-        message.content.sort(key=lambda block: not isinstance(block, ToolResultBlock))
-    return messages
+            return
+        if self._messages and self._messages[-1].role == role:
+            blocks = self._messages[-1].content + blocks
+            self._messages.pop()
+        # the API rejects a user message whose tool_result blocks do not come first
+        ordered = sorted(blocks, key=lambda block: not isinstance(block, ToolResultBlock))
+        # the blocks are valid models already; validating them again costs ~1 ms
+        self._messages.append(Message.model_construct(role=role, content=tuple(ordered)))
 
 
-def append_to_last_user_text(messages: list[Message], text: str) -> None:
-    """Add `text` to the last text part of the last user message (after any tool results)."""
-    for message in reversed(messages):
+def to_messages(items: Iterable[ItemPayload]) -> list[Message]:
+    return Conversation().messages(list(items))
+
+
+def with_text_for_last_user(messages: Sequence[Message], text: str) -> list[Message]:
+    """`messages` with `text` added to the last text part of the last user message (after
+    any tool results); the messages themselves stay as they were."""
+    changed = list(messages)
+    for index in range(len(changed) - 1, -1, -1):
+        message = changed[index]
         if message.role != "user":
             continue
-        last = message.content[-1] if message.content else None
+        *head, last = message.content or (None,)
         if isinstance(last, TextBlock):
-            last.text = f"{last.text}\n\n{text}"
+            content = (*head, TextBlock(text=f"{last.text}\n\n{text}"))
         else:
-            message.content.append(TextBlock(text=text))
-        return
-    messages.append(Message(role="user", content=[TextBlock(text=text)]))
+            content = (*message.content, TextBlock(text=text))
+        changed[index] = Message.model_construct(role="user", content=content)
+        return changed
+    changed.append(Message(role="user", content=(TextBlock(text=text),)))
+    return changed
 
 
-def _wire_blocks(item: ItemPayload) -> tuple[Role, list[MessageBlock]]:
+def _wire_blocks(item: ItemPayload) -> tuple[Role, tuple[MessageBlock, ...]]:
     if isinstance(item, UserMessage):
-        return "user", list(item.content)
+        return "user", tuple(item.content)
     if isinstance(item, AssistantMessage):
-        return "assistant", list(item.content)
+        return "assistant", tuple(item.content)
     if isinstance(item, ToolResult):
         block = ToolResultBlock(
             tool_use_id=item.tool_use_id, content=item.content, is_error=item.is_error
         )
-        return "user", [block]
+        return "user", (block,)
     if isinstance(item, SystemMessage):
-        return "user", [TextBlock(text=f"<system-message>\n{item.text}\n</system-message>")]
+        return "user", (TextBlock(text=f"<system-message>\n{item.text}\n</system-message>"),)
     if isinstance(item, CompactSummary):
         text = f"<conversation-summary>\n{item.text}\n</conversation-summary>"
-        return "user", [TextBlock(text=text)]
+        return "user", (TextBlock(text=text),)
     if isinstance(item, TaskEvent):
-        return "user", [TextBlock(text=task_event_note(item))]
+        return "user", (TextBlock(text=task_event_note(item)),)
     raise TypeError(f"unknown item {type(item).__name__}")
 
 
@@ -107,4 +146,18 @@ def turn_is_answered(items: Sequence[ItemPayload]) -> bool:
             return not any(isinstance(b, ToolUseBlock) for b in item.content)
         if isinstance(item, UserMessage | ToolResult):
             return False
+    return False
+
+
+def task_list_in_view(items: Sequence[ItemPayload]) -> bool:
+    """Whether the whole task list is in the request already, after its last user message:
+    a compaction's task snapshot, or a successful `TaskList` result. A task reminder then
+    would only show the list once more."""
+    for item in reversed(items):
+        if isinstance(item, UserMessage):
+            return False
+        if isinstance(item, ToolResult) and item.name == "TaskList" and not item.is_error:
+            return True
+        if is_task_snapshot(item):
+            return True
     return False

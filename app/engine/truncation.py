@@ -18,6 +18,7 @@ Pure: no I/O, no settings import; the caller passes the budget.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -104,19 +105,31 @@ def _read_lines_note(first: int, count: int, last: int, shown: int, total: int) 
     )
 
 
-def _read_chars_note(shown: int, total: int, line: int) -> str:
+def _read_chars_note(first: int, shown: int, total: int, line: int, column: int) -> str:
     return (
-        f"\n{TRUNCATION_MARKER}: showing characters 1-{shown} of {total}; the text has few "
-        f"line breaks. It continues at character offset {shown} (in line {line}); use Grep "
-        "to find the part you need, or Read a later line with offset=<line>.]"
+        f"\n{TRUNCATION_MARKER}: showing characters {first + 1}-{first + shown} of {total}; "
+        f"the text has few line breaks. To read on, use Read with offset={line} and "
+        f"char_offset={column} (it skips the first {column} characters of line {line}), or "
+        "Grep to find the part you need.]"
     )
 
 
-def truncate_read(content: str, budget_tokens: int, *, offset_line: int = 1) -> Truncated:
+def truncate_read(
+    content: str,
+    budget_tokens: int,
+    *,
+    offset_line: int = 1,
+    char_offset: int = 0,
+    file_lines: int | None = None,
+    file_chars: int | None = None,
+) -> Truncated:
     """Cut a file's content (as ``Read`` returns it) to the budget, note included.
 
-    ``offset_line`` is the file line number of the content's first line, so the note can
-    name real line numbers and the offset to continue from.
+    ``offset_line`` is the file line number of the content's first line and
+    ``char_offset`` the character of that line the content starts at, so the note can
+    name real positions to continue from. ``file_lines`` and ``file_chars`` are the
+    whole file's totals when ``content`` is only part of it (the note says "of" them);
+    by default the content's own.
 
     Whole lines are kept from the start, so the model can continue exactly with
     ``Read(offset=..., limit=...)``. When the text has few line breaks (the first line
@@ -130,12 +143,13 @@ def truncate_read(content: str, budget_tokens: int, *, offset_line: int = 1) -> 
         return Truncated(text=content, truncated=False, shown_chars=total, total_chars=total)
 
     lines = _lines(content)
-    last = offset_line + len(lines) - 1
+    last = max(file_lines or 0, offset_line + len(lines) - 1)
+    whole = max(file_chars or 0, total)
     # Every number in the real note is at most its value here, so the real note is no
     # longer than this one: reserving its length keeps the result inside the budget.
-    worst = _read_lines_note(last, last, last, total, total)
+    worst = _read_lines_note(last, last, last, whole, whole)
     few_newlines = len(lines) * limit < 2 * total
-    if len(worst) <= limit // 2 and not few_newlines:
+    if len(worst) <= limit // 2 and not few_newlines and not char_offset:
         room = limit - len(worst)
         shown = 0
         count = 0
@@ -145,15 +159,18 @@ def truncate_read(content: str, budget_tokens: int, *, offset_line: int = 1) -> 
             shown += len(line)
             count += 1
         if count:
-            note = _read_lines_note(offset_line, count, last, shown, total)
+            note = _read_lines_note(offset_line, count, last, shown, whole)
             return Truncated(
                 text=content[:shown] + note, truncated=True, shown_chars=shown, total_chars=total
             )
 
-    worst = _read_chars_note(total, total, last)
+    worst = _read_chars_note(whole, whole, whole, last, whole)
     if len(worst) <= limit // 2:
         shown = limit - len(worst)
-        note = _read_chars_note(shown, total, offset_line + content.count("\n", 0, shown))
+        breaks = content.count("\n", 0, shown)
+        start = content.rfind("\n", 0, shown) + 1
+        column = shown - start if breaks else char_offset + shown
+        note = _read_chars_note(char_offset, shown, whole, offset_line + breaks, column)
     else:
         shown = max(0, limit - len(_short_note(total, total)))
         note = _short_note(shown, total)
@@ -221,3 +238,85 @@ def truncate_command_output(
         marker = _command_marker(omitted.count("\n"), len(omitted))
     text = (output[:head_end] + marker + output[tail_start:] + note)[:limit]
     return Truncated(text=text, truncated=True, shown_chars=shown, total_chars=total)
+
+
+# ---------------------------------------------------------------------------- any tool
+
+
+def _result_note(shown: int, total: int, read_on: str) -> str:
+    return f"\n{TRUNCATION_MARKER}: showing characters 1-{shown} of {total}. {read_on}]"
+
+
+def truncate_result(content: str, budget_tokens: int, *, read_on: str) -> Truncated:
+    """Cut any tool's text to the budget, note included, keeping the head.
+
+    The safety net for tools that do not cut their own output: ``read_on`` tells the
+    model how to get the rest from that tool (a narrower query, an offset, another tool).
+    """
+    limit = _char_limit(budget_tokens)
+    total = len(content)
+    if total <= limit:
+        return Truncated(text=content, truncated=False, shown_chars=total, total_chars=total)
+    worst = _result_note(total, total, read_on)
+    if len(worst) <= limit // 2:
+        shown = limit - len(worst)
+        note = _result_note(shown, total, read_on)
+    else:
+        shown = max(0, limit - len(_short_note(total, total)))
+        note = _short_note(shown, total)
+    text = (content[:shown] + note)[:limit]
+    return Truncated(text=text, truncated=True, shown_chars=shown, total_chars=total)
+
+
+@dataclass
+class ResponseBudget:
+    """One tool-result budget for all the tool calls of one response (seed 004).
+
+    The results of a response all enter the next request together, so they share one
+    budget (``result_budget`` of the tokens available) instead of each getting it whole:
+    four parallel Reads must not put four budgets into the window. Calls run in order;
+    each gets an even share of what is left (what a short result leaves unused goes to
+    the calls after it), and never less than ``floor``.
+    """
+
+    total_tokens: int
+    floor_tokens: int
+    used_tokens: int = 0
+
+    def share(self, calls_left: int) -> int:
+        """Tokens the next call's result may use, with `calls_left` calls to go (it too)."""
+        left = max(0, self.total_tokens - self.used_tokens)
+        return max(min(self.floor_tokens, self.total_tokens), left // max(1, calls_left))
+
+    def spend(self, text: str) -> None:
+        self.used_tokens += estimate_tokens(text)
+
+
+def _page_note(first: int, last: int, total: int, read_on: str) -> str:
+    return f"\n{TRUNCATION_MARKER}: showing characters {first}-{last} of {total}. {read_on}]"
+
+
+def page_text(
+    content: str, offset: int, budget_tokens: int, read_on: Callable[[int], str]
+) -> Truncated:
+    """The part of `content` from character `offset` that fits the budget, note included.
+
+    For answers a tool renders whole and pages through (Detail): the note names the
+    characters shown and, through ``read_on(next_offset)``, the call that shows the
+    next part; a page after the first says where it starts.
+    """
+    limit = _char_limit(budget_tokens)
+    total = len(content)
+    offset = max(0, min(offset, total))
+    head = f"[Continuing at character {offset + 1} of {total}.]\n" if offset else ""
+    rest = content[offset:]
+    if len(head) + len(rest) <= limit:
+        return Truncated(
+            text=head + rest, truncated=False, shown_chars=len(rest), total_chars=total
+        )
+    worst = _page_note(total, total, total, read_on(total))
+    room = max(0, limit - len(head) - len(worst))
+    end = offset + room
+    note = _page_note(offset + 1, end, total, read_on(end))
+    text = (head + content[offset:end] + note)[:limit]
+    return Truncated(text=text, truncated=True, shown_chars=room, total_chars=total)

@@ -12,6 +12,7 @@ from app.db.repositories.sessions import SessionRepository
 from app.domain.errors import Conflict
 from app.domain.ids import new_id
 from app.domain.items import Origin, user_text
+from app.domain.jobs import JobKind
 from app.services.items import append_item
 from app.services.jobs import enqueue
 from app.services.sessions import get_session
@@ -41,8 +42,7 @@ async def send_message(
             id=new_id("job"),
             tenant=tenant,
             session_id=session_id,
-            piece="chat",
-            status="queued",
+            kind=JobKind.chat,
             turn=turn,
             input={"text": text},
         ),
@@ -62,8 +62,7 @@ async def enqueue_compaction(db: AsyncSession, tenant: str, session_id: str) -> 
             id=new_id("job"),
             tenant=tenant,
             session_id=session_id,
-            piece="compact",
-            status="queued",
+            kind=JobKind.compaction,
             turn=session.current_turn,
         ),
     )

@@ -8,6 +8,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Comment, Job
 from app.db.repositories.comments import CommentRepository
+from app.domain.jobs import JobStatus
 from app.services.events import record_event
 from app.services.jobs import get_job, set_status
 
@@ -36,8 +37,8 @@ async def post_comment(db: AsyncSession, job: Job, body: str, author: Author) ->
         {"job_id": job.id, "comment_id": comment.id, "author": author.value},
         job_id=job.id,
     )
-    if author is Author.user and job.status == "waiting_human":
-        await set_status(db, job, "queued")  # resumes at the movement that asked
+    if author is Author.user and job.status == JobStatus.waiting_human:
+        await set_status(db, job, JobStatus.queued)  # resumes at the movement that asked
     return comment
 
 

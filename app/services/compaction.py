@@ -2,7 +2,8 @@
 
 Nothing is written until the summary exists; then the new segment's opening is
 written in one transaction. A summary that fails after its retries leaves the
-session exactly as it was.
+session exactly as it was. The summary request itself fits the context window: its
+transcript keeps the newest entries that fit, and its `max_tokens` what is left.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.db.engine import UnitsOfWork
 from app.db.repositories.sessions import SessionRepository
 from app.domain.ids import new_id
-from app.domain.items import Origin
+from app.domain.items import ItemPayload, Origin
 from app.domain.tasks import render_snapshot, render_task_list
 from app.engine.compaction import opening_items, summary_request
+from app.engine.context import estimate_request_tokens
 from app.engine.llm import LLM, LLMError, LLMRequest, text_of
 from app.services.events import record_event
 from app.services.items import append_item, segment_payloads
@@ -42,19 +44,17 @@ async def compact_session(
     session_id: str,
     job_id: str | None,
     turn: int | None,
+    offers_task_list: bool,
 ) -> int:
-    """Compact the session's current segment; returns the new segment number."""
+    """Compact the session's current segment; returns the new segment number.
+
+    `offers_task_list`: whether the session's requests define the `TaskList` tool; only
+    then (and only with tasks) does the new segment open with a `TaskList` call."""
     async with database.read() as db:
         session = await get_session(db, tenant, session_id)
         items = await segment_payloads(db, session_id, session.current_segment)
         snapshot = render_snapshot(await load_store(db, session_id))
-    request = summary_request(
-        items,
-        snapshot,
-        model=settings.summary_model,
-        max_tokens=settings.llm_max_tokens,
-        item_max_chars=settings.compaction_item_max_chars,
-    )
+    request = fitted_summary_request(settings, items, snapshot)
     summary = await _summarize(llm, request, settings.summary_retries)
     if summary is None:
         await database.write(
@@ -76,9 +76,8 @@ async def compact_session(
         await sessions.lock(session_id)
         store = await load_store(db, session_id)  # tasks may have changed meanwhile
         segment = await sessions.start_segment(session_id)
-        opening = opening_items(
-            summary, render_snapshot(store), render_task_list(store), new_id("toolu_strata")
-        )
+        listed = render_task_list(store) if offers_task_list and store.all() else None
+        opening = opening_items(summary, render_snapshot(store), listed, new_id("toolu_strata"))
         for payload in opening:
             await append_item(db, session_id, payload, Origin.system, turn=turn, job_id=job_id)
         await record_event(
@@ -91,6 +90,25 @@ async def compact_session(
         return segment
 
     return await database.write(open_segment)
+
+
+def fitted_summary_request(
+    settings: Settings, items: list[ItemPayload], snapshot: str
+) -> LLMRequest:
+    """The summary request, under the exhausted threshold of the window, with room for
+    the answer: at most `llm_max_tokens`, and never more than the window has left."""
+    window = settings.context_window_tokens
+    answer = min(settings.llm_max_tokens, max(1, window // 4))
+    request = summary_request(
+        items,
+        snapshot,
+        model=settings.summary_model,
+        max_tokens=answer,
+        item_max_chars=settings.compaction_item_max_chars,
+        max_input_tokens=int(window * settings.context_exhausted_ratio) - answer,
+    )
+    request.max_tokens = max(1, min(answer, window - estimate_request_tokens(request)))
+    return request
 
 
 async def _summarize(llm: LLM, request: LLMRequest, retries: int) -> str | None:

@@ -14,6 +14,7 @@ def job_status_data(job: Job, *, error: dict[str, Any] | None = None) -> dict[st
     return {
         "job_id": job.id,
         "session_id": job.session_id,
+        "kind": job.kind,
         "piece": job.piece,
         "status": job.status,
         "turn": job.turn,

@@ -8,6 +8,7 @@ from sqlalchemy.exc import NoResultFound
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Item
+from app.db.models.item import AppendedItem
 from app.db.repositories.items import ItemRepository
 from app.db.repositories.jobs import JobRepository
 from app.db.repositories.sessions import SessionRepository
@@ -36,19 +37,20 @@ async def append_item(
     job_id: str | None = None,
     at: datetime | None = None,
     source_id: str | None = None,
-) -> Item:
+    joins_turn: bool = False,
+) -> AppendedItem:
     """Append one item and its `item.appended` event.
 
     The caller has checked that the session is the tenant's. A job passes the
-    turn it was given at enqueue; without one, a user message opens a new turn.
+    turn it was given at enqueue; without one, a user message opens a new turn unless it
+    `joins_turn` (words a user typed while the agent worked, imported from Claude Code).
     """
+    new_turn = turn is None and not joins_turn and starts_turn(payload)
     try:
-        slot = await SessionRepository(db).allocate_seq(
-            session_id, new_turn=turn is None and starts_turn(payload)
-        )
+        slot = await SessionRepository(db).allocate_seq(session_id, new_turn=new_turn)
     except NoResultFound as exc:  # the session vanished between check and append
         raise InvalidInput(f"session {session_id!r} does not exist") from exc
-    row = Item(
+    row = AppendedItem(
         session_id=session_id,
         seq=slot.seq,
         turn=slot.turn if turn is None else turn,
@@ -69,7 +71,7 @@ async def append_item(
 
 async def append_client_item(
     db: AsyncSession, tenant: str, session_id: str, payload: ItemPayload, origin: Origin
-) -> Item:
+) -> AppendedItem:
     """An item a client appends itself; refused while an agent turn owns the session."""
     await get_session(db, tenant, session_id)
     item = await append_item(db, session_id, payload, origin)  # locks the session row

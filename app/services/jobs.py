@@ -1,7 +1,8 @@
-"""Jobs: read, list, cancel, and the status changes every job goes through."""
+"""Jobs: read, list, start, cancel, and the status changes every job goes through."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from sqlmodel import select
@@ -12,13 +13,23 @@ from app.db.models import Job
 from app.db.repositories.jobs import JobRepository
 from app.db.types import utcnow
 from app.domain.errors import Conflict, NotFound
+from app.domain.jobs import TERMINAL, WAITING, JobStatus
 from app.services import webhooks
 from app.services.event_payloads import job_status_data
 from app.services.events import record_event
 from app.services.pagination import Page, page_of
 
-TERMINAL = frozenset({"succeeded", "failed", "aborted", "cancelled"})
-WAITING = frozenset({"waiting_human", "waiting_subtasks"})
+# how deep a chain of subtasks is followed for cancels and waiting questions
+_MAX_DEPTH = 16
+
+
+@dataclass(frozen=True)
+class WaitingChild:
+    """A subtask (at any depth) waiting for a human, and its question."""
+
+    job_id: str
+    movement: str | None
+    question: str
 
 
 async def get_job(db: AsyncSession, tenant: str, job_id: str) -> Job:
@@ -35,7 +46,7 @@ async def list_jobs(
     limit: int,
     after: str | None,
     session_id: str | None = None,
-    status: str | None = None,
+    status: JobStatus | None = None,
 ) -> Page[Job]:
     rows = await JobRepository(db).list_page(
         tenant, limit=limit + 1, before_id=after, session_id=session_id, status=status
@@ -43,19 +54,33 @@ async def list_jobs(
     return page_of(rows, limit, lambda row: row.id)
 
 
-async def enqueue(db: AsyncSession, job: Job) -> Job:
-    """Every new job enters the queue here, so each one is also a `job.status` event."""
-    job.status = "queued"
+async def enqueue(db: AsyncSession, job: Job, *, start: bool = True) -> Job:
+    """Every new job enters here, queued (or, with `start=False`, as a draft that waits
+    for `start_job`), so each one is also a `job.status` event."""
+    job.status = JobStatus.queued if start else JobStatus.draft
     await JobRepository(db).add(job)
-    signals.emit(db, signals.WakeRunner())
+    if start:
+        signals.emit(db, signals.WakeRunner())
     await record_event(db, job.session_id, "job.status", job_status_data(job), job_id=job.id)
+    return job
+
+
+async def start_job(db: AsyncSession, tenant: str, job_id: str) -> Job:
+    """Queue a draft. Anything else is a 409: a draft starts once."""
+    job = await get_job(db, tenant, job_id)
+    if job.status != JobStatus.draft:
+        raise Conflict(
+            f"job {job_id!r} is {job.status}, not a draft; only a draft can be started",
+            job_status=job.status,
+        )
+    await set_status(db, job, JobStatus.queued)
     return job
 
 
 async def set_status(
     db: AsyncSession,
     job: Job,
-    status: str,
+    status: JobStatus,
     *,
     error: dict[str, Any] | None = None,
     result: dict[str, Any] | None = None,
@@ -68,7 +93,7 @@ async def set_status(
         job.error = error
     if result is not None:
         job.result = result
-    if status == "queued" or status in TERMINAL:  # runnable again, or its session freed
+    if status == JobStatus.queued or status in TERMINAL:  # runnable again, or session freed
         signals.emit(db, signals.WakeRunner())
     if status in TERMINAL:
         job.finished_at = now
@@ -81,8 +106,10 @@ async def set_status(
     await webhooks.job_status_changed(db, job, error=error, result=result)
     if status in TERMINAL and job.parent_job_id is not None:
         await _wake_parent(db, job.parent_job_id)
-    if status == "waiting_subtasks":  # its children may all have ended before it waited
+    if status == JobStatus.waiting_subtasks:  # its children may all have ended before it waited
         await _requeue_if_children_ended(db, job)
+    if status == JobStatus.waiting_human and job.parent_job_id is not None:
+        await _tell_ancestors(db, job)
 
 
 async def _wake_parent(db: AsyncSession, parent_id: str) -> None:
@@ -92,7 +119,7 @@ async def _wake_parent(db: AsyncSession, parent_id: str) -> None:
     concurrent transaction is seen here once it committed, so no wake-up is lost."""
     query = select(Job).where(Job.id == parent_id).with_for_update()
     parent = (await db.exec(query)).first()
-    if parent is None or parent.status != "waiting_subtasks":
+    if parent is None or parent.status != JobStatus.waiting_subtasks:
         return
     await _requeue_if_children_ended(db, parent)
 
@@ -100,24 +127,84 @@ async def _wake_parent(db: AsyncSession, parent_id: str) -> None:
 async def _requeue_if_children_ended(db: AsyncSession, parent: Job) -> None:
     children = await JobRepository(db).children(parent.id)
     if all(child.status in TERMINAL for child in children):
-        await set_status(db, parent, "queued")
+        await set_status(db, parent, JobStatus.queued)
+
+
+async def _tell_ancestors(db: AsyncSession, child: Job) -> None:
+    """A subtask asking a human shows on every job above it: an event on each, naming the
+    child and its question (the question itself is also in `waiting_on` of each)."""
+    repo = JobRepository(db)
+    data = {
+        "child_job_id": child.id,
+        "movement": child.movement,
+        "question": (child.result or {}).get("text", ""),
+    }
+    parent_id, depth = child.parent_job_id, 0
+    while parent_id is not None and depth < _MAX_DEPTH:
+        parent = await repo.get(parent_id)
+        if parent is None:
+            return
+        await record_event(
+            db,
+            parent.session_id,
+            "job.subtask_waiting",
+            {"job_id": parent.id, **data},
+            job_id=parent.id,
+        )
+        parent_id, depth = parent.parent_job_id, depth + 1
+
+
+async def waiting_children(db: AsyncSession, job: Job) -> list[WaitingChild]:
+    """The subtasks under `job` (children, their children…) waiting for a human."""
+    if job.status != JobStatus.waiting_subtasks:
+        return []
+    repo = JobRepository(db)
+    found: list[WaitingChild] = []
+    level, depth = [job.id], 0
+    while level and depth < _MAX_DEPTH:
+        children = await repo.children_of(level)
+        for child in children:
+            if child.status == JobStatus.waiting_human:
+                question = (child.result or {}).get("text", "")
+                found.append(WaitingChild(child.id, child.movement, question))
+        level = [c.id for c in children if c.status == JobStatus.waiting_subtasks]
+        depth += 1
+    return found
 
 
 async def cancel_job(db: AsyncSession, tenant: str, job_id: str) -> Job:
-    """A queued job ends at once; a running one is asked to stop at its next step."""
+    """A queued, draft or waiting job ends at once; a running one is asked to stop at its
+    next step. Its open subtasks are cancelled with it, at every depth."""
     job = await get_job(db, tenant, job_id)
     if job.status in TERMINAL:
         raise Conflict(f"job {job_id!r} has already ended ({job.status})", job_status=job.status)
-    if job.status == "queued" or job.status in WAITING:
-        await set_status(db, job, "cancelled")
-    else:
-        job.cancel_requested = True
-        job.updated_at = utcnow()
-        db.add(job)
-        await db.flush()
-        signals.emit(db, signals.Notify(job.session_id, job.id))
-        signals.emit(db, signals.CancelJob(job.id))
+    await _cancel(db, job)
+    await _cancel_descendants(db, job)
     return job
+
+
+async def _cancel(db: AsyncSession, job: Job) -> None:
+    if job.status in (JobStatus.queued, JobStatus.draft) or job.status in WAITING:
+        await set_status(db, job, JobStatus.cancelled)
+        return
+    job.cancel_requested = True
+    job.updated_at = utcnow()
+    db.add(job)
+    await db.flush()
+    signals.emit(db, signals.Notify(job.session_id, job.id))
+    signals.emit(db, signals.CancelJob(job.id))
+
+
+async def _cancel_descendants(db: AsyncSession, job: Job) -> None:
+    repo = JobRepository(db)
+    level, depth = [job.id], 0
+    while level and depth < _MAX_DEPTH:
+        children = await repo.children_of(level)
+        for child in children:
+            if child.status not in TERMINAL and not child.cancel_requested:
+                await _cancel(db, child)
+        level = [c.id for c in children]
+        depth += 1
 
 
 def turn_failure(job: Job) -> tuple[int, dict[str, Any]]:

@@ -11,14 +11,15 @@ is rolled back whole, raising `LeaseLost`, when the token is no longer there.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
 from app.db.models import Job
+from app.db.prepared import Prepared
 from app.db.repositories.jobs import JobRepository
 from app.db.writer import Work
 
@@ -53,6 +54,9 @@ class JobDatabase:
 
     async def read_unit(self, work: Work[T]) -> T:
         return await self.database.read_unit(work)
+
+    async def peek(self, statement: Prepared, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        return await self.database.peek(statement, params)
 
     async def write(self, work: Work[T]) -> T:
         job = self.job

@@ -8,11 +8,12 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Job
 from app.domain.ids import new_id
+from app.domain.jobs import JobKind
 from app.engine.pieces import Piece
+from app.engine.workspace import Workspace
 from app.services.jobs import enqueue
 from app.services.sessions import create_session, get_session
 from app.settings import Settings
-from app.tools.paths import Workspace
 
 
 def workspace_of(settings: Settings, job_id: str) -> Workspace:
@@ -27,8 +28,11 @@ async def submit_job(
     piece: Piece,
     session_id: str | None = None,
     parent: Job | None = None,
+    start: bool = True,
 ) -> Job:
-    """Queue a piece job; without a session one is made for it (a subtask gets its own)."""
+    """Queue a piece job (or, with `start=False`, make it a draft that takes files and
+    comments until it is started); without a session one is made for it (a subtask gets
+    its own). In a chat session it works in segments of its own (`app.worker.movement`)."""
     if session_id is not None:
         session = await get_session(db, tenant, session_id)
     else:
@@ -42,11 +46,12 @@ async def submit_job(
             id=new_id("job"),
             tenant=tenant,
             session_id=session.id,
+            kind=JobKind.piece,
             piece=piece.name,
-            status="queued",
             instruction=instruction,
             parent_job_id=parent.id if parent is not None else None,
         ),
+        start=start,
     )
 
 

@@ -10,7 +10,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db import signals
 from app.db.repositories.session_deletion import SessionDeletionRepository
-from app.services.jobs import TERMINAL
+from app.domain.jobs import TERMINAL
 from app.services.piece_jobs import workspace_of
 from app.services.sessions import get_session
 from app.settings import Settings

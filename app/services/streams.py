@@ -25,7 +25,8 @@ from app.db.models import Event
 from app.db.repositories.events import EventRepository
 from app.db.repositories.items import ItemRepository
 from app.domain.errors import InvalidInput, NotFound
-from app.services.jobs import TERMINAL, get_job
+from app.domain.jobs import TERMINAL
+from app.services.jobs import get_job
 from app.services.live import LiveHub, LiveSignal
 
 BATCH = 200

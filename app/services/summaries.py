@@ -1,7 +1,7 @@
 """L1 summaries, worked off in the background.
 
 A chain keeps its newest turns as L2; every older turn needs an L1 line. The
-work runs as a `summarize` job in the background lane, so it never delays a
+work runs as a `summary` job in the background lane, so it never delays a
 reply; the job works off the whole backlog (after a merge it can be large) with
 bounded concurrency. A summary that fails after its retries stores the L2 text
 itself as L1, marked as a fallback: no information is lost.
@@ -19,14 +19,15 @@ from app.db.models import Job, MemoryTurn, Session
 from app.db.repositories.jobs import JobRepository
 from app.db.repositories.memory import MemoryRepository
 from app.domain.ids import new_id
-from app.engine.llm import LLM, LLMError, text_of
-from app.memory.l1 import l1_request, l2_text, one_line
+from app.domain.jobs import JobKind
+from app.engine.context import DEFAULT_CHARS_PER_TOKEN, estimate_request_tokens
+from app.engine.llm import LLM, LLMError, LLMRequest, text_of
+from app.memory.l1 import L1_SYSTEM, l1_request, l2_text, one_line
 from app.services.jobs import enqueue
 from app.services.memory import owners_of
 from app.settings import Settings
 
 logger = logging.getLogger("strata.summaries")
-PIECE = "summarize"
 
 
 async def pending_turns(db: AsyncSession, session: Session, window: int) -> list[MemoryTurn]:
@@ -41,10 +42,10 @@ async def pending_count(db: AsyncSession, session: Session, window: int) -> int:
 
 
 async def enqueue_if_needed(db: AsyncSession, session: Session, window: int) -> Job | None:
-    """At every turn end: a `summarize` job when the chain has turns waiting for L1 and
+    """At every turn end: a `summary` job when the chain has turns waiting for L1 and
     none is queued or running yet."""
     jobs = JobRepository(db)
-    if await jobs.active_in_lane(session.id, PIECE) is not None:
+    if await jobs.active_of_kind(session.id, JobKind.summary) is not None:
         return None
     if not await pending_count(db, session, window):
         return None
@@ -54,9 +55,8 @@ async def enqueue_if_needed(db: AsyncSession, session: Session, window: int) -> 
             id=new_id("job"),
             tenant=session.tenant,
             session_id=session.id,
-            piece=PIECE,
+            kind=JobKind.summary,
             lane="background",
-            status="queued",
         ),
     )
 
@@ -91,15 +91,34 @@ async def summarize_backlog(settings: Settings, database: UnitsOfWork, llm: LLM,
         written += len(pending)
 
 
-async def summarize_turn(settings: Settings, llm: LLM, turn: MemoryTurn) -> tuple[str, bool]:
-    """(summary, fell_back): 2 retries, then the L2 text itself."""
-    l2 = l2_text(turn.user_text, turn.assistant_text)
+L1_PROMPT_CHARS = 400  # the instruction around the turn's text, and the framing
+
+
+def fitted_l1_request(settings: Settings, l2: str) -> LLMRequest:
+    """The L1 request for `l2`, under the exhausted threshold of the window with room for
+    the answer: the text of a huge turn is cut (its summary covers what fits)."""
+    window = settings.context_window_tokens
+    answer = min(settings.llm_max_tokens, max(1, window // 4))
+    room = int((window * settings.context_exhausted_ratio - answer) * DEFAULT_CHARS_PER_TOKEN)
+    limit = max(0, room - len(L1_SYSTEM) - L1_PROMPT_CHARS)
+    if len(l2) > limit:
+        l2 = l2[:limit]
     request = l1_request(
-        l2,
-        model=settings.summary_model,
-        ratio=settings.summary_target_ratio,
-        max_tokens=settings.llm_max_tokens,
+        l2, model=settings.summary_model, ratio=settings.summary_target_ratio, max_tokens=answer
     )
+    request.max_tokens = max(1, min(answer, window - estimate_request_tokens(request)))
+    return request
+
+
+async def summarize_turn(settings: Settings, llm: LLM, turn: MemoryTurn) -> tuple[str, bool]:
+    """(summary, fell_back): 2 retries, then the L2 text itself.
+
+    A turn with no L2 at all (only tool calls or harness messages) is never sent to the
+    summary model: its L1 is empty, which the memory block shows as nothing."""
+    l2 = l2_text(turn.user_text, turn.assistant_text)
+    if not l2.strip():
+        return "", False
+    request = fitted_l1_request(settings, l2)
     for attempt in range(settings.summary_retries + 1):
         try:
             response = await llm.complete(request)

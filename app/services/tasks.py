@@ -135,7 +135,9 @@ async def get_task(db: AsyncSession, tenant: str, session_id: str, taskid: int) 
 async def change_task(
     db: AsyncSession, tenant: str, session_id: str, op: str, args: dict[str, Any]
 ) -> Task:
-    """A REST create or update: recorded as a task event (origin api) that replay applies."""
+    """A REST create or update: recorded as a task event (origin api) that replay applies.
+    It counts as a task write for the reminder's timing (the agent reads of it in the
+    task note the event becomes)."""
     await get_session(db, tenant, session_id)
     store = await _locked_store(db, session_id)
     # the operation and its item carry the same moment, so the task answered here is
@@ -149,5 +151,6 @@ async def change_task(
         raise InvalidInput(str(exc)) from exc
     event = TaskEvent(op=op, input=args, taskid=task.taskid)
     await append_item(db, session_id, event, Origin.api, at=now)
+    await SessionRepository(db).note_task_write(session_id)  # the reminder waits N again
     await webhooks.task_updated(db, tenant, session_id, task, op=op, origin="api")
     return task

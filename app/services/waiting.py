@@ -6,7 +6,8 @@ import asyncio
 
 from app.db.engine import Database
 from app.db.models import Job
-from app.services.jobs import TERMINAL, get_job
+from app.domain.jobs import TERMINAL
+from app.services.jobs import get_job
 from app.services.live import LiveHub
 
 

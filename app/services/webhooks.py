@@ -21,6 +21,7 @@ from app.db.repositories.webhooks import WebhookRepository
 from app.db.types import utcnow
 from app.domain.errors import Conflict, InvalidInput, NotFound
 from app.domain.ids import new_id
+from app.domain.jobs import JobKind, JobStatus
 from app.domain.tasks import Task
 from app.domain.webhook_signing import generate_secret
 from app.services.event_payloads import job_status_data, task_updated_data
@@ -227,7 +228,7 @@ async def job_status_changed(
     if event is None:
         return
     await enqueue_event(db, job.tenant, event, job_status_data(job, error=error))
-    if job.status == "succeeded" and job.piece == "chat":
+    if job.status == JobStatus.succeeded and job.kind == JobKind.chat:
         turn = {
             "session_id": job.session_id,
             "job_id": job.id,

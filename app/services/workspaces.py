@@ -1,35 +1,63 @@
-"""Job workspace files over the API: the same confinement as the agent's tools."""
+"""Job workspace files over the API: the same confinement as the agent's tools, and areas.
+
+A client writes only into `input/` and reads only `input/` and `output/`; `logs/` is
+the runner's. A path is taken literally, segment by segment: `.`, `..`, empty segments,
+backslashes and percent-encoded segments (a `%2e%2e` the server would not decode) are
+refused with 422 rather than normalised, so no path can cross from one area into
+another, or mean two things.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import errno
 import os
+import re
 from pathlib import Path
 from typing import Literal
 
 from app.db.models import Job
 from app.domain.errors import InvalidInput, NotFound
+from app.engine.tools import ToolError
 from app.services.piece_jobs import workspace_of
 from app.settings import Settings
-from app.tools.registry import ToolError
 
 Area = Literal["input", "output"]
 # the path, not the server, is at fault: a name too long, a file where a folder should be
 _UNWRITABLE_PATH = frozenset({errno.ENAMETOOLONG, errno.ENOTDIR, errno.EEXIST, errno.EISDIR})
+_ENCODED = re.compile(r"%[0-9A-Fa-f]{2}")
 
 
-def _resolve(settings: Settings, job: Job, area: Area, path: str, *, must_exist: bool) -> Path:
-    workspace = workspace_of(settings, job.id)
-    workspace.ensure_layout()
+def _check_segments(area: Area, path: str) -> None:
     if path.startswith("/"):  # "input//etc/x" would otherwise land quietly in input/etc/x
         raise InvalidInput(
             f"path {path!r} is absolute; give a path relative to {area}/", field="path"
         )
+    if "\\" in path:
+        raise InvalidInput(f"path {path!r} contains a backslash", field="path")
+    for segment in path.split("/"):
+        if segment in ("", ".", ".."):
+            raise InvalidInput(
+                f"path {path!r} has a {segment or 'empty'!r} segment; give a plain path "
+                f"inside {area}/",
+                field="path",
+            )
+        if _ENCODED.search(segment):
+            raise InvalidInput(
+                f"path {path!r} has a percent-encoded segment {segment!r}", field="path"
+            )
+
+
+def _resolve(settings: Settings, job: Job, area: Area, path: str, *, must_exist: bool) -> Path:
+    _check_segments(area, path)
+    workspace = workspace_of(settings, job.id)
+    workspace.ensure_layout()
     try:
         target = workspace.resolve(f"{area}/{path}")
     except ToolError as exc:
         raise InvalidInput(str(exc), field="path") from exc
+    if not target.is_relative_to(workspace.root / area):  # a link to another area
+        raise InvalidInput(f"path {path!r} leads out of {area}/", field="path")
     if must_exist and not os.path.exists(target):  # False, not OSError, for a name too long
         raise NotFound(f"{area}/{path} does not exist", resource="file")
     return target

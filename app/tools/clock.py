@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict
 
-from app.tools.registry import Tool, ToolContext
+from app.engine.tools import Tool, ToolContext
 
 
 class CurrentTimeInput(BaseModel):

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.domain.tasks import TaskCreateArgs, TaskUpdateArgs
-from app.tools.registry import TaskGateway, Tool, ToolContext, ToolError, ToolOutput
+from app.engine.tools import TaskGateway, Tool, ToolContext, ToolError, ToolOutput
 
 TASK_TOOL_NAMES = ("TaskCreate", "TaskUpdate", "TaskList", "TaskGet")
 
@@ -35,12 +35,14 @@ def _gateway(ctx: ToolContext) -> TaskGateway:
 
 
 async def _create(ctx: ToolContext, args: TaskCreateArgs) -> ToolOutput:
-    return await _gateway(ctx).write(ctx.tool_use_id or "", "TaskCreate", args.model_dump())
+    return await _gateway(ctx).write(
+        ctx.tool_use_id or "", "TaskCreate", args.model_dump(), ctx.result_tokens
+    )
 
 
 async def _update(ctx: ToolContext, args: TaskUpdateArgs) -> ToolOutput:
     return await _gateway(ctx).write(
-        ctx.tool_use_id or "", "TaskUpdate", args.model_dump(exclude_none=True)
+        ctx.tool_use_id or "", "TaskUpdate", args.model_dump(exclude_none=True), ctx.result_tokens
     )
 
 
@@ -74,6 +76,7 @@ def task_tools() -> list[Tool[Any]]:
             "completed and deleted ones included.",
             TaskListArgs,
             _list,
+            read_on="TaskGet shows one task in full.",
         ),
         Tool("TaskGet", "One task by taskid.", TaskGetArgs, _get),
     ]

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.tools.registry import PieceGateway, Tool, ToolContext, ToolError, ToolOutput
+from app.engine.tools import PieceGateway, Tool, ToolContext, ToolError, ToolOutput
 
 TRANSITION = "transition"
 SPAWN_SUBTASK = "spawn_subtask"

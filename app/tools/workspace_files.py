@@ -2,13 +2,17 @@
 
 Every path goes through `Workspace.resolve`, so nothing outside the workspace can be
 read, written or listed. The workspace and the token budget come from the tool context:
-`ctx.extras["workspace"]` (a `Workspace`) and `ctx.extras.get("available_tokens")`; each
-result is kept within `result_budget(available)` tokens, and a result that was cut says
-so and how to get the rest.
+`ctx.workspace` and `ctx.result_tokens` (the call's share of its response's budget;
+called on its own, the budget's cap); a result that was cut says so and how to get the
+rest.
 
 Writes: anywhere in the workspace except `logs/`, which the runner keeps (lessons, its
-own records) and the agent must not forge. `input/` is writable too: the agent may
-prepare or fix input for a later step, and the user's upload stays in the job's history.
+own records) and the agent must not forge, with one exception: checklists,
+`logs/checklists/<name>.json` (not `tasks.json`, the runner's copy of the task list),
+which the next movement is shown. `input/` is writable too (the agent may prepare or fix
+input for a later step), except `input/subtasks/`, the copies of subtasks' outputs.
+No path may go through a `.git` folder: git runs in the workspace after verify
+movements, and a forged git configuration must not be able to run anything there.
 
 File work runs in a worker thread so a large file does not block the event loop.
 """
@@ -26,9 +30,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.engine.tools import Tool, ToolContext, ToolError
 from app.engine.truncation import estimate_tokens, result_budget, truncate_read
-from app.tools.paths import Workspace
-from app.tools.registry import Tool, ToolContext, ToolError
+from app.engine.workspace import Workspace
 
 _BINARY_SNIFF_BYTES = 8192
 _READ_CHUNK_CHARS = 1 << 20
@@ -48,19 +52,17 @@ class ResultBudget:
     min_tokens: int = 1_000
 
     def tokens(self, ctx: ToolContext) -> int:
-        available = ctx.extras.get("available_tokens")
-        if not isinstance(available, int):
-            available = None
-        return result_budget(
-            available, ratio=self.ratio, cap=self.max_tokens, floor=self.min_tokens
-        )
+        """The call's share of its response's budget when the agent loop gave one;
+        otherwise (a tool called on its own) the budget's cap."""
+        if ctx.result_tokens is not None:
+            return ctx.result_tokens
+        return result_budget(None, ratio=self.ratio, cap=self.max_tokens, floor=self.min_tokens)
 
 
 def context_workspace(ctx: ToolContext) -> Workspace:
-    workspace = ctx.extras.get("workspace")
-    if not isinstance(workspace, Workspace):
+    if ctx.workspace is None:
         raise ToolError("workspace tools need a job workspace")
-    return workspace
+    return ctx.workspace
 
 
 # ------------------------------------------------------------------ inputs
@@ -72,6 +74,11 @@ class ReadInput(BaseModel):
     path: str = Field(description="File path relative to the workspace, e.g. 'input/data.csv'.")
     offset: int = Field(default=1, ge=1, description="First line to show (1-based).")
     limit: int | None = Field(default=None, ge=1, description="How many lines to show.")
+    char_offset: int = Field(
+        default=0,
+        ge=0,
+        description="Characters of the first line to skip: reads on inside a long line.",
+    )
 
 
 class WriteInput(BaseModel):
@@ -135,8 +142,22 @@ def _is_binary(head: bytes) -> bool:
 
 def _writable(workspace: Workspace, path: Path, shown: str) -> None:
     relative = workspace.relative(path)
-    if relative == "logs" or relative.startswith("logs/"):
-        raise ToolError(f"{shown!r} is in logs/, which the runner keeps; write to output/ instead")
+    parts = PurePosixPath(relative).parts
+    if ".git" in parts:
+        raise ToolError(f"{shown!r} is inside a .git folder, which tools do not write")
+    if parts[:2] == ("input", "subtasks"):
+        raise ToolError(f"{shown!r} is a copy of a subtask's output, kept read-only")
+    checklist = (
+        len(parts) == 3
+        and parts[:2] == ("logs", "checklists")
+        and parts[2].endswith(".json")
+        and parts[2] != "tasks.json"
+    )
+    if parts[:1] == ("logs",) and not checklist:
+        raise ToolError(
+            f"{shown!r} is in logs/, which the runner keeps; write to output/ instead "
+            "(checklists go to logs/checklists/<name>.json)"
+        )
     if path == workspace.root or path.is_dir():
         raise ToolError(f"{shown!r} is a directory; give a file path")
 
@@ -238,6 +259,46 @@ def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
 # ------------------------------------------------------------------ Read
 
 
+def _skip_lines(text: io.TextIOWrapper, args: ReadInput, shown: str) -> int:
+    """Move to the start of line `args.offset`; returns the characters skipped."""
+    line, in_line, skipped = 1, False, 0
+    while line < args.offset:
+        chunk = text.readline(_READ_CHUNK_CHARS)
+        if not chunk:
+            lines = line - 1 + in_line
+            raise ToolError(f"{shown!r} has {lines} lines; offset {args.offset} is past the end")
+        skipped += len(chunk)
+        in_line = not chunk.endswith("\n")
+        line += not in_line
+    return skipped
+
+
+def _skip_chars(text: io.TextIOWrapper, args: ReadInput, shown: str) -> int:
+    """Move `args.char_offset` characters into the line; returns them."""
+    left = args.char_offset
+    while left:
+        chunk = text.readline(min(left, _READ_CHUNK_CHARS))
+        if not chunk or chunk.endswith("\n"):
+            length = args.char_offset - left + len(chunk.rstrip("\n"))
+            raise ToolError(
+                f"line {args.offset} of {shown!r} has {length} characters; char_offset "
+                f"{args.char_offset} is past its end"
+            )
+        left -= len(chunk)
+    return args.char_offset
+
+
+def _count_rest(text: io.TextIOWrapper) -> tuple[int, int, bool]:
+    """Characters and line breaks left in the file, and whether it ends with one."""
+    chars = breaks = 0
+    last = ""
+    while chunk := text.read(_READ_CHUNK_CHARS):
+        chars += len(chunk)
+        breaks += chunk.count("\n")
+        last = chunk[-1]
+    return chars, breaks, last == "\n"
+
+
 def _read(workspace: Workspace, args: ReadInput, budget: int) -> str:
     path = workspace.resolve(args.path, must_exist=True)
     shown = args.path
@@ -250,46 +311,49 @@ def _read(workspace: Workspace, args: ReadInput, budget: int) -> str:
             raise ToolError(f"{shown!r} looks like a binary file ({size} bytes); Read shows text")
         raw.seek(0)
         text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="\n")
-        line, in_line = 1, False
-        while line < args.offset:
-            chunk = text.readline(_READ_CHUNK_CHARS)
-            if not chunk:
-                lines = line - 1 + in_line
-                raise ToolError(
-                    f"{shown!r} has {lines} lines; offset {args.offset} is past the end"
-                )
-            in_line = not chunk.endswith("\n")
-            line += not in_line
+        before = _skip_lines(text, args, shown) + _skip_chars(text, args, shown)
         parts: list[str] = []
-        size, complete, more = 0, 0, False
-        while args.limit is None or complete < args.limit:
-            if size >= max_chars:
-                more = bool(text.read(1))
-                break
+        size, complete = 0, 0
+        while (args.limit is None or complete < args.limit) and size < max_chars:
             chunk = text.readline(min(_READ_CHUNK_CHARS, max_chars - size))
             if not chunk:
                 break
             parts.append(chunk)
             size += len(chunk)
             complete += chunk.endswith("\n")
-        else:
-            more = bool(text.read(1))
+        rest, rest_breaks, ends_with_break = _count_rest(text)
     content = "".join(parts)
     if not content:
         if args.offset > 1:
             raise ToolError(f"{shown!r} has {args.offset - 1} lines; offset is past the end")
         return f"({shown} is empty)"
+    # the file's true totals, however little of it was collected (defect 10)
+    file_chars = before + size + rest
+    ends = ends_with_break if rest else content.endswith("\n")
+    file_lines = args.offset - 1 + content.count("\n") + rest_breaks + (0 if ends else 1)
     note = ""
-    if more:
+    if rest:
         last = args.offset + complete - 1
         if content.endswith("\n"):
             note = (
-                f"\n[Showing lines {args.offset}-{last}; the file goes on. To read on, use "
-                f"Read with offset={last + 1}.]"
+                f"\n[Showing lines {args.offset}-{last} of {file_lines}; the file goes on. To "
+                f"read on, use Read with offset={last + 1}.]"
             )
         else:
-            note = f"\n[Line {last + 1} goes on beyond what is shown; use Grep to find parts.]"
-    cut = truncate_read(content, budget - estimate_tokens(note), offset_line=args.offset)
+            line_start = content.rfind("\n") + 1
+            column = len(content) - line_start + (args.char_offset if not complete else 0)
+            note = (
+                f"\n[Line {last + 1} goes on beyond what is shown; to read on, use Read with "
+                f"offset={last + 1} and char_offset={column}.]"
+            )
+    cut = truncate_read(
+        content,
+        budget - estimate_tokens(note),
+        offset_line=args.offset,
+        char_offset=args.char_offset,
+        file_lines=file_lines,
+        file_chars=file_chars,
+    )
     if cut.truncated:
         return cut.text
     return content + note
@@ -376,6 +440,7 @@ def _grep(workspace: Workspace, args: GrepInput, budget: int) -> str:
     base = workspace.resolve(args.path, must_exist=True)
     files = list(workspace.iter_files(base)) if base.is_dir() else [base]
     matches: list[str] = []
+    cut_lines = 0
     for file in files:
         relative = workspace.relative(file)
         if name_filter is not None:
@@ -384,7 +449,12 @@ def _grep(workspace: Workspace, args: GrepInput, budget: int) -> str:
         for number, line in _text_lines(file):
             if regex.search(line):
                 if len(line) > _GREP_LINE_MAX_CHARS:
-                    line = line[:_GREP_LINE_MAX_CHARS] + " […]"
+                    cut_lines += 1
+                    more = len(line) - _GREP_LINE_MAX_CHARS
+                    line = (
+                        f"{line[:_GREP_LINE_MAX_CHARS]} […line cut: {more} more characters; "
+                        f"Read offset={number} char_offset={_GREP_LINE_MAX_CHARS}]"
+                    )
                 matches.append(f"{relative}:{number}:{line}")
                 if len(matches) >= _GREP_MAX_MATCHES:
                     break
@@ -394,6 +464,11 @@ def _grep(workspace: Workspace, args: GrepInput, budget: int) -> str:
         return f"no matches for {args.pattern!r} in {args.path!r}"
     stopped = len(matches) >= _GREP_MAX_MATCHES
     total = f"at least {len(matches)}" if stopped else str(len(matches))
+    if cut_lines:
+        matches.append(
+            f"[{cut_lines} matching line{'s' if cut_lines > 1 else ''} longer than "
+            f"{_GREP_LINE_MAX_CHARS} characters cut, each marked; Read them with char_offset.]"
+        )
     if stopped:
         matches.append(f"[Search stopped after {_GREP_MAX_MATCHES} matching lines.]")
     return _fit_lines(
@@ -442,8 +517,8 @@ def file_tools(budget: ResultBudget | None = None) -> list[Tool[Any]]:
             "Read",
             "Read a text file of the job's workspace (paths relative to it: input/ holds the "
             "user's files, output/ your results). offset is the first line (1-based), limit "
-            "the number of lines. Long files are cut to fit and the result says how to read "
-            "on.",
+            "the number of lines, char_offset the characters of the first line to skip (for "
+            "long lines). Long files are cut to fit and the result says how to read on.",
             ReadInput,
             _read,
             budget,

@@ -16,25 +16,20 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
 from app.db.models import Job, Session
-from app.engine.compaction import context_ratio
-from app.engine.llm import LLM, LLMRequest, LLMResponse
-from app.engine.loop import (
-    CANCELLED,
-    AfterResponse,
-    TurnConfig,
-    close_dangling_tool_uses,
-    run_turn,
-)
+from app.domain.jobs import JobStatus
+from app.engine.llm import LLM
+from app.engine.loop import CANCELLED, TurnConfig, close_dangling_tool_uses, run_turn
 from app.engine.pieces import PieceCatalog
+from app.engine.tools import ToolContext, ToolRegistry
 from app.services.chat import append_turn_input
 from app.services.compaction import CompactionFailed, compact_session
 from app.services.leases import JobDatabase
 from app.services.live import LiveHub
-from app.services.memory import memory_block, project_turns
+from app.services.memory import BlockLimits, memory_block, project_turns
 from app.services.sessions import get_session
 from app.services.summaries import enqueue_if_needed, summarize_backlog
 from app.settings import Settings
-from app.tools.registry import ToolContext, ToolRegistry
+from app.worker.context_policy import ChatContext
 from app.worker.job_session import JobSession
 from app.worker.memory_gateway import LogMemoryGateway
 from app.worker.reminder import TaskReminder
@@ -53,7 +48,7 @@ def problem(slug: str, title: str, detail: str) -> dict[str, Any]:
 
 @dataclass
 class Outcome:
-    status: str
+    status: JobStatus
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     also: Also | None = None
@@ -106,7 +101,7 @@ async def _system_prompt(deps: Deps, job: Job, own: str | None) -> str | None:
             db,
             job.tenant,
             job.session_id,
-            window=deps.settings.memory_l2_window_turns,
+            limits=BlockLimits.of(deps.settings),
             tz=deps.settings.zone,
         )
     parts = [p for p in (own, block.text) if p]
@@ -131,32 +126,44 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
     session = await _start_turn(deps, job)
     held = JobSession(job_database(deps, job), job)
     store = DbTurnStore(held)
+    tool_names = session_tools(deps, session)
     config = TurnConfig(
         model=session.model or deps.settings.model,
         system=await _system_prompt(deps, job, session.system_prompt),
-        tool_names=session.tools if session.tools is not None else deps.tools.chat_names,
+        tool_names=tool_names,
         max_iterations=deps.settings.agent_max_iterations,
         max_tokens=deps.settings.llm_max_tokens,
         interceptors=[TaskReminder(deps.settings, store)],
-        after_response=_compact_when_full(deps, job),
+        context=ChatContext(deps.settings, lambda: _compact_now(deps, job, tool_names)),
     )
     ctx = tool_context(deps, held)
     outcome = await run_turn(deps.llm, store, deps.tools, ctx, config, HubTurnEvents(deps.hub, job))
     also = remember_turn(deps, job)
     if outcome.status == "cancelled":
         await close_dangling_tool_uses(store, CANCELLED)
-        return Outcome("cancelled", also=also)
+        return Outcome(JobStatus.cancelled, also=also)
     if outcome.status == "max_iterations":
         detail = (
             f"the agent made {outcome.iterations} LLM calls without ending its turn "
             f"(STRATA_AGENT_MAX_ITERATIONS={deps.settings.agent_max_iterations})"
         )
         error = problem("agent-max-iterations", "Too many iterations", detail)
-        return Outcome("failed", error=error, also=also)
-    return Outcome("succeeded", result={"text": outcome.final_text}, also=also)
+        return Outcome(JobStatus.failed, error=error, also=also)
+    if outcome.status == "context_exhausted":
+        return Outcome(JobStatus.failed, error=context_exhausted(outcome.detail), also=also)
+    return Outcome(JobStatus.succeeded, result={"text": outcome.final_text}, also=also)
 
 
-async def _compact_now(deps: Deps, job: Job) -> int:
+def context_exhausted(detail: str) -> dict[str, Any]:
+    return problem("context-exhausted", "Context window exhausted", detail)
+
+
+def session_tools(deps: Deps, session: Session) -> list[str]:
+    """The tools a session's chat turns offer: its own list, else every chat tool."""
+    return list(session.tools) if session.tools is not None else deps.tools.chat_names
+
+
+async def _compact_now(deps: Deps, job: Job, tool_names: list[str]) -> int:
     return await compact_session(
         settings=deps.settings,
         database=job_database(deps, job),
@@ -165,43 +172,22 @@ async def _compact_now(deps: Deps, job: Job) -> int:
         session_id=job.session_id,
         job_id=job.id,
         turn=job.turn,
+        offers_task_list="TaskList" in tool_names,
     )
 
 
-def _compact_when_full(deps: Deps, job: Job) -> AfterResponse:
-    """The chat's context action: at the force threshold, compact and go on. If the
-    compaction fails the turn goes on regardless (the failure is an event)."""
-
-    async def after(request: LLMRequest, response: LLMResponse, iteration: int) -> bool:
-        ratio = context_ratio(response.usage, deps.settings.context_window_tokens)
-        if ratio < deps.settings.context_force_ratio:
-            return False
-        try:
-            await _compact_now(deps, job)
-        except CompactionFailed as exc:
-            logger.warning("job %s: automatic compaction failed: %s", job.id, exc.detail)
-        return False
-
-    return after
-
-
 async def run_compact(deps: Deps, job: Job) -> Outcome:
+    async with deps.database.read() as db:
+        session = await get_session(db, job.tenant, job.session_id)
     try:
-        segment = await _compact_now(deps, job)
+        segment = await _compact_now(deps, job, session_tools(deps, session))
     except CompactionFailed as exc:
         return Outcome(
-            "failed", error=problem("compaction-failed", "Compaction failed", exc.detail)
+            JobStatus.failed, error=problem("compaction-failed", "Compaction failed", exc.detail)
         )
-    return Outcome("succeeded", result={"segment": segment})
+    return Outcome(JobStatus.succeeded, result={"segment": segment})
 
 
 async def run_summarize(deps: Deps, job: Job) -> Outcome:
     written = await summarize_backlog(deps.settings, job_database(deps, job), deps.llm, job)
-    return Outcome("succeeded", result={"summarized": written})
-
-
-HANDLERS: dict[str, Callable[[Deps, Job], Awaitable[Outcome]]] = {
-    "chat": run_chat,
-    "compact": run_compact,
-    "summarize": run_summarize,
-}
+    return Outcome(JobStatus.succeeded, result={"summarized": written})

@@ -18,7 +18,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import UnitsOfWork
 from app.db.models import Job
-from app.db.repositories.sessions import SessionRepository
+from app.db.repositories.sessions import PROBE, probe_of, probe_params
 from app.domain.items import ItemPayload
 from app.domain.reminder import ReminderState
 from app.domain.tasks import TaskStore
@@ -40,17 +40,19 @@ class JobSession:
 
     async def refresh(self) -> None:
         """The step's one probe, and a read of whatever moved since the last one."""
-        await self.database.read_unit(self._refresh)
-
-    async def _refresh(self, db: AsyncSession) -> None:
-        probe = await SessionRepository(db).probe(self.job.session_id, self.job.id)
+        rows = await self.database.peek(PROBE, probe_params(self.job.session_id, self.job.id))
+        probe = probe_of(rows)
         if probe is None:  # the session or the job is gone: stop
             self.cancel_requested = True
             return
         self.cancel_requested = probe.cancel_requested
         self.reminder = probe.reminder
         if probe.segment != self.segment_no or probe.last_seq > self.last_seq:
-            await self._catch_up(db, probe.segment, probe.last_seq)
+
+            async def catch_up(db: AsyncSession) -> None:
+                await self._catch_up(db, probe.segment, probe.last_seq)
+
+            await self.database.read_unit(catch_up)
 
     async def _catch_up(self, db: AsyncSession, segment: int, last_seq: int) -> None:
         if not self._tasks_loaded:

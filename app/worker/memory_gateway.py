@@ -5,10 +5,10 @@ from __future__ import annotations
 from app.db.engine import UnitsOfWork
 from app.db.models import Job
 from app.domain.errors import InvalidInput, NotFound
+from app.engine.tools import ToolError
 from app.memory.details import render_details
 from app.services.memory import detail
 from app.settings import Settings
-from app.tools.registry import ToolError
 
 
 class LogMemoryGateway:

@@ -1,16 +1,24 @@
 """Running a piece: movement after movement, until COMPLETE, ASK, ABORT or WAIT_SUBTASKS.
 
-Between movements only the lessons, verify feedback and the task list travel (not
-the conversation): each movement starts from its own prompt. The job row keeps the
-movement and the state, so a runner that dies is replaced by one that starts the
-same movement again, and a job that asked a human resumes at the movement that asked.
+Between movements only the lessons, the feedback sent back, the checklists and the
+task list travel (not the conversation): each movement starts from its own prompt. The
+job row keeps the movement and the state, so a runner that dies is replaced by one that
+continues the open movement from the log, and a job that asked a human resumes at the
+movement that asked.
+
+Only the model completes a job: a transition it called into COMPLETE succeeds; a forced
+one (the context ran out, or the model never called transition) fails the job as
+`not-completed`, naming the movement. A job that runs more movements than its piece's
+`max_movements` (default STRATA_JOB_MAX_MOVEMENTS) is aborted.
+
+Whenever the job stops running, however it stops, its session gets the segment it had
+before the job back, so the next chat turn sees the conversation it saw before.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
 from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -19,176 +27,122 @@ from app.db.models import Job
 from app.db.repositories.jobs import JobRepository
 from app.db.repositories.sessions import SessionRepository
 from app.db.types import utcnow
-from app.domain.items import Origin, user_text
-from app.domain.tasks import TASK_WRITE_TOOLS, render_snapshot
-from app.engine.context import ContextManager, Thresholds
-from app.engine.instruction import CommentView, render_enriched_instruction
-from app.engine.llm import LLMRequest, LLMResponse
-from app.engine.loop import CANCELLED, AfterResponse, TurnConfig, close_dangling_tool_uses, run_turn
-from app.engine.pieces import ABORT, ASK, COMPLETE, WAIT_SUBTASKS, Movement, Piece
-from app.engine.truncation import estimate_tokens
-from app.services.comments import Author, comments_of, post_comment
-from app.services.events import record_event
-from app.services.items import append_item
-from app.services.jobs import TERMINAL
-from app.services.piece_jobs import submit_job, workspace_of
+from app.domain.jobs import ASK, COMPLETE, JobStatus, status_after
+from app.engine.pieces import Movement, Piece
+from app.engine.workspace import Workspace
+from app.services.comments import Author, post_comment
+from app.services.piece_jobs import workspace_of
 from app.services.tasks import load_store
-from app.tools.paths import Workspace
-from app.tools.registry import ToolContext, ToolError
-from app.tools.transition import SPAWN_SUBTASK, TRANSITION
-from app.worker.handlers import Deps, Outcome, job_database, problem, tool_context
-from app.worker.job_session import JobSession
-from app.worker.reminder import TaskReminder
-from app.worker.turn_store import DbTurnStore, HubTurnEvents
+from app.tools.sandbox import Confinement
+from app.worker.handlers import Also, Deps, Outcome, job_database, problem
+from app.worker.movement import Transition, run_movement
+from app.worker.piece_state import PieceState
+from app.worker.workspace_notes import git_excerpt, write_task_checklist
 
 logger = logging.getLogger("strata.pieces")
 
-WRAP_UP = (
-    "Your context is {percent}% full. Wrap up this step now: finish what is essential "
-    "and call `transition` with a summary and the lessons the next step needs."
-)
-MUST_TRANSITION = (
-    "This step is not over until you call the `transition` tool. Call it now with the "
-    "next step, a summary, and lessons."
-)
-
-
-@dataclass
-class Transition:
-    next_step: str
-    summary: str
-    lessons: str | None
-    forced: bool = False
-
-
-@dataclass
-class PieceState:
-    """What a job carries from movement to movement (stored on the job row)."""
-
-    lessons: list[dict[str, str]] = field(default_factory=list)
-    feedback: dict[str, list[str]] = field(default_factory=dict)
-    visited: list[str] = field(default_factory=list)
-    children: list[str] = field(default_factory=list)
-
-    @classmethod
-    def load(cls, data: dict[str, Any]) -> PieceState:
-        return cls(
-            lessons=list(data.get("lessons", [])),
-            feedback={k: list(v) for k, v in data.get("feedback", {}).items()},
-            visited=list(data.get("visited", [])),
-            children=list(data.get("children", [])),
-        )
-
-    def dump(self) -> dict[str, Any]:
-        return {
-            "lessons": self.lessons,
-            "feedback": self.feedback,
-            "visited": self.visited,
-            "children": self.children,
-        }
-
-
-def lessons_text(lessons: list[dict[str, str]], limit: int) -> str:
-    """The lessons so far, newest kept: the oldest are dropped first to fit `limit`."""
-    kept: list[str] = []
-    used = 0
-    for entry in reversed(lessons):
-        line = f"- ({entry['movement']}) {entry['text']}"
-        if used + len(line) + 1 > limit:
-            if not kept:
-                kept.append(line[-limit:])
-            break
-        kept.append(line)
-        used += len(line) + 1
-    return "\n".join(reversed(kept))
-
-
-class MovementGateway:
-    """`transition` and `spawn_subtask` for one movement of one job."""
-
-    def __init__(self, deps: Deps, job: Job, piece: Piece, movement: Movement, state: PieceState):
-        self.deps = deps
-        self.job = job
-        self.piece = piece
-        self.movement = movement
-        self.state = state
-        self.result: Transition | None = None
-        self.spawned: list[str] = []
-
-    async def transition(self, next_step: str, summary: str, lessons: str | None) -> str:
-        try:
-            self.piece.check_step(self.movement, next_step)
-        except ValueError as exc:
-            raise ToolError(str(exc)) from exc
-        if next_step == WAIT_SUBTASKS and not self.spawned:
-            raise ToolError("WAIT_SUBTASKS needs at least one spawn_subtask in this step")
-        self.result = Transition(next_step, summary, lessons)
-        return f"Step {self.movement.name!r} ends; next: {next_step}."
-
-    async def spawn_subtask(self, instruction: str, piece: str | None) -> str:
-        name = piece or "default"
-        child_piece = self.deps.pieces.get(name)
-        if child_piece is None:
-            raise ToolError(f"unknown piece {name!r}; known: {sorted(self.deps.pieces.pieces)}")
-        child = await job_database(self.deps, self.job).write(
-            lambda db: submit_job(
-                db, self.job.tenant, instruction=instruction, piece=child_piece, parent=self.job
-            )
-        )
-        self.spawned.append(child.id)
-        self.state.children.append(child.id)
-        return f"Started subtask {child.id} (piece {name})."
-
 
 async def run_piece(deps: Deps, job: Job) -> Outcome:
-    piece = deps.pieces.get(job.piece)
+    piece = deps.pieces.get(job.piece or "")
     if piece is None:
         detail = f"piece {job.piece!r} is not known to this server"
-        return Outcome("failed", error=problem("unknown-piece", "Unknown piece", detail))
+        return _ended(
+            job, Outcome(JobStatus.failed, error=problem("unknown-piece", "Unknown piece", detail))
+        )
     state = PieceState.load(job.state)
-    movement = piece.movement(job.movement) if job.movement else piece.first
+    try:
+        movement = piece.movement(job.movement) if job.movement else piece.first
+    except KeyError:
+        detail = f"piece {piece.name!r} has no movement {job.movement!r} any more"
+        return _ended(
+            job,
+            Outcome(
+                JobStatus.failed, error=problem("unknown-movement", "Unknown movement", detail)
+            ),
+        )
     workspace = workspace_of(deps.settings, job.id)
     workspace.ensure_layout()
+    limit = piece.max_movements or deps.settings.job_max_movements
     while True:
-        await _save(deps, job, movement.name, state)
+        resuming = state.open is not None and state.open.movement == movement.name
+        if not resuming and state.movements_run >= limit:
+            return _ended(job, _too_many_movements(piece, state, limit))
         step = await run_movement(deps, job, piece, movement, state, workspace)
         if step is None:
-            return Outcome("cancelled")
+            return _ended(job, Outcome(JobStatus.cancelled))
         if isinstance(step, Outcome):
-            return step
-        _record_lessons(deps, job, movement, step, state, workspace)
-        if step.next_step == COMPLETE:
-            await _save(deps, job, None, state)
-            return Outcome("succeeded", result={"text": step.summary})
-        if step.next_step == ABORT:
+            return _ended(job, step)
+        await _movement_ended(deps, job, piece, movement, step, state, workspace)
+        if step.forced and step.next_step == COMPLETE:
             await _save(deps, job, movement.name, state)
-            return Outcome("aborted", result={"text": step.summary})
-        if step.next_step == ASK:
-            await _save(deps, job, movement.name, state)
-            return Outcome("waiting_human", result={"text": step.summary}, also=_ask(job, step))
-        if step.next_step == WAIT_SUBTASKS:
-            await _save(deps, job, movement.name, state)
-            return Outcome("waiting_subtasks", result={"text": step.summary})
-        if step.next_step in state.visited or step.next_step == movement.name:
-            state.feedback.setdefault(step.next_step, []).append(step.summary)
+            return _ended(job, _not_completed(movement, step))
+        status = status_after(step.next_step)
+        if status is not None:
+            await _save(deps, job, None if status == JobStatus.succeeded else movement.name, state)
+            also = _ask(job, step) if step.next_step == ASK else None
+            return _ended(job, Outcome(status, result={"text": step.summary}, also=also))
+        if piece.sends_back(movement, step.next_step):
+            state.send_back(
+                step.next_step, movement.name, step.summary, deps.settings.feedback_max_chars
+            )
         state.visited.append(movement.name)
         movement = piece.movement(step.next_step)
 
 
-def _ask(job: Job, step: Transition) -> Any:
-    async def also(db: Any) -> None:
+def _not_completed(movement: Movement, step: Transition) -> Outcome:
+    detail = (
+        f"step {movement.name!r} never finished: it did not call transition itself and was "
+        f"forced towards COMPLETE ({step.summary}); only a transition the model calls "
+        "completes a job"
+    )
+    error = problem("not-completed", "The job was not completed", detail)
+    return Outcome(JobStatus.failed, error=error, result={"text": step.summary})
+
+
+def _too_many_movements(piece: Piece, state: PieceState, limit: int) -> Outcome:
+    recent = " → ".join(state.visited[-6:])
+    detail = (
+        f"the job ran {state.movements_run} movements, the most piece {piece.name!r} allows "
+        f"(max_movements {limit}); the last ones: {recent}"
+    )
+    error = problem("max-movements", "Too many movements", detail)
+    return Outcome(JobStatus.aborted, error=error, result={"text": detail})
+
+
+async def _movement_ended(
+    deps: Deps,
+    job: Job,
+    piece: Piece,
+    movement: Movement,
+    step: Transition,
+    state: PieceState,
+    workspace: Workspace,
+) -> None:
+    """What every transition leaves behind: its lessons, the feedback it consumed, the
+    task checklist, and after a verify movement the git excerpt."""
+    state.open = None
+    state.delivered(movement.name)
+    _record_lessons(job, movement, step, state, workspace)
+    async with deps.database.read() as db:
+        tasks = await load_store(db, job.session_id)
+    write_task_checklist(workspace, tasks)
+    state.git_excerpt = None
+    if movement.verify:
+        confinement = Confinement.of(deps.settings)
+        state.git_excerpt = await git_excerpt(
+            workspace, confinement, deps.settings.git_excerpt_max_chars
+        )
+
+
+def _ask(job: Job, step: Transition) -> Also:
+    async def also(db: AsyncSession) -> None:
         await post_comment(db, job, step.summary, Author.agent)
 
     return also
 
 
 def _record_lessons(
-    deps: Deps,
-    job: Job,
-    movement: Movement,
-    step: Transition,
-    state: PieceState,
-    workspace: Workspace,
+    job: Job, movement: Movement, step: Transition, state: PieceState, workspace: Workspace
 ) -> None:
     """COMPLETE without lessons hands on its summary; lessons also go to logs/lessons.jsonl."""
     text = step.lessons or (step.summary if step.next_step == COMPLETE else None)
@@ -222,169 +176,41 @@ async def _save(deps: Deps, job: Job, movement: str | None, state: PieceState) -
     job.state = state.dump()
 
 
-async def movement_prompt(
-    deps: Deps, job: Job, piece: Piece, movement: Movement, state: PieceState, workspace: Workspace
-) -> str:
-    settings = deps.settings
-    async with deps.database.read() as db:
-        comments = await comments_of(db, job.id)
-        snapshot = render_snapshot(await load_store(db, job.session_id))
-        children = [await JobRepository(db).get(cid) for cid in state.children]
-    enriched = render_enriched_instruction(
-        instruction=job.instruction or "",
-        comments=[CommentView(c.author, c.body, c.created_at) for c in comments],
-        input_files=workspace.list_files("input"),
-        output_files=workspace.list_files("output"),
-        now=utcnow(),
-        tz=settings.zone,
-        max_comments=settings.job_comments_in_prompt,
-        comment_max_chars=settings.job_comment_max_chars,
-    )
-    parts = [enriched, f"## Step: {movement.name}\n{movement.instruction.strip()}"]
-    if state.lessons:
-        parts.append(
-            "## Lessons from the previous step\n"
-            + lessons_text(state.lessons, settings.lessons_max_chars)
-        )
-    if feedback := state.feedback.get(movement.name):
-        parts.append("## Feedback for this step\n" + "\n".join(f"- {f}" for f in feedback))
-    finished = [c for c in children if c is not None and c.status in TERMINAL]
-    if finished:
-        lines = [
-            f"- {c.id} ({c.piece}): {c.status}: {(c.result or {}).get('text', '')}"
-            for c in finished
-        ]
-        parts.append("## Subtask outcomes\n" + "\n".join(lines))
-    parts.append(f"## Checklist (your task list)\n{snapshot}")
-    if movement.ends_on == "transition":
-        steps = ", ".join(piece.next_steps(movement))
-        parts.append(f"End this step with the `transition` tool; next_step is one of: {steps}.")
-    return "\n\n".join(parts)
+def _ended(job: Job, outcome: Outcome) -> Outcome:
+    """The outcome, with the chat's segment given back in the transaction that ends it."""
+    give_back = give_back_segment(job)
+    then = outcome.also
+
+    async def also(db: AsyncSession) -> None:
+        await give_back(db)
+        if then is not None:
+            await then(db)
+
+    return Outcome(outcome.status, result=outcome.result, error=outcome.error, also=also)
 
 
-def _context_actions(
-    deps: Deps,
-    job: Job,
-    piece: Piece,
-    movement: Movement,
-    gateway: MovementGateway,
-    ctx: ToolContext,
-    store: DbTurnStore,
-) -> AfterResponse:
-    settings = deps.settings
-    manager = ContextManager(
-        settings.context_window_tokens,
-        Thresholds(
-            warn=settings.context_warn_ratio,
-            prompt=settings.context_prompt_ratio,
-            force=settings.context_force_ratio,
-            exhausted=settings.context_exhausted_ratio,
-        ),
-    )
+def give_back_segment(job: Job) -> Also:
+    """Make the session's segment the one it had before the job took it, once."""
 
-    async def after(request: LLMRequest, response: LLMResponse, iteration: int) -> bool:
-        chars = sum(len(block.model_dump_json()) for m in request.messages for block in m.content)
-        usage = response.usage
-        actions = manager.observe(
-            iteration=iteration,
-            input_tokens=usage.context_tokens if usage.input_tokens else None,
-            prompt_chars=chars,
-        )
-        ctx.extras["available_tokens"] = manager.available_tokens()
-        stop = False
-        for action in actions:
-            await _record_context_event(deps, job, movement, action, manager.ratio)
-            if action == "prompt":
-                await store.append(
-                    user_text(WRAP_UP.format(percent=int(manager.ratio * 100))), Origin.system
-                )
-            elif action == "force_transition" and gateway.result is None:
-                summary = f"forced: the context reached {manager.ratio:.0%} of the window"
-                gateway.result = Transition(piece.forced_step(movement), summary, None, forced=True)
-                stop = True
-        return stop
+    async def give_back(db: AsyncSession) -> None:
+        current = await JobRepository(db).get(job.id)
+        if current is None:
+            return
+        state: dict[str, Any] = dict(current.state)
+        segment = state.get("chat_segment")
+        if segment is None:
+            return
+        await SessionRepository(db).set_segment(current.session_id, int(segment))
+        state["chat_segment"] = None
+        state["open"] = None  # a new start (after ASK, a comment) builds a new prompt
+        current.state = state
+        db.add(current)
+        job.state = state
 
-    return after
+    return give_back
 
 
-async def _record_context_event(
-    deps: Deps, job: Job, movement: Movement, action: str, ratio: float
-) -> None:
-    data = {"job_id": job.id, "movement": movement.name, "ratio": round(ratio, 4)}
-    await job_database(deps, job).write(
-        lambda db: record_event(db, job.session_id, f"context.{action}", data, job_id=job.id)
-    )
-
-
-async def run_movement(
-    deps: Deps, job: Job, piece: Piece, movement: Movement, state: PieceState, workspace: Workspace
-) -> Transition | Outcome | None:
-    """One movement: its prompt, the agent loop, and how it ended (None: cancelled)."""
-    prompt = await movement_prompt(deps, job, piece, movement, state, workspace)
-
-    async def begin(db: AsyncSession) -> None:
-        if movement.fresh_segment:
-            await SessionRepository(db).start_segment(job.session_id)
-        await append_item(db, job.session_id, user_text(prompt), Origin.system, job_id=job.id)
-
-    await job_database(deps, job).write(begin)
-
-    gateway = MovementGateway(deps, job, piece, movement, state)
-    names = [n for n in movement.allowed_tools if n in deps.tools.names]
-    if movement.ends_on == "transition":
-        names.append(TRANSITION)
-        if WAIT_SUBTASKS in piece.next_steps(movement):
-            names.append(SPAWN_SUBTASK)
-    held = JobSession(job_database(deps, job), job)
-    store = DbTurnStore(held)
-    ctx = tool_context(
-        deps,
-        held,
-        piece=gateway,
-        extras={
-            "workspace": workspace,
-            # until a response is measured: the window less an estimate of the prompt
-            "available_tokens": max(
-                0, deps.settings.context_window_tokens - estimate_tokens(prompt)
-            ),
-        },
-    )
-    reminders = [TaskReminder(deps.settings, store)] if TASK_WRITE_TOOLS & set(names) else []
-    nudges = 0
-    while True:
-        config = TurnConfig(
-            model=deps.settings.model,
-            system=None,
-            tool_names=list(dict.fromkeys(names)),
-            max_iterations=movement.max_iterations,
-            max_tokens=deps.settings.llm_max_tokens,
-            interceptors=reminders,
-            after_response=_context_actions(deps, job, piece, movement, gateway, ctx, store),
-        )
-        outcome = await run_turn(
-            deps.llm, store, deps.tools, ctx, config, HubTurnEvents(deps.hub, job)
-        )
-        if outcome.status == "cancelled":
-            await close_dangling_tool_uses(store, CANCELLED)
-            return None
-        if gateway.result is not None:
-            return gateway.result
-        if movement.ends_on == "end_turn" and outcome.status == "completed":
-            return Transition(COMPLETE, outcome.final_text, None)
-        if outcome.status == "max_iterations":
-            detail = (
-                f"step {movement.name!r} made {outcome.iterations} LLM calls without "
-                f"calling transition (max_iterations {movement.max_iterations})"
-            )
-            return Outcome(
-                "failed", error=problem("movement-max-iterations", "Too many iterations", detail)
-            )
-        nudges += 1
-        if nudges > 2:
-            return Transition(
-                piece.forced_step(movement),
-                "forced: the step never called transition",
-                None,
-                forced=True,
-            )
-        await store.append(user_text(MUST_TRANSITION), Origin.system)
+def piece_ended_otherwise(deps: Deps, job: Job) -> Also | None:
+    """A piece job that crashed, failed on the LLM or was cancelled gives its session's
+    segment back too."""
+    return give_back_segment(job)

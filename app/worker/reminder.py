@@ -6,13 +6,17 @@ restart changes nothing: the next reminder comes exactly when it would have with
 the restart. A reminder counts as shown only once the request that carried it got
 an answer (it is recorded with that answer), so a failed request's retry carries it
 again.
+
+A reminder that falls due while the whole task list is in the request already (a
+compaction's snapshot, or a `TaskList` result since the last user message) is not
+added, but counts as shown: the model is looking at the list.
 """
 
 from __future__ import annotations
 
 from app.domain.reminder import reminder_text, should_remind
 from app.engine.llm import LLMRequest
-from app.engine.requests import append_to_last_user_text
+from app.engine.requests import task_list_in_view, with_text_for_last_user
 from app.settings import Settings
 from app.worker.turn_store import DbTurnStore
 
@@ -32,6 +36,6 @@ class TaskReminder:
             between=self.settings.reminder_requests_between_reminders,
         )
         self.store.reminder_pending = due
-        if due:
-            append_to_last_user_text(request.messages, reminder_text(active))
+        if due and not task_list_in_view(session.items):
+            request.messages = with_text_for_last_user(request.messages, reminder_text(active))
         return request

@@ -31,20 +31,21 @@ from app.db.models import Job
 from app.db.repositories.jobs import JobRepository
 from app.db.types import utcnow
 from app.domain.ids import new_id
+from app.domain.jobs import JobStatus
 from app.engine.llm import LLM, LLMError
 from app.engine.loop import CANCELLED, close_dangling_tool_uses
 from app.engine.pieces import PieceCatalog
+from app.engine.tools import ToolRegistry
 from app.observability import context as log_context
 from app.services.jobs import set_status
 from app.services.leases import JobDatabase, LeaseLost, fence
 from app.services.live import LiveHub
 from app.settings import Settings
-from app.tools.registry import ToolRegistry
-from app.worker.handlers import HANDLERS, Deps, Outcome, problem, remember_turn
+from app.worker.handlers import Deps, Outcome, problem
 from app.worker.idle import idle
 from app.worker.job_session import JobSession
+from app.worker.kinds import handler_of
 from app.worker.outage import Outage
-from app.worker.piece_runner import run_piece
 from app.worker.turn_store import DbTurnStore
 
 logger = logging.getLogger("strata.runner")
@@ -153,7 +154,7 @@ class Runner:
             jobs = await repo.claimable_batch(utcnow(), limit=limit)
             for job in jobs:
                 await repo.take(job, self.worker_id, self._lease_until())
-                await set_status(db, job, "running")
+                await set_status(db, job, JobStatus.running)
             return jobs
 
         jobs = await self.database.write(claim)
@@ -207,7 +208,8 @@ class Runner:
         job = running.job
         try:
             with log_context.bound(session=job.session_id, job=job.id):
-                logger.info("job %s (%s) claimed by runner %s", job.id, job.piece, self.worker_id)
+                what = job.kind if job.piece is None else f"{job.kind} {job.piece}"
+                logger.info("job %s (%s) claimed by runner %s", job.id, what, self.worker_id)
                 await self._settle(running)
         except Exception:
             logger.exception("job %s could not be settled; its lease will expire", job.id)
@@ -231,8 +233,7 @@ class Runner:
             return
         except LLMError as exc:
             error = problem(exc.slug, "LLM call failed", exc.detail)
-            also = remember_turn(self.deps, job) if job.piece == "chat" else None
-            outcome = Outcome("failed", error=error, also=also)
+            outcome = handler_of(job).failed(self.deps, job, error)
         except Exception as exc:
             if is_transient(exc):
                 logger.warning("job %s: database unavailable (%s); handing it back", job.id, exc)
@@ -241,15 +242,14 @@ class Runner:
                 return
             logger.exception("job %s failed", job.id)
             detail = f"{type(exc).__name__}: {exc}"
-            outcome = Outcome("failed", error=problem("job-crashed", "Job failed", detail))
+            error = problem("job-crashed", "Job failed", detail)
+            outcome = handler_of(job).failed(self.deps, job, error)
         running.settling = True
         await self._persist(job, lambda j: self._finish(j, outcome))
 
     async def _execute(self, job: Job) -> Outcome:
-        """Chat, compaction and summaries have their own handlers; any other piece is a
-        workflow for the piece runner (which fails the job if it knows no such piece)."""
-        handler = HANDLERS.get(job.piece, run_piece)
-        return await handler(self.deps, job)
+        """The handler of the job's kind runs it (`app.worker.kinds`)."""
+        return await handler_of(job).run(self.deps, job)
 
     async def _after_stop(self, running: _Running) -> None:
         job = running.job
@@ -259,8 +259,8 @@ class Runner:
                 await close_dangling_tool_uses(store, CANCELLED)
             except LeaseLost:
                 return
-            also = remember_turn(self.deps, job) if job.piece == "chat" else None
-            await self._persist(job, lambda j: self._finish(j, Outcome("cancelled", also=also)))
+            outcome = handler_of(job).cancelled(self.deps, job)
+            await self._persist(job, lambda j: self._finish(j, outcome))
         elif running.stop_reason == "shutdown":
             await self._persist(job, self._hand_back)
         # lease_lost: another runner owns the job now; touch nothing
@@ -292,7 +292,7 @@ class Runner:
             assert current is not None
             current.lease_owner = None
             current.lease_expires_at = None
-            await set_status(db, current, "queued")
+            await set_status(db, current, JobStatus.queued)
 
         await self.database.write(hand_back)
 

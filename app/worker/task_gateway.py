@@ -24,12 +24,14 @@ from app.domain.tasks import (
     render_task,
     render_task_list,
 )
+from app.engine.tools import ToolError, ToolOutput
+from app.engine.truncation import truncate_result
 from app.services import webhooks
 from app.services.items import append_item
-from app.tools.registry import ToolError, ToolOutput
 from app.worker.job_session import JobSession
 
 ATTEMPTS = 3  # a write retried after the log moved under it, then given up
+READ_ON = "TaskList shows every task and TaskGet one task in full."
 
 
 def content_of(result: ToolResult) -> str:
@@ -45,12 +47,14 @@ class JobTaskGateway:
     def __init__(self, session: JobSession) -> None:
         self.session = session
 
-    async def write(self, tool_use_id: str, op: str, args: dict[str, Any]) -> ToolOutput:
+    async def write(
+        self, tool_use_id: str, op: str, args: dict[str, Any], budget_tokens: int | None = None
+    ) -> ToolOutput:
         for _ in range(ATTEMPTS):
             if self.session.segment_no is None:
                 await self.session.refresh()
             try:
-                return await self._write_once(tool_use_id, op, args)
+                return await self._write_once(tool_use_id, op, args, budget_tokens)
             except LogMoved:
                 self.session.invalidate()
             except BaseException:
@@ -58,7 +62,9 @@ class JobTaskGateway:
                 raise
         raise ToolError("the task list kept changing under this call; try it again")
 
-    async def _write_once(self, tool_use_id: str, op: str, args: dict[str, Any]) -> ToolOutput:
+    async def _write_once(
+        self, tool_use_id: str, op: str, args: dict[str, Any], budget_tokens: int | None
+    ) -> ToolOutput:
         session = self.session
         job = session.job
         known = session.last_seq
@@ -75,6 +81,8 @@ class JobTaskGateway:
                 summary = render_summary(session.tasks)
                 content = f"{verb} task {task.taskid}:\n{render_task(task)}\n\n{summary}"
                 is_error = False
+            if budget_tokens is not None:  # recorded as the model will read it
+                content = truncate_result(content, budget_tokens, read_on=READ_ON).text
             result = ToolResult(
                 tool_use_id=tool_use_id, content=content, is_error=is_error, name=op, input=args
             )

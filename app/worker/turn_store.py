@@ -16,10 +16,10 @@ from app.db.repositories.sessions import SessionRepository
 from app.domain.items import AssistantMessage, ItemPayload, Origin, ToolUseBlock
 from app.domain.tasks import TASK_WRITE_TOOLS
 from app.domain.usage import Usage
+from app.engine.tools import ToolOutput
 from app.services.events import record_event
 from app.services.items import append_item
 from app.services.live import LiveHub
-from app.tools.registry import ToolOutput
 from app.worker.job_session import JobSession
 
 

@@ -89,7 +89,7 @@ async def test_the_words_nan_and_infinity_inside_strings_are_fine(
 @pytest.mark.parametrize(
     ("path", "body"),
     [
-        ("/jobs", {"instruction": "x", "start": False}),
+        ("/jobs", {"instruction": "x", "autostart": False}),
         ("/sessions", {"title": "x", "colour": "red"}),
     ],
 )

@@ -33,12 +33,13 @@ async def quiet_app(make_settings: Any, fake_llm: FakeMessagesAPI) -> AsyncItera
 
 
 class Counted:
-    """Counts the units of work the runner's job makes through the database."""
+    """Counts the units of work the runner's job makes through the database: its writes,
+    and its reads (the one-statement probe, and any read unit besides)."""
 
     def __init__(self, database: Database) -> None:
         self.writes = 0
         self.probes = 0
-        write, read_unit = database.write, database.read_unit
+        write, read_unit, peek = database.write, database.read_unit, database.peek
 
         async def counted_write(work: Any) -> Any:
             self.writes += 1
@@ -48,8 +49,13 @@ class Counted:
             self.probes += 1
             return await read_unit(work)
 
+        async def counted_peek(statement: Any, params: Any) -> Any:
+            self.probes += 1
+            return await peek(statement, params)
+
         database.write = counted_write  # type: ignore[method-assign]
         database.read_unit = counted_read_unit  # type: ignore[method-assign]
+        database.peek = counted_peek  # type: ignore[method-assign]
 
 
 async def _turn_with_steps(

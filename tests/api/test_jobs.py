@@ -17,7 +17,10 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Event, Job
+from app.services.auth import LOCAL_TENANT
 from app.services.comments import Author, post_comment
+from app.services.jobs import get_job
+from app.services.piece_jobs import submit_job as submit_job_row
 from tests.fakes.messages_api import FakeMessagesAPI, tool_use
 from tests.support.apps import serve
 from tests.support.chat import new_session, submit_job, wait_status
@@ -93,12 +96,101 @@ async def test_submitting_a_job_with_a_session_id_runs_it_there(api: httpx.Async
     assert [j["id"] for j in listed] == [job["id"]]
 
 
-async def test_submitting_a_chat_job_queues_a_turn(api: httpx.AsyncClient) -> None:
-    job = await submit_job(api, piece="chat", instruction="hello")
+@pytest.mark.parametrize("name", ["chat", "compact", "summarize", "compaction", "summary"])
+async def test_an_internal_kind_is_not_a_piece_a_job_can_run(
+    api: httpx.AsyncClient, name: str
+) -> None:
+    """Defect 3: `piece: chat` (and the internal names) ran internal handlers."""
+    response = await api.post("/jobs", json={"instruction": "hello", "piece": name})
 
-    assert job["piece"] == "chat"
-    assert job["status"] == "queued"
-    assert job["turn"] is not None
+    assert response.status_code == 422
+    assert "job kind, not a piece" in response.json()["detail"]
+    assert (await api.get("/jobs")).json()["data"] == []
+
+
+async def test_a_submitted_job_is_of_kind_piece(api: httpx.AsyncClient) -> None:
+    job = await submit_job(api)
+
+    assert (job["kind"], job["piece"]) == ("piece", "default")
+
+
+async def test_a_chat_turn_is_a_job_of_kind_chat_without_a_piece(api: httpx.AsyncClient) -> None:
+    session_id = await new_session(api)
+
+    sent = await api.post(f"/sessions/{session_id}/messages", json={"text": "hi"})
+
+    job = sent.json()["job"]
+    assert (job["kind"], job["piece"]) == ("chat", None)
+
+
+# ------------------------------------------------------------------ drafts
+
+
+async def test_a_job_created_with_start_false_is_a_draft_that_never_runs(
+    running: tuple[FastAPI, httpx.AsyncClient], fake_llm: FakeMessagesAPI
+) -> None:
+    """Defect 2: a job ran before its input file arrived."""
+    app, client = running
+    draft = await submit_job(client, start=False)
+    fake_llm.reply(transition("ABORT", "enough"))
+    later = await submit_job(client)  # the runner has claimed and run a job after the draft
+    await wait_status(client, later["id"], {"aborted"})
+
+    shown = (await client.get(f"/jobs/{draft['id']}")).json()
+
+    assert shown["status"] == "draft"
+    assert shown["started_at"] is None
+    assert len(fake_llm.requests) == 1
+    assert await status_history(app, draft["id"]) == ["draft"]
+
+
+async def test_a_draft_takes_files_and_comments_then_runs_with_them_once_started(
+    running: tuple[FastAPI, httpx.AsyncClient], fake_llm: FakeMessagesAPI
+) -> None:
+    app, client = running
+    draft = await submit_job(client, start=False)
+    put = await client.put(f"/jobs/{draft['id']}/files/input/data.csv", content=b"a,b\n")
+    comment = await client.post(f"/jobs/{draft['id']}/comments", json={"body": "Use column b."})
+    fake_llm.reply(transition("ABORT", "seen"))
+
+    started = await client.post(f"/jobs/{draft['id']}/start")
+    await wait_status(client, draft["id"], {"aborted"})
+
+    assert (put.status_code, comment.status_code, started.status_code) == (201, 201, 200)
+    assert started.json()["status"] == "queued"
+    prompt = fake_llm.requests[0].body["messages"][0]["content"][0]["text"]
+    assert "- input/data.csv" in prompt
+    assert "Use column b." in prompt
+    assert (await status_history(app, draft["id"]))[:3] == ["draft", "queued", "running"]
+
+
+async def test_starting_a_job_that_is_not_a_draft_is_409(api: httpx.AsyncClient) -> None:
+    job = await submit_job(api)
+
+    response = await api.post(f"/jobs/{job['id']}/start")
+
+    assert response.status_code == 409
+    assert response.json()["job_status"] == "queued"
+
+
+async def test_starting_a_started_draft_again_is_409(api: httpx.AsyncClient) -> None:
+    draft = await submit_job(api, start=False)
+    assert (await api.post(f"/jobs/{draft['id']}/start")).status_code == 200
+
+    assert (await api.post(f"/jobs/{draft['id']}/start")).status_code == 409
+
+
+async def test_starting_an_unknown_job_is_404(api: httpx.AsyncClient) -> None:
+    assert (await api.post("/jobs/job_nope/start")).status_code == 404
+
+
+async def test_a_draft_can_be_cancelled(api: httpx.AsyncClient) -> None:
+    draft = await submit_job(api, start=False)
+
+    cancelled = await api.post(f"/jobs/{draft['id']}/cancel")
+
+    assert cancelled.json()["status"] == "cancelled"
+    assert (await api.post(f"/jobs/{draft['id']}/start")).status_code == 409
 
 
 async def test_an_unknown_piece_is_422(api: httpx.AsyncClient) -> None:
@@ -384,3 +476,37 @@ async def test_a_user_comment_on_a_waiting_job_requeues_it(
         "running",
         "aborted",
     ]
+
+
+# ------------------------------------------------------------------ subtasks
+
+
+async def test_cancelling_a_job_cancels_its_subtasks_at_every_depth(
+    quiet: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    """Defect 4: cancel did not reach subtasks (here a child and its own child)."""
+    app, client = quiet
+    runtime = app.state.runtime
+    piece = runtime.pieces.get("default")
+    parent = await submit_job(client)
+
+    async def spawn(parent_id: str) -> str:
+        async def work(db: AsyncSession) -> str:
+            above = await get_job(db, LOCAL_TENANT, parent_id)
+            child = await submit_job_row(
+                db, LOCAL_TENANT, instruction="x", piece=piece, parent=above
+            )
+            return child.id
+
+        return str(await runtime.database.write(work))
+
+    child = await spawn(parent["id"])
+    grandchild = await spawn(child)
+    other = await submit_job(client)  # not a subtask: left alone
+
+    cancelled = await client.post(f"/jobs/{parent['id']}/cancel")
+
+    assert cancelled.json()["status"] == "cancelled"
+    for job_id in (child, grandchild):
+        assert (await client.get(f"/jobs/{job_id}")).json()["status"] == "cancelled"
+    assert (await client.get(f"/jobs/{other['id']}")).json()["status"] == "queued"

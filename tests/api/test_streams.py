@@ -11,8 +11,10 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
+from pydantic import TypeAdapter
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from app.api.schemas.events import StreamEventData
 from app.db.repositories.jobs import JobRepository
 from app.services.jobs import set_status
 from tests.support.apps import serve
@@ -117,6 +119,23 @@ async def test_every_event_says_its_type_and_the_ids_it_concerns(make_settings: 
         assert event["data"]["type"] == event["event"]
         assert event["data"]["session_id"] == job["session_id"]
         assert event["data"]["job_id"] == job["id"]
+
+
+async def test_every_event_is_what_the_document_says_it_is(make_settings: Any) -> None:
+    async with _idle_app(make_settings) as (app, client):
+        job = await submit_job(client)
+        await client.post(f"/jobs/{job['id']}/comments", json={"body": "note"})
+        await client.post(f"/sessions/{job['session_id']}/tasks", json={"subject": "a task"})
+        await _end_job(app, job["id"], "cancelled")
+
+        job_events = _events((await client.get(f"/jobs/{job['id']}/events")).text)
+
+    documented = TypeAdapter(StreamEventData)
+    for event in job_events:  # the model forbids nothing, so compare what it read back
+        parsed = documented.validate_python(event["data"])
+        assert parsed.model_dump(mode="json") == event["data"]
+    statuses = [e["data"] for e in job_events if e["event"] == "job.status"]
+    assert {(s["kind"], s["piece"]) for s in statuses} == {("piece", "default")}
 
 
 async def test_a_task_change_streams_what_its_webhook_carries(make_settings: Any) -> None:

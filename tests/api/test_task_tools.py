@@ -105,7 +105,7 @@ async def test_create_twice_then_update_returns_the_task_and_a_summary_each_time
     second_text, second_error = created[second.id]
     assert (first_error, second_error) == (False, False)
     assert first_text.startswith("Created task 1:\n[1] pending: read the code\n    all of app/")
-    assert "1 tasks: 1 pending, 0 inprogress, 0 completed, 0 deleted" in first_text
+    assert "1 task: 1 pending, 0 inprogress, 0 completed, 0 deleted" in first_text
     assert second_text.startswith("Created task 2:\n[2] pending: write tests")
     assert second_text.endswith(
         "2 tasks: 2 pending, 0 inprogress, 0 completed, 0 deleted\n"

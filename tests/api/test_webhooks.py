@@ -266,11 +266,12 @@ async def test_a_chat_turn_is_delivered_signed(
     job = by_type["job.succeeded"].json["data"]
     turn = by_type["session.turn.completed"].json["data"]
     task = by_type["task.updated"].json["data"]
-    assert (job["job_id"], job["session_id"], job["status"], job["piece"]) == (
+    assert (job["job_id"], job["session_id"], job["status"], job["kind"], job["piece"]) == (
         job_id,
         session_id,
         "succeeded",
         "chat",
+        None,
     )
     assert (turn["session_id"], turn["job_id"], turn["turn"], turn["text"]) == (
         session_id,

@@ -223,3 +223,117 @@ async def test_a_chunked_upload_over_the_limit_is_413(
 
     assert put.status_code == 413, put.text
     assert not (workspace_root(quiet_settings, job_id) / "input" / "big.bin").exists()
+
+
+# ------------------------------------------------------------------ areas (defect 7)
+
+
+async def raw_request(app: Any, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+    """Send `path` to the app exactly as given, dot segments and all, as `curl
+    --path-as-is` would (httpx removes dot segments from every URL it builds)."""
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"strata.test"), (b"content-length", str(len(body)).encode())],
+        "client": ("127.0.0.1", 1),
+        "server": ("strata.test", 80),
+    }
+    sent = False
+    status = 0
+    chunks: list[bytes] = []
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+        elif message["type"] == "http.response.body":
+            chunks.append(message.get("body", b""))
+
+    await app(scope, receive, send)
+    return status, b"".join(chunks)
+
+
+@pytest.fixture
+async def raw(quiet_settings: Settings) -> AsyncIterator[tuple[Any, httpx.AsyncClient]]:
+    async with serve(quiet_settings) as parts:
+        yield parts
+
+
+async def test_an_upload_through_input_into_logs_is_refused(
+    raw: tuple[Any, httpx.AsyncClient], quiet_settings: Settings
+) -> None:
+    """Defect 7: PUT …/files/input/../logs/lessons.jsonl answered 201."""
+    app, client = raw
+    job_id = (await client.post("/jobs", json={"instruction": "x"})).json()["id"]
+
+    status, body = await raw_request(
+        app, "PUT", f"/jobs/{job_id}/files/input/../logs/lessons.jsonl", b"FORGED\n"
+    )
+
+    assert status == 422, body
+    lessons = workspace_root(quiet_settings, job_id) / "logs" / "lessons.jsonl"
+    assert not lessons.exists()
+
+
+async def test_an_upload_with_encoded_dots_into_output_is_refused(
+    api: httpx.AsyncClient, job_id: str, quiet_settings: Settings
+) -> None:
+    """Defect 7: PUT …/input/%2e%2e/output/x answered 201."""
+    put = await api.put(f"/jobs/{job_id}/files/input/%2e%2e/output/x", content=b"FORGED")
+
+    assert put.status_code == 422, put.text
+    assert not (workspace_root(quiet_settings, job_id) / "output" / "x").exists()
+
+
+async def test_a_download_through_input_from_logs_is_refused(
+    raw: tuple[Any, httpx.AsyncClient], quiet_settings: Settings
+) -> None:
+    """Defect 7: GET …/input/../logs/… answered 200."""
+    app, client = raw
+    job_id = (await client.post("/jobs", json={"instruction": "x"})).json()["id"]
+    await client.get(f"/jobs/{job_id}/files")  # creates the layout
+    (workspace_root(quiet_settings, job_id) / "logs" / "lessons.jsonl").write_text("SECRET\n")
+
+    status, body = await raw_request(
+        app, "GET", f"/jobs/{job_id}/files/input/../logs/lessons.jsonl"
+    )
+
+    assert status == 422
+    assert b"SECRET" not in body
+
+
+@pytest.mark.parametrize("path", ["a//b.txt", "%252e%252e/x", "a/%2e/b.txt", "a/%2E%2E/b"])
+async def test_dot_empty_and_encoded_segments_are_refused(
+    api: httpx.AsyncClient, job_id: str, path: str
+) -> None:
+    put = await api.put(f"/jobs/{job_id}/files/input/{path}", content=b"x")
+
+    assert put.status_code == 422, (path, put.text)
+
+
+async def test_a_link_from_input_into_output_is_not_followed_across_areas(
+    api: httpx.AsyncClient, job_id: str, quiet_settings: Settings
+) -> None:
+    await api.get(f"/jobs/{job_id}/files")
+    root = workspace_root(quiet_settings, job_id)
+    (root / "output" / "result.txt").write_text("RESULT")
+    os.symlink(root / "output", root / "input" / "out")
+
+    put = await api.put(f"/jobs/{job_id}/files/input/out/result.txt", content=b"OVERWRITE")
+
+    assert put.status_code == 422
+    assert (root / "output" / "result.txt").read_text() == "RESULT"

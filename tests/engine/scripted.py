@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from app.domain.items import ContentBlock, ItemPayload, Origin, TextBlock, ToolUseBlock
 from app.engine.llm import LLMRequest, LLMResponse, TextSink, Usage
-from app.tools.registry import ToolOutput
+from app.engine.tools import ToolOutput
 
 
 def answer(
@@ -45,7 +45,7 @@ class ScriptedLLM:
         self._queue.extend(responses)
 
     async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResponse:
-        self.requests.append(request.copy())
+        self.requests.append(request)
         if not self._queue:
             raise AssertionError(
                 f"unexpected LLM call #{len(self.requests)}: nothing scripted is left"

@@ -115,6 +115,17 @@ def test_the_request_is_not_mutated_by_setting_cache_breakpoints() -> None:
     assert [m.model_dump() for m in req.messages] == before
 
 
+def test_a_later_request_sharing_the_messages_carries_only_its_own_breakpoint() -> None:
+    messages = conversation()
+    earlier = request(messages)
+    later = request([*messages, Message(role="assistant", content=(TextBlock(text="ok"),))])
+
+    wire_params(earlier)
+    params = wire_params(later)
+
+    assert list(cache_control_paths(params["messages"])) == ["[3].content[0]"]
+
+
 def test_thinking_blocks_are_not_sent() -> None:
     params = wire_params(request(conversation()))
 

@@ -1,4 +1,5 @@
-"""The context manager (seed 004): ratios, the character estimate, and once-per-movement."""
+"""The context manager (seed 004): the estimate before each request, the thresholds it
+crosses, once per movement, and the size of a request."""
 
 from __future__ import annotations
 
@@ -6,7 +7,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.engine.context import ContextAction, ContextManager, Thresholds
+from app.domain.items import ImageBlock, TextBlock, ToolUseBlock
+from app.engine.context import (
+    BLOCK_OVERHEAD_CHARS,
+    IMAGE_CHARS,
+    ContextAction,
+    ContextManager,
+    Thresholds,
+    refused_tokens,
+    request_chars,
+)
+from app.engine.llm import LLMRequest, Message, ToolResultBlock, ToolSpec
 
 ORDER: list[ContextAction] = ["warn", "prompt", "force_transition", "exhausted"]
 
@@ -15,15 +26,21 @@ def manager(window: int = 1000) -> ContextManager:
     return ContextManager(window, Thresholds())
 
 
+def measured(tokens: int, window: int = 1000) -> ContextManager:
+    """A manager whose last request (of 0 characters) cost `tokens`."""
+    cm = manager(window)
+    cm.answered(0, tokens)
+    return cm
+
+
 def test_defaults_are_the_seeds_thresholds() -> None:
     assert Thresholds() == Thresholds(warn=0.70, prompt=0.85, force=0.95, exhausted=0.99)
 
 
 def test_below_warn_nothing_fires() -> None:
-    cm = manager()
-    assert cm.observe(iteration=1, input_tokens=699, prompt_chars=0) == []
-    assert cm.ratio == pytest.approx(0.699)
-    assert not cm.exhausted
+    check = measured(699).check(0)
+    assert check.crossed == ()
+    assert check.ratio == pytest.approx(0.699)
 
 
 @pytest.mark.parametrize(
@@ -36,97 +53,85 @@ def test_below_warn_nothing_fires() -> None:
     ],
 )
 def test_each_threshold_is_inclusive(tokens: int, expected: list[ContextAction]) -> None:
-    assert manager().observe(iteration=1, input_tokens=tokens, prompt_chars=0) == expected
+    assert list(measured(tokens).check(0).crossed) == expected
 
 
-def test_a_jump_returns_every_action_crossed_in_order() -> None:
+def test_the_estimate_is_the_last_usage_plus_what_was_added_since() -> None:
     cm = manager()
-    assert cm.observe(iteration=1, input_tokens=500, prompt_chars=0) == []
-    assert cm.observe(iteration=2, input_tokens=970, prompt_chars=0) == [
-        "warn",
-        "prompt",
-        "force_transition",
-    ]
-    assert cm.ratio == pytest.approx(0.97)
+    cm.answered(2_000, 600)  # a request of 2,000 characters cost 600 tokens
+    assert cm.estimate(2_000) == 600
+    assert cm.estimate(2_401) == 600 + 101  # 401 characters added: rounded up
+    assert cm.available_tokens(2_401) == 1000 - 701
 
 
-def test_each_action_fires_once_per_movement() -> None:
-    cm = manager()
-    assert cm.observe(iteration=1, input_tokens=710, prompt_chars=0) == ["warn"]
-    assert cm.observe(iteration=2, input_tokens=720, prompt_chars=0) == []
-    assert cm.observe(iteration=3, input_tokens=860, prompt_chars=0) == ["prompt"]
-    # Dropping below and rising again does not re-fire.
-    assert cm.observe(iteration=4, input_tokens=100, prompt_chars=0) == []
-    assert cm.observe(iteration=5, input_tokens=900, prompt_chars=0) == []
-    assert cm.observe(iteration=6, input_tokens=999, prompt_chars=0) == [
-        "force_transition",
-        "exhausted",
-    ]
-    assert cm.exhausted
-    assert cm.fired == frozenset(ORDER)
-    assert cm.observe(iteration=7, input_tokens=1000, prompt_chars=0) == []
-
-
-def test_a_new_manager_for_a_new_movement_fires_again() -> None:
-    first = manager()
-    assert first.observe(iteration=1, input_tokens=800, prompt_chars=0) == ["warn"]
-    second = manager()
-    assert second.observe(iteration=1, input_tokens=800, prompt_chars=0) == ["warn"]
-
-
-def test_without_usage_the_first_two_iterations_are_not_estimated() -> None:
-    cm = manager()
-    huge = 1_000_000
-    assert cm.observe(iteration=1, input_tokens=None, prompt_chars=huge) == []
-    assert cm.observe(iteration=2, input_tokens=None, prompt_chars=huge) == []
-    assert cm.ratio == 0.0
-    assert cm.available_tokens() == 1000
-
-
-def test_without_usage_from_the_third_iteration_characters_are_estimated() -> None:
+def test_before_any_answer_the_characters_alone_are_estimated() -> None:
     cm = ContextManager(1000, Thresholds(), chars_per_token=4.0)
-    assert cm.observe(iteration=3, input_tokens=None, prompt_chars=2800) == ["warn"]
-    assert cm.used_tokens == 700
-    assert cm.ratio == pytest.approx(0.70)
-    assert cm.observe(iteration=4, input_tokens=None, prompt_chars=3401) == ["prompt"]
-    assert cm.used_tokens == 851  # rounded up: an estimate should not under-count
+    assert cm.estimate(2_800) == 700
+    assert list(cm.check(2_800).crossed) == ["warn"]
+    assert cm.estimate(3_401) == 851  # rounded up: an estimate should not under-count
+
+
+def test_a_usage_below_what_the_characters_say_does_not_lower_the_estimate() -> None:
+    cm = manager()
+    cm.answered(8_000, 100)
+    assert cm.estimate(8_000) == 2_000
+
+
+def test_without_usage_the_estimate_stands_in_for_it() -> None:
+    cm = manager()
+    cm.answered(2_000, None)
+    assert cm.estimate(2_400) == 600
+    cm.answered(2_400, 0)
+    assert cm.estimate(2_400) == 600
 
 
 def test_the_estimate_uses_the_given_chars_per_token() -> None:
     cm = ContextManager(1000, Thresholds(), chars_per_token=2.0)
-    assert cm.observe(iteration=3, input_tokens=None, prompt_chars=1900) == [
-        "warn",
-        "prompt",
-        "force_transition",
-    ]
+    assert list(cm.check(1_900).crossed) == ["warn", "prompt", "force_transition"]
 
 
-def test_measured_usage_wins_over_the_estimate() -> None:
+def test_a_jump_returns_every_action_crossed_in_order() -> None:
+    cm = measured(500)
+    assert cm.check(0).crossed == ()
+    cm.answered(0, 970)
+    check = cm.check(0)
+    assert list(check.crossed) == ["warn", "prompt", "force_transition"]
+    assert cm.at_force(check.ratio) and not cm.too_full(check.ratio)
+
+
+def test_each_action_fires_once_per_movement() -> None:
     cm = manager()
-    assert cm.observe(iteration=5, input_tokens=100, prompt_chars=10_000_000) == []
-    assert cm.used_tokens == 100
+    steps = [(710, ["warn"]), (720, []), (860, ["prompt"]), (100, []), (900, [])]
+    for tokens, expected in steps:
+        cm.answered(0, tokens)
+        assert list(cm.check(0).crossed) == expected
+    cm.answered(0, 999)
+    check = cm.check(0)
+    assert list(check.crossed) == ["force_transition", "exhausted"]
+    assert cm.too_full(check.ratio)
+    assert cm.fired == frozenset(ORDER)
+    cm.answered(0, 1000)
+    assert cm.check(0).crossed == ()
 
 
-def test_a_missing_usage_before_the_third_iteration_keeps_the_last_ratio() -> None:
-    cm = manager()
-    cm.observe(iteration=1, input_tokens=600, prompt_chars=0)
-    assert cm.observe(iteration=2, input_tokens=None, prompt_chars=0) == []
-    assert cm.ratio == pytest.approx(0.6)
+def test_a_restart_forgets_the_measure_and_fires_again() -> None:
+    cm = measured(800)
+    assert list(cm.check(0).crossed) == ["warn"]
+    cm.restart()
+    assert cm.estimate(400) == 100
+    assert list(cm.check(3_200).crossed) == ["warn"]
 
 
 def test_available_tokens_is_the_rest_of_the_window_never_negative() -> None:
-    cm = manager()
-    assert cm.available_tokens() == 1000
-    cm.observe(iteration=1, input_tokens=400, prompt_chars=0)
-    assert cm.available_tokens() == 600
-    cm.observe(iteration=2, input_tokens=1200, prompt_chars=0)
-    assert cm.available_tokens() == 0
-    assert cm.ratio == pytest.approx(1.2)
+    assert manager().available_tokens(0) == 1000
+    assert measured(400).available_tokens(0) == 600
+    assert measured(1200).available_tokens(0) == 0
 
 
 def test_custom_thresholds_are_honoured() -> None:
     cm = ContextManager(100, Thresholds(warn=0.5, prompt=0.6, force=0.7, exhausted=0.8))
-    assert cm.observe(iteration=1, input_tokens=65, prompt_chars=0) == ["warn", "prompt"]
+    cm.answered(0, 65)
+    assert list(cm.check(0).crossed) == ["warn", "prompt"]
 
 
 @pytest.mark.parametrize(
@@ -145,7 +150,25 @@ def test_bad_arguments_are_refused() -> None:
     with pytest.raises(ValueError):
         ContextManager(100, Thresholds(), chars_per_token=0)
     with pytest.raises(ValueError):
-        manager().observe(iteration=1, input_tokens=-1, prompt_chars=0)
+        manager().answered(0, -1)
+
+
+def test_a_requests_size_counts_what_the_model_reads_and_its_framing() -> None:
+    schema = {"type": "object"}
+    request = LLMRequest(
+        model="m",
+        system="Be brief.",
+        messages=[
+            Message(role="user", content=[TextBlock(text="hello"), ImageBlock(source={})]),
+            Message(role="assistant", content=[ToolUseBlock(id="t1", name="echo", input={})]),
+            Message(role="user", content=[ToolResultBlock(tool_use_id="t1", content="hi")]),
+        ],
+        tools=[ToolSpec(name="echo", description="Echo.", input_schema=schema)],
+    )
+    framing = BLOCK_OVERHEAD_CHARS * (3 + 4 + 1)  # messages, blocks, tools
+    content = len("Be brief.") + 5 + IMAGE_CHARS + len("echo{}") + 2
+    tool = len("echo") + len("Echo.") + len('{"type":"object"}')
+    assert request_chars(request) == framing + content + tool
 
 
 @settings(max_examples=200, deadline=None)
@@ -154,8 +177,28 @@ def test_over_any_sequence_each_action_fires_once_in_order(usages: list[int]) ->
     cm = manager()
     fired: list[ContextAction] = []
     peak = 0
-    for i, tokens in enumerate(usages, start=1):
-        fired.extend(cm.observe(iteration=i, input_tokens=tokens, prompt_chars=0))
+    for tokens in usages:
+        cm.answered(0, tokens)
+        fired.extend(cm.check(0).crossed)
         peak = max(peak, tokens)
     expected = [a for a, t in Thresholds().ordered() if peak / 1000 >= t]
     assert fired == expected
+
+
+def test_a_refusal_for_size_gives_the_prompts_real_tokens() -> None:
+    too_long = "Error code: 400 - {'message': 'prompt is too long: 208310 tokens > 200000 maximum'}"
+    with_output = (
+        "input length and `max_tokens` exceed context limit: 195000 + 8192 > 200000, "
+        "decrease input length or `max_tokens` and try again"
+    )
+    assert refused_tokens(too_long) == 208_310
+    assert refused_tokens(with_output) == 195_000
+    assert refused_tokens("messages.0: all messages must have non-empty content") is None
+
+
+def test_after_a_refusal_the_estimate_counts_as_densely_as_the_api_did() -> None:
+    cm = manager(window=10_000)
+    cm.refused(8_000, 4_000)  # 8,000 characters were 4,000 tokens: 2 a token
+    assert cm.estimate(8_000) == 4_000
+    cm.restart()  # a compaction keeps what was learnt
+    assert cm.estimate(1_000) == 500

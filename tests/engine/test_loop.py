@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from app.domain.items import (
     AssistantMessage,
@@ -28,8 +29,8 @@ from app.engine.loop import (
     close_dangling_tool_uses,
     run_turn,
 )
-from app.engine.requests import unanswered_tool_uses
-from app.tools.registry import Tool, ToolContext, ToolError, ToolRegistry
+from app.engine.requests import unanswered_tool_uses, with_text_for_last_user
+from app.engine.tools import Tool, ToolContext, ToolError, ToolRegistry
 from tests.engine.scripted import InMemoryStore, RecordingEvents, ScriptedLLM, answer, call
 
 REMINDER = "<system-reminder>x</system-reminder>"
@@ -244,10 +245,10 @@ async def test_the_next_request_sends_all_results_in_one_user_message() -> None:
 
     last = llm.requests[1].messages[-1]
     assert last.role == "user"
-    assert last.content == [
+    assert last.content == (
         ToolResultBlock(tool_use_id="t1", content="a"),
         ToolResultBlock(tool_use_id="t2", content="b"),
-    ]
+    )
 
 
 async def test_tool_events_bracket_each_call() -> None:
@@ -322,7 +323,7 @@ async def test_a_failing_tool_call_becomes_an_error_result_and_the_loop_continue
     assert isinstance(result.content, str)
     assert expected in result.content
     sent = llm.requests[1].messages[-1].content
-    assert sent == [ToolResultBlock(tool_use_id="t1", content=result.content, is_error=True)]
+    assert sent == (ToolResultBlock(tool_use_id="t1", content=result.content, is_error=True),)
     llm.assert_all_consumed()
 
 
@@ -448,9 +449,9 @@ async def test_resuming_answers_an_unanswered_tool_use_as_interrupted_then_conti
         INTERRUPTED,
         True,
     )
-    assert llm.requests[0].messages[-1].content == [
-        ToolResultBlock(tool_use_id="t1", content=INTERRUPTED, is_error=True)
-    ]
+    assert llm.requests[0].messages[-1].content == (
+        ToolResultBlock(tool_use_id="t1", content=INTERRUPTED, is_error=True),
+    )
     llm.assert_all_consumed()
 
 
@@ -493,16 +494,16 @@ async def test_a_turn_that_is_already_answered_makes_no_call() -> None:
 # -------------------------------------------------------------------------- interceptors
 
 
-def remind_in_place(*, times: int | None = None) -> tuple[Interceptor, list[int]]:
-    """An interceptor that mutates the request it is given (and returns it), `times` times."""
+def remind(*, times: int | None = None) -> tuple[Interceptor, list[int]]:
+    """An interceptor that changes the system prompt and adds a reminder to the last user
+    message (`times` times), returning the changed request."""
     calls: list[int] = []
 
     async def intercept(request: LLMRequest) -> LLMRequest:
         calls.append(1)
         if times is None or len(calls) <= times:
-            last_user = next(m for m in reversed(request.messages) if m.role == "user")
-            last_user.content.append(TextBlock(text=REMINDER))
-            request.system = "changed system"
+            messages = with_text_for_last_user(request.messages, REMINDER)
+            return dataclasses.replace(request, system="changed system", messages=messages)
         return request
 
     return intercept, calls
@@ -513,18 +514,18 @@ def two_step_llm() -> ScriptedLLM:
 
 
 async def test_an_interceptor_changes_what_the_llm_sees() -> None:
-    intercept, _ = remind_in_place(times=1)
+    intercept, _ = remind(times=1)
     llm = two_step_llm()
 
     await run(llm, InMemoryStore([user_text("hi")]), cfg=config(interceptors=(intercept,)))
 
     first = llm.requests[0]
     assert first.system == "changed system"
-    assert first.messages[-1].content == [TextBlock(text="hi"), TextBlock(text=REMINDER)]
+    assert first.messages[-1].content == (TextBlock(text=f"hi\n\n{REMINDER}"),)
 
 
 async def test_an_interceptor_cannot_change_the_stored_history() -> None:
-    intercept, _ = remind_in_place()
+    intercept, _ = remind()
     llm = two_step_llm()
     seed: list[ItemPayload] = [user_text("hi")]
     store = InMemoryStore(seed)
@@ -540,7 +541,7 @@ async def test_an_interceptor_cannot_change_the_stored_history() -> None:
 
 
 async def test_the_next_request_does_not_carry_an_earlier_interception() -> None:
-    intercept, calls = remind_in_place(times=1)
+    intercept, calls = remind(times=1)
     llm = two_step_llm()
 
     await run(llm, InMemoryStore([user_text("hi")]), cfg=config(interceptors=(intercept,)))
@@ -549,11 +550,11 @@ async def test_the_next_request_does_not_carry_an_earlier_interception() -> None
     second = llm.requests[1]
     assert second.system == SYSTEM
     assert all(REMINDER not in all_text(m) for m in second.messages)
-    assert second.messages[0].content == [TextBlock(text="hi")]
+    assert second.messages[0].content == (TextBlock(text="hi"),)
 
 
 async def test_an_interceptor_that_fires_every_time_adds_its_text_once_per_request() -> None:
-    intercept, _ = remind_in_place()
+    intercept, _ = remind()
     llm = two_step_llm()
 
     await run(llm, InMemoryStore([user_text("hi")]), cfg=config(interceptors=(intercept,)))
@@ -564,16 +565,21 @@ async def test_an_interceptor_that_fires_every_time_adds_its_text_once_per_reque
     assert isinstance(second.messages[-1].content[0], ToolResultBlock)
 
 
-async def test_an_interceptor_editing_a_block_in_place_does_not_edit_the_log() -> None:
-    calls: list[int] = []
+async def test_an_interceptor_cannot_edit_a_message_or_block_in_place() -> None:
+    refused: list[type[Exception]] = []
 
     async def rewrite(request: LLMRequest) -> LLMRequest:
-        calls.append(1)
-        if len(calls) == 1:
-            for message in request.messages:
-                for block in message.content:
-                    if isinstance(block, TextBlock):
-                        block.text = "rewritten"
+        message = request.messages[0]
+        block = message.content[0]
+        assert isinstance(block, TextBlock)
+        for edit in (
+            lambda: setattr(block, "text", "rewritten"),
+            lambda: message.content.append(TextBlock(text="extra")),  # type: ignore[attr-defined]
+            lambda: setattr(message, "role", "assistant"),
+        ):
+            with pytest.raises((ValidationError, AttributeError)) as caught:
+                edit()
+            refused.append(caught.type)
         return request
 
     llm = two_step_llm()
@@ -583,6 +589,6 @@ async def test_an_interceptor_editing_a_block_in_place_does_not_edit_the_log() -
 
     await run(llm, store, cfg=config(interceptors=(rewrite,)))
 
-    assert llm.requests[0].messages[0].content == [TextBlock(text="rewritten")]
+    assert len(refused) == 6  # three edits refused in each of the two requests
     assert snapshot(store.payloads[: len(before)]) == before
-    assert llm.requests[1].messages[0].content == [TextBlock(text="hi")]
+    assert llm.requests[1].messages[0].content == (TextBlock(text="hi"),)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+from pydantic import ValidationError
+
 from app.domain.items import (
     AssistantMessage,
     CompactSummary,
@@ -15,8 +18,14 @@ from app.domain.items import (
     UserMessage,
     user_text,
 )
-from app.engine.llm import LLMRequest, Message, ToolResultBlock, ToolSpec
-from app.engine.requests import to_messages, turn_is_answered, unanswered_tool_uses
+from app.engine.llm import Message, ToolResultBlock
+from app.engine.requests import (
+    Conversation,
+    to_messages,
+    turn_is_answered,
+    unanswered_tool_uses,
+    with_text_for_last_user,
+)
 
 
 def asks(*ids: str) -> AssistantMessage:
@@ -51,20 +60,20 @@ def test_consecutive_tool_results_become_one_user_message_after_the_assistant() 
     )
 
     assert [m.role for m in messages] == ["user", "assistant", "user"]
-    assert messages[2].content == [
+    assert messages[2].content == (
         ToolResultBlock(tool_use_id="t1", content="a"),
         ToolResultBlock(tool_use_id="t2", content="b", is_error=True),
-    ]
+    )
 
 
 def test_a_user_message_after_tool_results_joins_them_after_the_results() -> None:
     messages = to_messages([user_text("go"), asks("t1"), result("t1"), user_text("and now?")])
 
     assert [m.role for m in messages] == ["user", "assistant", "user"]
-    assert messages[2].content == [
+    assert messages[2].content == (
         ToolResultBlock(tool_use_id="t1", content="ok"),
         TextBlock(text="and now?"),
-    ]
+    )
 
 
 def test_tool_results_stay_first_when_text_was_logged_between_them() -> None:
@@ -156,17 +165,20 @@ def test_images_and_thinking_blocks_are_kept_as_logged() -> None:
         ]
     )
 
-    assert messages[0].content == [TextBlock(text="look"), image]
-    assert messages[1].content == [thinking, TextBlock(text="a cat")]
+    assert messages[0].content == (TextBlock(text="look"), image)
+    assert messages[1].content == (thinking, TextBlock(text="a cat"))
 
 
-def test_to_messages_leaves_the_items_untouched() -> None:
+def test_messages_share_the_items_blocks_and_cannot_change_them() -> None:
     items: list[ItemPayload] = [user_text("a"), user_text("b"), asks("t1"), result("t1")]
     before = [i.model_dump() for i in items]
 
     messages = to_messages(items)
-    messages[0].content.append(TextBlock(text="extra"))
 
+    with pytest.raises(AttributeError):
+        messages[0].content.append(TextBlock(text="extra"))  # type: ignore[attr-defined]
+    with pytest.raises(ValidationError):
+        messages[0].content[0].text = "changed"  # type: ignore[union-attr]
     assert [i.model_dump() for i in items] == before
 
 
@@ -243,41 +255,75 @@ def test_system_items_after_the_answer_do_not_reopen_the_turn() -> None:
     assert turn_is_answered(log)
 
 
-# ------------------------------------------------------------------------- LLMRequest.copy
+# ---------------------------------------------------------------------------- Conversation
 
 
-def test_llm_request_copy_is_deep() -> None:
-    original = LLMRequest(
-        model="m",
-        system="sys",
-        messages=[Message(role="user", content=[TextBlock(text="hi")])],
-        tools=[ToolSpec(name="echo", description="d", input_schema={"type": "object"})],
-        max_tokens=10,
+def test_a_conversation_grown_item_by_item_equals_one_built_at_once() -> None:
+    items: list[ItemPayload] = [
+        user_text("go"),
+        asks("t1", "t2"),
+        result("t2"),
+        result("t1"),
+        user_text("more"),
+        said("done"),
+    ]
+    conversation = Conversation()
+
+    for end in range(1, len(items) + 1):
+        assert conversation.messages(items[:end]) == to_messages(items[:end])
+
+
+def test_a_conversation_reuses_the_messages_it_built_before() -> None:
+    items: list[ItemPayload] = [user_text("go"), asks("t1"), result("t1")]
+    conversation = Conversation()
+    first = conversation.messages(items)
+
+    second = conversation.messages([*items, said("done")])
+
+    assert second[0] is first[0] and second[1] is first[1] and second[2] is first[2]
+    assert second[3] == Message(role="assistant", content=(TextBlock(text="done"),))
+
+
+def test_a_conversation_merges_a_new_item_into_a_new_last_message() -> None:
+    items: list[ItemPayload] = [user_text("go"), asks("t1", "t2"), result("t1")]
+    conversation = Conversation()
+    first = conversation.messages(items)
+
+    second = conversation.messages([*items, result("t2")])
+
+    assert len(first[2].content) == 1  # what an earlier request sent is left as it was
+    assert [b.tool_use_id for b in second[2].content if isinstance(b, ToolResultBlock)] == [
+        "t1",
+        "t2",
+    ]
+
+
+def test_a_conversation_starts_over_when_the_segment_was_read_again() -> None:
+    conversation = Conversation()
+    conversation.messages([user_text("old"), said("answer")])
+
+    fresh: list[ItemPayload] = [user_text("new"), said("answer"), user_text("again")]
+
+    assert conversation.messages(fresh) == to_messages(fresh)
+
+
+def test_text_for_the_last_user_message_leaves_the_messages_given_unchanged() -> None:
+    messages = to_messages([user_text("go"), asks("t1"), result("t1")])
+
+    changed = with_text_for_last_user(messages, "<system-reminder>r</system-reminder>")
+
+    assert changed[:2] == messages[:2]
+    assert changed[2].content == (
+        ToolResultBlock(tool_use_id="t1", content="ok"),
+        TextBlock(text="<system-reminder>r</system-reminder>"),
     )
-    before = (original.model, original.system, original.max_tokens)
-    dumped = [m.model_dump() for m in original.messages], [t.model_dump() for t in original.tools]
-
-    clone = original.copy()
-    clone.system = "changed"
-    clone.max_tokens = 99
-    clone.messages.append(Message(role="assistant", content=[TextBlock(text="x")]))
-    clone.messages[0].content.append(TextBlock(text="extra"))
-    first = clone.messages[0].content[0]
-    assert isinstance(first, TextBlock)
-    first.text = "mutated"
-    clone.tools[0].input_schema["properties"] = {}
-    clone.tools.append(ToolSpec(name="other", description="", input_schema={}))
-
-    assert (original.model, original.system, original.max_tokens) == before
-    after = [m.model_dump() for m in original.messages], [t.model_dump() for t in original.tools]
-    assert after == dumped
+    assert messages[2].content == (ToolResultBlock(tool_use_id="t1", content="ok"),)
 
 
-def test_llm_request_copy_is_equal_to_the_original() -> None:
-    original = LLMRequest(
-        model="m",
-        system=None,
-        messages=[Message(role="user", content=[TextBlock(text="hi")])],
-    )
+def test_text_for_the_last_user_message_joins_its_last_text() -> None:
+    messages = to_messages([user_text("hi")])
 
-    assert original.copy() == original
+    changed = with_text_for_last_user(messages, "note")
+
+    assert changed[0].content == (TextBlock(text="hi\n\nnote"),)
+    assert messages[0].content == (TextBlock(text="hi"),)

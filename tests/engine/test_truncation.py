@@ -112,8 +112,26 @@ def test_a_file_without_line_breaks_is_cut_at_a_character_boundary() -> None:
     assert result.text.startswith("a" * result.shown_chars + "\n" + TRUNCATION_MARKER)
     assert result.shown_chars > 3_000
     assert f"showing characters 1-{result.shown_chars} of 50000" in result.text
-    assert f"character offset {result.shown_chars} (in line 1)" in result.text
+    assert f"offset=1 and char_offset={result.shown_chars}" in result.text
     assert "Grep" in result.text
+
+
+def test_the_note_gives_the_whole_files_totals_when_the_content_is_part_of_it() -> None:
+    """Defect 10: the totals were those of the part Read had collected."""
+    content = numbered(5_000)
+
+    result = truncate_read(content, 1_000, file_lines=6_000, file_chars=552_000)
+
+    assert re.search(r"showing lines 1-\d+ of 6000 \(\d+ of 552000 characters\)", result.text)
+
+
+def test_a_cut_inside_a_line_read_from_a_character_offset_says_where_to_go_on() -> None:
+    content = "b" * 50_000  # the rest of line 7, from its character 1000 on
+
+    result = truncate_read(content, 1_000, offset_line=7, char_offset=1_000, file_chars=80_000)
+
+    assert f"characters 1001-{1_000 + result.shown_chars} of 80000" in result.text
+    assert f"offset=7 and char_offset={1_000 + result.shown_chars}" in result.text
 
 
 def test_a_first_line_longer_than_the_budget_is_cut_by_characters() -> None:
@@ -129,7 +147,7 @@ def test_few_long_lines_are_cut_by_characters() -> None:
     content = "".join(f"{i}" * 2_999 + "\n" for i in range(10))
     result = truncate_read(content, 1_000)
     assert "showing characters" in result.text
-    assert "(in line 2)" in result.text  # the cut falls in the second line
+    assert "offset=2 and char_offset=" in result.text  # the cut falls in the second line
 
 
 # ---------------------------------------------------------------------------- commands

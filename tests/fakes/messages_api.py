@@ -21,8 +21,17 @@ Steps (builders return small frozen dataclasses):
 
 Strictness: a request with nothing scripted gets a 500 (with `x-should-retry: false`, so the
 SDK fails at once instead of retrying) and is recorded in `unexpected`; so are requests to
-other paths and requests the real API would reject (see `validate_request`).
-`assert_all_consumed()` fails on unexpected requests and on steps left in the queue.
+other paths and requests the real API would reject (see `validate_request`), which get the
+real API's 400 `invalid_request_error` and message. `assert_all_consumed()` fails on
+unexpected requests and on steps left in the queue.
+
+Tokens: the fake counts a request's tokens with `count_tokens` (characters of the content
+the model reads, 4 to a token, plus a few tokens per message and block) and holds the
+count against `context_window_tokens` (200,000 unless a test sets another): over it, the
+request gets "prompt is too long: N tokens > M maximum", and when the count and
+`max_tokens` together exceed it, "input length and `max_tokens` exceed context limit".
+A reply without scripted `usage` reports that same count as its `input_tokens`, so a
+client that trusts the usage it gets sees exactly the size the fake judges.
 
 Retry timing: the SDK waits `retry-after-ms` (then `retry-after`) before retrying, and falls
 back to exponential backoff from 0.5 s when neither gives a positive wait. Error steps
@@ -36,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import math
 import re
 import socket
 import threading
@@ -66,6 +76,7 @@ __all__ = [
     "Text",
     "ToolUse",
     "UnexpectedRequest",
+    "count_tokens",
     "error",
     "hang",
     "load_sse_fixture",
@@ -81,7 +92,15 @@ SSE_FIXTURES_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "anthro
 """Recorded SSE bodies from the SDK's own tests (see ATTRIBUTION.md there)."""
 
 MESSAGES_PATH = "/v1/messages"
-DEFAULT_USAGE: Mapping[str, int] = {"input_tokens": 10, "output_tokens": 5}
+DEFAULT_CONTEXT_WINDOW_TOKENS = 200_000
+"""The context window of the models the fake plays (every current Claude model's default)."""
+CHARS_PER_TOKEN = 4
+MESSAGE_TOKENS = 3
+"""Tokens the fake adds for each message (its role and framing)."""
+BLOCK_TOKENS = 2
+"""Tokens the fake adds for each content block and each tool definition."""
+IMAGE_TOKENS = 1_600
+"""Tokens of one image: about what the real API charges for a ~1.1 megapixel image."""
 FAST_RETRY_HEADERS: Mapping[str, str] = {"retry-after-ms": "1"}
 
 _tool_ids = itertools.count(1)
@@ -140,9 +159,12 @@ class Reply:
             return self.stop_reason
         return "tool_use" if any(isinstance(b, ToolUse) for b in self.blocks) else "end_turn"
 
-    @property
-    def effective_usage(self) -> dict[str, int]:
-        return dict(DEFAULT_USAGE if self.usage is None else self.usage)
+    def usage_for(self, input_tokens: int) -> dict[str, int]:
+        """The usage reported: the scripted one, else the request's counted tokens and the
+        reply's own."""
+        if self.usage is not None:
+            return dict(self.usage)
+        return {"input_tokens": input_tokens, "output_tokens": max(1, _output_tokens(self))}
 
 
 @dataclass(frozen=True)
@@ -193,8 +215,9 @@ def reply(
     """An assistant message made of `blocks` (a plain str is shorthand for `text(str)`).
 
     `stop_reason` defaults to "tool_use" when a block is a tool_use, else "end_turn".
-    `usage` defaults to {"input_tokens": 10, "output_tokens": 5}; other keys such as
-    `cache_read_input_tokens` / `cache_creation_input_tokens` are passed through.
+    `usage` defaults to the request's tokens as `count_tokens` counts them (input) and the
+    reply's blocks counted alike (output); a scripted `usage` is reported as given, other
+    keys such as `cache_read_input_tokens` / `cache_creation_input_tokens` included.
     `delay` seconds pass before the response starts; `delay_between_chunks` seconds pass
     between SSE events. With `chunk_text`, streamed text is split into deltas of two words.
     """
@@ -311,13 +334,110 @@ class UnexpectedRequest:
 # ------------------------------------------------------------------------------ validation
 
 
-def validate_request(body: Mapping[str, Any]) -> str | None:
-    """The reason the real Messages API would reject `body` with a 400, or None.
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
-    Checks only what it can check cheaply and surely: the required fields, and the tool-use
-    pairing rules (every tool_use in an assistant message is answered by a tool_result in the
-    next message, tool_result ids match the previous assistant message, and tool_result
-    blocks come first in their message).
+
+def _block_chars(block: Any) -> tuple[int, int]:
+    """(characters, extra tokens) the model reads of one content block."""
+    if not isinstance(block, dict):
+        return 0, BLOCK_TOKENS
+    kind = block.get("type")
+    if kind == "image":
+        return 0, BLOCK_TOKENS + IMAGE_TOKENS
+    if kind == "text":
+        return len(str(block.get("text", ""))), BLOCK_TOKENS
+    if kind == "tool_use":
+        return len(str(block.get("name", ""))) + len(_compact(block.get("input", {}))), BLOCK_TOKENS
+    if kind == "tool_result":
+        content = block.get("content", "")
+        if isinstance(content, str):
+            return len(content), BLOCK_TOKENS
+        chars, extra = 0, BLOCK_TOKENS
+        for inner in content if isinstance(content, list) else []:
+            inner_chars, inner_extra = _block_chars(inner)
+            chars, extra = chars + inner_chars, extra + inner_extra
+        return chars, extra
+    if kind == "thinking":
+        return len(str(block.get("thinking", ""))), BLOCK_TOKENS
+    return len(_compact(block)), BLOCK_TOKENS
+
+
+def count_tokens(body: Mapping[str, Any], chars_per_token: float = CHARS_PER_TOKEN) -> int:
+    """The fake's token count of a request: what it judges against the context window and
+    what it reports as `input_tokens` when no usage is scripted.
+
+    A tokenizer counts what the model reads, not the JSON around it: the system prompt,
+    the text of each block (a tool call's name and compact JSON input, a tool result's
+    text), the tools' names, descriptions and schemas; 4 characters to a token, plus
+    `MESSAGE_TOKENS` per message and `BLOCK_TOKENS` per block and tool, and `IMAGE_TOKENS`
+    per image. A test may count denser (`chars_per_token` 2: a tokenizer the client's
+    4-characters estimate under-counts, as real ones do for code or non-English text).
+    """
+    chars, tokens = 0, 0
+    system = body.get("system")
+    if isinstance(system, str):
+        chars += len(system)
+    elif isinstance(system, list):
+        for block in system:
+            block_chars, extra = _block_chars(block)
+            chars, tokens = chars + block_chars, tokens + extra
+    messages = body.get("messages")
+    for message in messages if isinstance(messages, list) else []:
+        tokens += MESSAGE_TOKENS
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            chars += len(content)
+            continue
+        for block in content if isinstance(content, list) else []:
+            block_chars, extra = _block_chars(block)
+            chars, tokens = chars + block_chars, tokens + extra
+    tools = body.get("tools")
+    for tool in tools if isinstance(tools, list) else []:
+        if isinstance(tool, dict):
+            tokens += BLOCK_TOKENS
+            chars += len(str(tool.get("name", ""))) + len(str(tool.get("description", "")))
+            chars += len(_compact(tool.get("input_schema", {})))
+    return tokens + math.ceil(chars / chars_per_token)
+
+
+def _output_tokens(step: Reply) -> int:
+    chars = sum(
+        len(b.text) if isinstance(b, Text) else len(b.name) + len(_compact(b.input))
+        for b in step.blocks
+    )
+    return math.ceil(chars / CHARS_PER_TOKEN)
+
+
+def _has_text(blocks: list[Any], types: list[Any]) -> str | None:
+    """Why the real API refuses these text blocks (empty, or only whitespace), or None."""
+    for block, kind in zip(blocks, types, strict=True):
+        if kind != "text":
+            continue
+        value = block.get("text")
+        if not isinstance(value, str) or not value:
+            return "messages: text content blocks must be non-empty"
+        if not value.strip():
+            return "messages: text content blocks must contain non-whitespace text"
+    return None
+
+
+def validate_request(
+    body: Mapping[str, Any],
+    *,
+    context_window_tokens: int | None = None,
+    chars_per_token: float = CHARS_PER_TOKEN,
+) -> str | None:
+    """The reason the real Messages API would reject `body` with a 400, or None; the
+    reasons are the real API's messages.
+
+    Checks what it can check cheaply and surely: the required fields; every message has
+    content (only a final assistant message may be empty) and no text block is empty; tool
+    blocks only in a request that defines tools; the tool-use pairing rules (every
+    tool_use in an assistant message is answered by a tool_result in the next message,
+    tool_result ids match the previous assistant message, and tool_result blocks come
+    first in their message); and, given `context_window_tokens`, that the prompt
+    (`count_tokens`) fits the window, and so does the prompt with `max_tokens` of output.
     """
     model = body.get("model")
     if not isinstance(model, str) or not model:
@@ -328,6 +448,8 @@ def validate_request(body: Mapping[str, Any]) -> str | None:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         return "messages: at least one message is required"
+    tools = body.get("tools")
+    defines_tools = isinstance(tools, list) and bool(tools)
 
     open_tool_ids: list[str] = []
     for index, message in enumerate(messages):
@@ -338,12 +460,25 @@ def validate_request(body: Mapping[str, Any]) -> str | None:
         if role not in ("user", "assistant"):
             return f"messages.{index}.role: Input should be 'user' or 'assistant'"
         if isinstance(content, str):
-            blocks: list[Any] = []
+            blocks: list[Any] = [{"type": "text", "text": content}] if content else []
         elif isinstance(content, list):
             blocks = content
         else:
             return f"messages.{index}.content: Input should be a string or a list of blocks"
+        final_assistant = role == "assistant" and index == len(messages) - 1
+        if not blocks and not final_assistant:
+            return (
+                f"messages.{index}: all messages must have non-empty content except for the "
+                "optional final assistant message"
+            )
         types = [b.get("type") if isinstance(b, dict) else None for b in blocks]
+        if (problem := _has_text(blocks, types)) is not None:
+            return problem
+        if not defines_tools and any(t in ("tool_use", "tool_result") for t in types):
+            return (
+                f"messages.{index}.content: Requests which include `tool_use` or "
+                "`tool_result` blocks must define tools."
+            )
 
         if role == "user":
             result_ids = [
@@ -383,6 +518,15 @@ def validate_request(body: Mapping[str, Any]) -> str | None:
             open_tool_ids = [
                 str(b.get("id")) for b, t in zip(blocks, types, strict=True) if t == "tool_use"
             ]
+    if context_window_tokens is not None:
+        tokens = count_tokens(body, chars_per_token)
+        if tokens > context_window_tokens:
+            return f"prompt is too long: {tokens} tokens > {context_window_tokens} maximum"
+        if tokens + max_tokens > context_window_tokens:
+            return (
+                f"input length and `max_tokens` exceed context limit: {tokens} + {max_tokens} "
+                f"> {context_window_tokens}, decrease input length or `max_tokens` and try again"
+            )
     return None
 
 
@@ -473,8 +617,10 @@ def _block_json(block: Block) -> dict[str, Any]:
     return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
 
 
-def message_json(step: Reply, *, message_id: str, model: str) -> dict[str, Any]:
-    """The non-streamed JSON message for `step`."""
+def message_json(
+    step: Reply, *, message_id: str, model: str, input_tokens: int = 0
+) -> dict[str, Any]:
+    """The non-streamed JSON message for `step` (`input_tokens`: the request's count)."""
     return {
         "id": message_id,
         "type": "message",
@@ -483,14 +629,14 @@ def message_json(step: Reply, *, message_id: str, model: str) -> dict[str, Any]:
         "content": [_block_json(b) for b in step.blocks],
         "stop_reason": step.effective_stop_reason,
         "stop_sequence": step.stop_sequence,
-        "usage": step.effective_usage,
+        "usage": step.usage_for(input_tokens),
     }
 
 
-def sse_events(step: Reply, *, message_id: str, model: str) -> list[str]:
+def sse_events(step: Reply, *, message_id: str, model: str, input_tokens: int = 0) -> list[str]:
     """The SSE events (each a complete "event: ...\\ndata: ...\\n\\n" string) for `step`,
-    in the order the real API sends them."""
-    usage = step.effective_usage
+    in the order the real API sends them (`input_tokens`: the request's count)."""
+    usage = step.usage_for(input_tokens)
     output_tokens = usage.get("output_tokens", 0)
     start_usage = {**usage, "output_tokens": min(1, output_tokens)}
     events = [
@@ -572,12 +718,16 @@ class FakeMessagesAPI:
 
     `validate_requests` (default True): requests the real API would reject with a 400 (see
     `validate_request`) get that 400, consume no step, and are recorded as unexpected.
+    `context_window_tokens` is the window requests are held against, and `chars_per_token`
+    how densely `count_tokens` counts (back to 200,000 and 4 at every `reset`).
     """
 
     def __init__(self, *, validate_requests: bool = True) -> None:
         self._standing: Callable[[dict[str, Any]], Step] | None = None
         self.validate_requests = validate_requests
         self._default_validate = validate_requests
+        self.context_window_tokens = DEFAULT_CONTEXT_WINDOW_TOKENS
+        self.chars_per_token: float = CHARS_PER_TOKEN
         self._lock = threading.Lock()
         self._queue: deque[Step] = deque()
         self._requests: list[RecordedRequest] = []
@@ -593,6 +743,7 @@ class FakeMessagesAPI:
         self._stopping: asyncio.Event | None = None
         self._thread_error: BaseException | None = None
         self._port: int | None = None
+        self.warmups = 0  # `HEAD /` connection warm-ups received (Claude Code sends one)
         self.app = Starlette(
             routes=[
                 Route(
@@ -785,7 +936,8 @@ class FakeMessagesAPI:
             self._standing = fn
 
     def reset(self) -> None:
-        """Forget the script, the records and the id counters; re-enable validation."""
+        """Forget the script, the records and the id counters; re-enable validation and
+        restore the default context window."""
         with self._lock:
             self._standing = None
             self._queue.clear()
@@ -796,6 +948,8 @@ class FakeMessagesAPI:
             self._message_ids = itertools.count(1)
             self._request_ids = itertools.count(1)
             self.validate_requests = self._default_validate
+            self.context_window_tokens = DEFAULT_CONTEXT_WINDOW_TOKENS
+            self.chars_per_token = CHARS_PER_TOKEN
 
     # ------------------------------------------------------------------- inspection
 
@@ -863,6 +1017,12 @@ class FakeMessagesAPI:
     # ---------------------------------------------------------------------- serving
 
     async def _handle(self, request: Request) -> Response:
+        if request.method == "HEAD" and request.url.path == "/":
+            # Claude Code warms its connection up with `HEAD <base URL>` at start and ignores
+            # the answer: no API call, so neither a scripted request nor an unexpected one
+            with self._lock:
+                self.warmups += 1
+            return Response(status_code=200)
         arrived = time.perf_counter()
         raw = await request.body()
         headers = {k.lower(): v for k, v in request.headers.items()}
@@ -879,14 +1039,19 @@ class FakeMessagesAPI:
             self._requests.append(recorded)
             request_id = f"req_fake_{next(self._request_ids):04d}"
             validate = self.validate_requests
+            window = self.context_window_tokens
+            density = self.chars_per_token
 
-        def reject(status: int, reason: str) -> Response:
+        def reject(status: int, reason: str, *, real: bool = False) -> Response:
+            """Record the request as unexpected and answer `status`: with the real API's
+            message (`real`) or one that says the fake refused it."""
             with self._lock:
                 if generation == self._generation:
                     self._unexpected.append(UnexpectedRequest(reason, recorded))
+            message = reason if real else f"fake Messages API: {reason}"
             return self._error_response(
                 status,
-                error_body(status, f"fake Messages API: {reason}", request_id),
+                error_body(status, message, request_id),
                 {"x-should-retry": "false"},
                 request_id,
             )
@@ -896,9 +1061,9 @@ class FakeMessagesAPI:
         if not isinstance(parsed, dict):
             return reject(400, "the request body is not a JSON object")
         if validate:
-            problem = validate_request(body)
+            problem = validate_request(body, context_window_tokens=window, chars_per_token=density)
             if problem is not None:
-                return reject(400, problem)
+                return reject(400, problem, real=True)
 
         with self._lock:
             step = self._queue.popleft() if self._queue else None
@@ -940,12 +1105,15 @@ class FakeMessagesAPI:
             return self._stream(
                 _split_sse(step.text), step.delay_between_chunks, request_id, arrived
             )
+        input_tokens = count_tokens(body, density)
         if recorded.stream:
-            events = sse_events(step, message_id=message_id, model=model)
+            events = sse_events(step, message_id=message_id, model=model, input_tokens=input_tokens)
             return self._stream(events, step.delay_between_chunks, request_id, arrived)
         self._answered(arrived)  # not quite written yet: only benchmarks read this
         return Response(
-            _json(message_json(step, message_id=message_id, model=model)),
+            _json(
+                message_json(step, message_id=message_id, model=model, input_tokens=input_tokens)
+            ),
             media_type="application/json",
             headers={"request-id": request_id},
         )

@@ -8,9 +8,9 @@ from contextlib import asynccontextmanager
 import httpx
 from fastapi import FastAPI
 
+from app.engine.tools import ToolRegistry
 from app.main import create_app
 from app.settings import Settings
-from app.tools.registry import ToolRegistry
 
 BASE_URL = "http://strata.test"
 

@@ -223,7 +223,7 @@ async def sessions_with_parent(app: FastAPI, parent_id: str) -> list[Session]:
         return list((await db.exec(query)).all())
 
 
-async def jobs_of(client: httpx.AsyncClient, session_id: str, piece: str) -> list[dict[str, Any]]:
+async def jobs_of(client: httpx.AsyncClient, session_id: str, kind: str) -> list[dict[str, Any]]:
     response = await client.get("/jobs", params={"session_id": session_id})
     assert response.status_code == 200, response.text
-    return [j for j in response.json()["data"] if j["piece"] == piece]
+    return [j for j in response.json()["data"] if j["kind"] == kind]

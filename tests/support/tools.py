@@ -6,12 +6,17 @@ import asyncio
 
 from pydantic import BaseModel
 
-from app.tools.registry import Tool, ToolContext, ToolError, ToolRegistry
+from app.engine.tools import Tool, ToolContext, ToolError, ToolRegistry
 from app.tools.tasks import task_tools
 
 
 class EchoInput(BaseModel):
     text: str
+
+
+class RepeatInput(BaseModel):
+    text: str
+    times: int
 
 
 class AddInput(BaseModel):
@@ -29,6 +34,10 @@ class Empty(BaseModel):
 
 async def _echo(ctx: ToolContext, args: EchoInput) -> str:
     return args.text
+
+
+async def _repeat(ctx: ToolContext, args: RepeatInput) -> str:
+    return args.text * args.times
 
 
 async def _add(ctx: ToolContext, args: AddInput) -> str:
@@ -53,6 +62,7 @@ def agent_tools() -> ToolRegistry:
         [
             *task_tools(),
             Tool("echo", "Repeat the text.", EchoInput, _echo),
+            Tool("repeat", "Repeat the text `times` times.", RepeatInput, _repeat),
             Tool("add", "Add two integers.", AddInput, _add),
             Tool("slow", "Sleep, then answer.", SlowInput, _slow),
             Tool("boom", "Always crashes.", Empty, _boom),

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
+from app.engine.tools import ToolContext, ToolOutput, ToolRegistry
 from app.engine.truncation import CHARS_PER_TOKEN, TRUNCATION_MARKER
-from app.tools.paths import Workspace
-from app.tools.registry import ToolContext, ToolOutput, ToolRegistry
+from app.engine.workspace import Workspace
+from app.tools.sandbox import SANDBOX_ROOT, bwrap_works
 from app.tools.workspace import WORKSPACE_TOOL_NAMES, ResultBudget, workspace_tools
 
 ESCAPES = [
@@ -59,15 +60,14 @@ def make_registry(**kwargs: Any) -> ToolRegistry:
 async def call(
     ws: Workspace | None,
     name: str,
-    available_tokens: int | None = 4000,
+    result_tokens: int | None = 2000,
     registry: ToolRegistry | None = None,
     **raw: Any,
 ) -> ToolOutput:
     registry = registry or make_registry()
-    extras: dict[str, Any] = {"available_tokens": available_tokens}
-    if ws is not None:
-        extras["workspace"] = ws
-    ctx = ToolContext(tenant="t", session_id="s", job_id="j", extras=extras)
+    ctx = ToolContext(
+        tenant="t", session_id="s", job_id="j", workspace=ws, result_tokens=result_tokens
+    )
     return await registry.run(ctx, name, raw, registry.names, tool_use_id="toolu_1")
 
 
@@ -206,7 +206,7 @@ async def test_read_errors(ws: Workspace) -> None:
 async def test_read_large_file_is_cut_at_a_line_and_says_how_to_read_on(ws: Workspace) -> None:
     lines = [f"line {n:05d} of the big file\n" for n in range(1, 20_001)]
     (ws.root / "input" / "big.txt").write_text("".join(lines))
-    result = await call(ws, "Read", path="input/big.txt", available_tokens=4000)
+    result = await call(ws, "Read", path="input/big.txt", result_tokens=2000)
     budget_chars = 2000 * CHARS_PER_TOKEN  # 50% of 4000 tokens
     assert not result.is_error
     assert len(result.content) <= budget_chars
@@ -217,14 +217,14 @@ async def test_read_large_file_is_cut_at_a_line_and_says_how_to_read_on(ws: Work
     next_offset = len(shown) + 1
     assert f"offset={next_offset}" in note
     # reading on continues exactly where the cut was
-    more = await call(ws, "Read", path="input/big.txt", offset=next_offset, available_tokens=4000)
+    more = await call(ws, "Read", path="input/big.txt", offset=next_offset, result_tokens=2000)
     assert more.content.startswith(lines[next_offset - 1])
 
 
 async def test_read_one_enormous_line_is_cut_at_a_character(ws: Workspace) -> None:
     text = "".join(chr(ord("a") + n % 26) for n in range(300_000))
     (ws.root / "input" / "minified.js").write_text(text)
-    result = await call(ws, "Read", path="input/minified.js", available_tokens=4000)
+    result = await call(ws, "Read", path="input/minified.js", result_tokens=2000)
     assert not result.is_error
     assert len(result.content) <= 2000 * CHARS_PER_TOKEN
     body, _, note = result.content.partition(f"\n{TRUNCATION_MARKER}")
@@ -232,18 +232,71 @@ async def test_read_one_enormous_line_is_cut_at_a_character(ws: Workspace) -> No
     assert len(body) > 1000 and text.startswith(body)
 
 
+async def test_read_notes_the_true_totals_of_a_file_larger_than_it_collected(
+    ws: Workspace,
+) -> None:
+    """Defect 10: "lines 1-2606 of 5218 (… of 480000 characters)" for 6,000 lines and
+    552,000 characters: the totals were those of the part Read had collected."""
+    lines = [f"{n:06d} " + "r" * 84 + "\n" for n in range(1, 6001)]  # 92 characters each
+    (ws.root / "input" / "big.txt").write_text("".join(lines))
+
+    result = await call(ws, "Read", path="input/big.txt", result_tokens=50_000)
+
+    assert re.search(r"showing lines 1-\d+ of 6000 \(\d+ of 552000 characters\)", result.content)
+
+
+async def test_read_takes_a_character_offset_to_read_on_inside_a_long_line(
+    ws: Workspace,
+) -> None:
+    """Defect 10: a long single-line file could not be read past the first cut."""
+    text = "".join(f"<{n:07d}>" for n in range(60_000))  # 540,000 characters, one line
+    (ws.root / "input" / "one-line.json").write_text(text)
+    first = await call(ws, "Read", path="input/one-line.json", result_tokens=2000)
+    go_on = re.search(r"offset=1 and char_offset=(\d+)", first.content)
+    assert go_on, first.content[-300:]
+    offset = int(go_on.group(1))
+
+    second = await call(
+        ws, "Read", path="input/one-line.json", char_offset=offset, result_tokens=2000
+    )
+
+    assert second.content.startswith(text[offset : offset + 1000])
+    assert first.content.startswith(text[:offset])
+    assert f"of {len(text)}" in second.content
+
+
+async def test_a_character_offset_past_the_end_of_its_line_is_an_error(ws: Workspace) -> None:
+    result = await call(ws, "Read", path="input/notes.txt", offset=2, char_offset=10)
+
+    assert result.is_error
+    assert "line 2 of 'input/notes.txt' has 4 characters" in result.content
+
+
+async def test_grep_marks_a_cut_line_and_says_how_to_read_it(ws: Workspace) -> None:
+    """Defect 10: Grep cut lines at 400 characters silently."""
+    (ws.root / "input" / "wide.txt").write_text("short NEEDLE\n" + "NEEDLE " + "w" * 993 + "\n")
+
+    result = await call(ws, "Grep", pattern="NEEDLE", path="input/wide.txt")
+
+    first, second, note = result.content.splitlines()
+    assert first == "input/wide.txt:1:short NEEDLE"
+    assert second.endswith("[…line cut: 600 more characters; Read offset=2 char_offset=400]")
+    assert "1 matching line longer than 400 characters cut" in note
+
+
 async def test_read_without_context_manager_uses_the_cap(ws: Workspace) -> None:
     (ws.root / "input" / "mid.txt").write_text("x" * 50 + "\n" * 2000)
-    result = await call(ws, "Read", path="input/mid.txt", available_tokens=None)
+    result = await call(ws, "Read", path="input/mid.txt", result_tokens=None)
     assert TRUNCATION_MARKER not in result.content
 
 
 async def test_budget_settings_apply(ws: Workspace) -> None:
-    registry = make_registry(budget=ResultBudget(ratio=0.5, max_tokens=60_000, min_tokens=2000))
+    """Called on its own (no share of a response's budget), a tool keeps to the cap."""
+    registry = make_registry(budget=ResultBudget(ratio=0.5, max_tokens=2000, min_tokens=1000))
     (ws.root / "input" / "big.txt").write_text("y" * 79 + "\n" * 1 + "z" * 20_000)
-    result = await call(ws, "Read", registry=registry, path="input/big.txt", available_tokens=10)
+    result = await call(ws, "Read", registry=registry, path="input/big.txt", result_tokens=None)
     assert len(result.content) <= 2000 * CHARS_PER_TOKEN
-    assert len(result.content) > 1000 * CHARS_PER_TOKEN  # the floor, not 5 tokens
+    assert len(result.content) > 1000 * CHARS_PER_TOKEN
 
 
 # ------------------------------------------------------------------ Write / Edit
@@ -333,7 +386,7 @@ async def test_glob_many_results_fit_the_budget(ws: Workspace) -> None:
     many.mkdir()
     for n in range(3000):
         (many / f"file-{n:04d}-with-a-longish-name.txt").write_text("")
-    result = await call(ws, "Glob", pattern="output/many/*", available_tokens=2000)
+    result = await call(ws, "Glob", pattern="output/many/*", result_tokens=1000)
     assert len(result.content) <= 1000 * CHARS_PER_TOKEN
     assert result.content.splitlines()[0] == "output/many/file-0000-with-a-longish-name.txt"
     assert "of 3000 files shown" in result.content.splitlines()[-1]
@@ -358,7 +411,7 @@ async def test_grep(ws: Workspace) -> None:
 
 async def test_grep_output_is_cut_to_budget(ws: Workspace) -> None:
     (ws.root / "input" / "log.txt").write_text("".join(f"ERROR {n}\n" for n in range(10_000)))
-    result = await call(ws, "Grep", pattern="ERROR", available_tokens=2000)
+    result = await call(ws, "Grep", pattern="ERROR", result_tokens=1000)
     assert len(result.content) <= 1000 * CHARS_PER_TOKEN
     lines = result.content.splitlines()
     assert lines[0] == "input/log.txt:1:ERROR 0"
@@ -372,7 +425,7 @@ async def test_bash_runs_in_the_workspace(ws: Workspace) -> None:
     result = await call(ws, "Bash", command="pwd; ls input; echo oops >&2; exit 3")
     assert not result.is_error
     assert result.content.splitlines() == [
-        str(ws.root),
+        SANDBOX_ROOT if bwrap_works() else str(ws.root),
         "dangling",
         "data.csv",
         "link_dir",
@@ -392,7 +445,7 @@ async def test_bash_minimal_environment(ws: Workspace, monkeypatch: pytest.Monke
     assert "secret" not in result.content and "leak" not in result.content
     assert not any(name.startswith(("ANTHROPIC_", "STRATA_")) for name in env)
     assert env["PATH"] == "/usr/bin:/bin"
-    assert env["HOME"] == str(ws.root)
+    assert env["HOME"] == (SANDBOX_ROOT if bwrap_works() else str(ws.root))
     assert env["LANG"] == "C.UTF-8"
     assert set(env) <= {"PATH", "HOME", "LANG", "PWD", "SHLVL", "OLDPWD", "_"}
 
@@ -452,7 +505,7 @@ async def test_bash_timeout_is_capped_by_the_setting(ws: Workspace) -> None:
 
 
 async def test_bash_large_output_is_cut_with_a_narrowing_note(ws: Workspace) -> None:
-    result = await call(ws, "Bash", command="seq 1 200000", available_tokens=4000)
+    result = await call(ws, "Bash", command="seq 1 200000", result_tokens=2000)
     assert not result.is_error
     assert len(result.content) <= 2000 * CHARS_PER_TOKEN
     lines = result.content.splitlines()

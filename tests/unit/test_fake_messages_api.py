@@ -8,11 +8,13 @@ import time
 from typing import Any
 
 import anthropic
+import httpx
 import pytest
 
 from tests.fakes.messages_api import (
     FakeMessagesAPI,
     Step,
+    count_tokens,
     error,
     hang,
     load_sse_fixture,
@@ -23,6 +25,9 @@ from tests.fakes.messages_api import (
 
 MODEL = "claude-sonnet-4-5"
 HELLO: list[Any] = [{"role": "user", "content": "Hello"}]
+READ_FILE: list[Any] = [
+    {"name": "read_file", "description": "Read a file.", "input_schema": {"type": "object"}}
+]
 
 
 def make_client(fake: FakeMessagesAPI, **options: Any) -> anthropic.AsyncAnthropic:
@@ -280,7 +285,9 @@ async def test_a_request_the_real_api_would_reject_gets_a_400(
 
     async with make_client(fake_llm) as client:
         with pytest.raises(anthropic.BadRequestError, match="tool_use_id"):
-            await client.messages.create(model=MODEL, max_tokens=32, messages=orphan_result)
+            await client.messages.create(
+                model=MODEL, max_tokens=32, messages=orphan_result, tools=READ_FILE
+            )
 
     assert len(fake_llm.pending) == 1
     assert len(fake_llm.unexpected) == 1
@@ -293,7 +300,9 @@ async def test_a_tool_round_trip_passes_validation(fake_llm: FakeMessagesAPI) ->
     fake_llm.reply("The file says hi.")
 
     async with make_client(fake_llm) as client:
-        first = await client.messages.create(model=MODEL, max_tokens=32, messages=HELLO)
+        first = await client.messages.create(
+            model=MODEL, max_tokens=32, messages=HELLO, tools=READ_FILE
+        )
         history: list[Any] = [
             *HELLO,
             {"role": "assistant", "content": [b.model_dump() for b in first.content]},
@@ -305,10 +314,121 @@ async def test_a_tool_round_trip_passes_validation(fake_llm: FakeMessagesAPI) ->
                 ],
             },
         ]
-        second = await client.messages.create(model=MODEL, max_tokens=32, messages=history)
+        second = await client.messages.create(
+            model=MODEL, max_tokens=32, messages=history, tools=READ_FILE
+        )
 
     assert second.content[0].type == "text"
     assert fake_llm.requests[1].messages[2]["content"][0]["tool_use_id"] == call.id
+
+
+async def _refusal(fake: FakeMessagesAPI, **body: Any) -> str:
+    """The message of the 400 the fake answers `body` with (nothing consumed)."""
+    fake.reply("unused")
+    async with make_client(fake) as client:
+        with pytest.raises(anthropic.BadRequestError) as refused:
+            await client.messages.create(**{"model": MODEL, "max_tokens": 32, **body})
+    assert len(fake.pending) == 1 and len(fake.unexpected) == 1
+    error_body = refused.value.body
+    assert isinstance(error_body, dict)
+    assert error_body["error"]["type"] == "invalid_request_error"
+    fake.reset()
+    return str(error_body["error"]["message"])
+
+
+async def test_a_prompt_over_the_window_is_too_long_counted_as_usage_reports_it(
+    fake_llm: FakeMessagesAPI,
+) -> None:
+    fake_llm.context_window_tokens = 1_000
+    messages: list[Any] = [{"role": "user", "content": "word " * 1_000}]
+    tokens = count_tokens({"messages": messages})
+    assert tokens > 1_000
+
+    message = await _refusal(fake_llm, messages=messages)
+
+    assert message == f"prompt is too long: {tokens} tokens > 1000 maximum"
+
+
+async def test_a_reply_reports_the_requests_counted_tokens_as_its_usage(
+    fake_llm: FakeMessagesAPI,
+) -> None:
+    fake_llm.reply("Hi.")
+    body: dict[str, Any] = {"system": "Be brief.", "messages": HELLO, "tools": READ_FILE}
+
+    async with make_client(fake_llm) as client:
+        answer = await client.messages.create(model=MODEL, max_tokens=32, **body)
+
+    assert answer.usage.input_tokens == count_tokens(body)
+    assert answer.usage.input_tokens == count_tokens(fake_llm.requests[0].body)
+
+
+async def test_a_prompt_that_fits_but_not_with_max_tokens_is_refused(
+    fake_llm: FakeMessagesAPI,
+) -> None:
+    fake_llm.context_window_tokens = 1_000
+    messages: list[Any] = [{"role": "user", "content": "word " * 600}]
+    tokens = count_tokens({"messages": messages})
+
+    message = await _refusal(fake_llm, messages=messages, max_tokens=1_000 - tokens + 1)
+
+    assert message.startswith(
+        f"input length and `max_tokens` exceed context limit: {tokens} + {1_001 - tokens} > 1000"
+    )
+
+
+async def test_tool_blocks_in_a_request_without_tools_are_refused(
+    fake_llm: FakeMessagesAPI,
+) -> None:
+    call = {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {}}
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "hi"}
+    messages: list[Any] = [
+        *HELLO,
+        {"role": "assistant", "content": [call]},
+        {"role": "user", "content": [result]},
+    ]
+
+    message = await _refusal(fake_llm, messages=messages)
+
+    assert message == (
+        "messages.1.content: Requests which include `tool_use` or `tool_result` blocks "
+        "must define tools."
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (
+            [],
+            "messages.0: all messages must have non-empty content except for the optional "
+            "final assistant message",
+        ),
+        (
+            "",
+            "messages.0: all messages must have non-empty content except for the optional "
+            "final assistant message",
+        ),
+        ([{"type": "text", "text": ""}], "messages: text content blocks must be non-empty"),
+        (
+            [{"type": "text", "text": " \n"}],
+            "messages: text content blocks must contain non-whitespace text",
+        ),
+    ],
+)
+async def test_an_empty_message_or_text_block_is_refused(
+    fake_llm: FakeMessagesAPI, content: Any, expected: str
+) -> None:
+    assert await _refusal(fake_llm, messages=[{"role": "user", "content": content}]) == expected
+
+
+async def test_only_a_final_assistant_message_may_be_empty(fake_llm: FakeMessagesAPI) -> None:
+    fake_llm.reply("Hello!")
+    messages: list[Any] = [*HELLO, {"role": "assistant", "content": []}]
+
+    async with make_client(fake_llm) as client:
+        answer = await client.messages.create(model=MODEL, max_tokens=32, messages=messages)
+
+    assert answer.content[0].type == "text"
 
 
 async def test_wait_for_requests_sees_a_request_in_flight(fake_llm: FakeMessagesAPI) -> None:
@@ -354,3 +474,15 @@ def make_sync_request(fake: FakeMessagesAPI) -> socket.socket:
     client.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
     assert client.recv(4096).startswith(b"HTTP/1.1 404")
     return client
+
+
+async def test_a_connection_warm_up_at_the_root_is_no_request(fake_llm: FakeMessagesAPI) -> None:
+    async with httpx.AsyncClient(base_url=fake_llm.url) as client:
+        warm = await client.head("/")
+        other = await client.head("/v1/models")
+
+    assert warm.status_code == 200
+    assert fake_llm.warmups == 1
+    assert other.status_code == 404  # any other HEAD is still an unexpected request
+    assert [u.request.path for u in fake_llm.unexpected] == ["/v1/models"]
+    fake_llm.reset()

@@ -1,4 +1,7 @@
-"""Pieces (seed 004): the YAML model, the transition rules, the catalog and the lessons text."""
+"""Pieces (seed 004): the YAML model, the transition rules, the catalog and the lessons text.
+
+A piece file is checked whole at load: the tests of `load_catalog` each break one rule
+and look for it among the catalog's problems, named without a server path."""
 
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from app.engine.pieces import (
     Piece,
     load_catalog,
 )
-from app.worker.piece_runner import lessons_text
+from app.worker.piece_state import PieceState, capped, lessons_text
 
 
 def movement(name: str, **fields: Any) -> dict[str, Any]:
@@ -153,7 +156,13 @@ def test_the_builtin_pieces_load_without_problems() -> None:
     catalog = load_catalog([BUILTIN_DIR])
 
     assert catalog.problems == []
-    assert {"chat", "default", "research"} <= set(catalog.pieces)
+    assert set(catalog.pieces) == {"default", "research"}
+
+
+def test_chat_is_a_job_kind_not_a_piece_file() -> None:
+    """Defect 3: `chat.yaml` was listed as a piece but never read by anything."""
+    assert not (BUILTIN_DIR / "chat.yaml").exists()
+    assert load_catalog([BUILTIN_DIR]).get("chat") is None
 
 
 def test_the_default_piece_is_plan_work_review_with_feedback_back_to_work() -> None:
@@ -166,12 +175,11 @@ def test_the_default_piece_is_plan_work_review_with_feedback_back_to_work() -> N
     assert set(default.movement("review").transitions) == {COMPLETE, "work"}
 
 
-def test_the_chat_piece_is_one_movement_that_ends_with_the_turn() -> None:
-    chat = load_catalog([BUILTIN_DIR]).pieces["chat"]
+def test_the_default_review_is_a_verify_movement_forced_only_into_complete() -> None:
+    review = load_catalog([BUILTIN_DIR]).pieces["default"].movement("review")
 
-    assert len(chat.movements) == 1
-    assert chat.movements[0].ends_on == "end_turn"
-    assert chat.movements[0].fresh_segment is False
+    assert review.verify is True
+    assert review.default_next == COMPLETE  # and a forced COMPLETE fails the job
 
 
 def test_the_research_piece_may_spawn_subtasks_and_wait_for_them() -> None:
@@ -201,8 +209,8 @@ movements:
 """
 
 
-def test_a_broken_piece_file_is_reported_with_its_path_and_reason(tmp_path: Path) -> None:
-    broken = write_piece(
+def test_a_broken_piece_file_is_reported_by_file_name_and_reason(tmp_path: Path) -> None:
+    write_piece(
         tmp_path,
         "broken.yaml",
         "name: broken\nmovements:\n  - name: a\n    instruction: x\n    transitions: [zz]\n",
@@ -213,21 +221,79 @@ def test_a_broken_piece_file_is_reported_with_its_path_and_reason(tmp_path: Path
 
     assert set(catalog.pieces) == {"good"}
     [problem] = catalog.problems
-    assert problem.path == str(broken)
+    assert (problem.file, problem.folder, problem.name) == ("broken.yaml", "pieces_dir", "broken")
     assert "unknown next step 'zz'" in problem.reason
+    assert str(tmp_path) not in repr(problem)  # defect 9: no server paths
 
 
-def test_a_file_that_is_not_yaml_or_not_a_mapping_is_reported(tmp_path: Path) -> None:
-    write_piece(tmp_path, "a_syntax.yaml", "name: [unclosed\n")
+def test_a_yaml_syntax_error_is_reported_with_its_line_and_column(tmp_path: Path) -> None:
+    """Defect 9: the syntax error lost where it was."""
+    write_piece(tmp_path, "syntax.yaml", "name: s\nmovements:\n  - name: [unclosed\n")
+
+    [problem] = load_catalog([tmp_path]).problems
+
+    assert problem.file == "syntax.yaml"
+    assert (problem.line, problem.column) == (4, 1)
+    assert "YAML syntax error" in problem.reason
+
+
+def test_a_file_that_is_not_a_mapping_is_reported(tmp_path: Path) -> None:
     write_piece(tmp_path, "b_list.yaml", "- just\n- a list\n")
+
+    [problem] = load_catalog([tmp_path]).problems
+
+    assert problem.file == "b_list.yaml"
+    assert "not a YAML mapping" in problem.reason
+
+
+def test_unknown_tool_names_are_refused_naming_the_movement(tmp_path: Path) -> None:
+    """Defect 9: typos in allowed_tools (`[Reed, Writ, Bash]`) were dropped silently."""
+    write_piece(
+        tmp_path,
+        "typo.yaml",
+        GOOD.replace("name: good", "name: typo").replace(
+            "    transitions: [COMPLETE]",
+            "    transitions: [COMPLETE]\n    allowed_tools: [Reed, Writ, Bash]",
+        ),
+    )
+
+    catalog = load_catalog([tmp_path], known_tools={"Read", "Write", "Bash"})
+
+    assert "typo" not in catalog.pieces
+    [problem] = catalog.problems
+    assert "unknown tools: only: Reed, only: Writ;" in problem.reason
+
+
+@pytest.mark.parametrize("name", ["chat", "compaction", "summary", "piece", "compact", "summarize"])
+def test_a_piece_named_like_an_internal_job_kind_is_refused(tmp_path: Path, name: str) -> None:
+    """Defect 3: a piece named `compact` ran the compaction handler and succeeded."""
+    write_piece(tmp_path, f"{name}.yaml", GOOD.replace("name: good", f"name: {name}"))
 
     catalog = load_catalog([tmp_path])
 
-    assert catalog.pieces == {}
-    reasons = {Path(p.path).name: p.reason for p in catalog.problems}
-    assert set(reasons) == {"a_syntax.yaml", "b_list.yaml"}
-    assert "YAML" in reasons["a_syntax.yaml"] or "Error" in reasons["a_syntax.yaml"]
-    assert "not a YAML mapping" in reasons["b_list.yaml"]
+    assert name not in catalog.pieces
+    [problem] = catalog.problems
+    assert problem.name == name
+    assert "internal job kind" in problem.reason
+
+
+def test_a_movement_no_transition_reaches_is_refused() -> None:
+    with pytest.raises(ValidationError, match=r"no transition reaches from 'a': \['island'\]"):
+        piece(movement("a", transitions=[COMPLETE]), movement("island", transitions=["a"]))
+
+
+def test_a_movement_reached_only_by_a_forced_move_is_reachable() -> None:
+    loaded = piece(movement("a", transitions=[COMPLETE], default_next="b"), movement("b"))
+
+    assert loaded.unreachable() == []
+
+
+def test_a_step_back_is_feedback_and_a_step_forward_is_not() -> None:
+    loaded = two_steps()
+
+    assert loaded.sends_back(loaded.movement("b"), "a") is True
+    assert loaded.sends_back(loaded.movement("a"), "b") is False
+    assert loaded.sends_back(loaded.movement("b"), COMPLETE) is False
 
 
 def test_a_later_folder_overrides_a_piece_of_the_same_name(tmp_path: Path) -> None:
@@ -242,8 +308,8 @@ def test_a_later_folder_overrides_a_piece_of_the_same_name(tmp_path: Path) -> No
 def test_a_missing_pieces_folder_is_reported(tmp_path: Path) -> None:
     catalog = load_catalog([BUILTIN_DIR, tmp_path / "nope"])
 
-    assert [(p.path, p.reason) for p in catalog.problems] == [
-        (str(tmp_path / "nope"), "not a folder")
+    assert [(p.file, p.folder, p.reason) for p in catalog.problems] == [
+        ("", "pieces_dir", "the pieces folder is missing")
     ]
     assert "default" in catalog.pieces
 
@@ -287,3 +353,39 @@ def test_a_single_lesson_longer_than_the_limit_is_cut_to_the_limit() -> None:
 
     assert 0 < len(text) <= 2000
     assert set(text) == {"z"}
+
+
+# ------------------------------------------------------------------ feedback
+
+
+def test_feedback_for_a_movement_is_capped_keeping_the_newest() -> None:
+    state = PieceState()
+    for i in range(40):
+        state.send_back("work", "review", f"fix {i:02d} " + "f" * 100, limit=500)
+
+    kept = state.feedback["work"]
+    assert kept[-1]["text"].startswith("fix 39")
+    assert len(lessons_text(kept, 10_000)) <= 500
+    assert "fix 00" not in lessons_text(kept, 10_000)
+
+
+def test_feedback_is_cleared_once_its_movement_ended() -> None:
+    state = PieceState()
+    state.send_back("work", "review", "add a title", limit=2000)
+
+    state.delivered("work")
+
+    assert "work" not in state.feedback
+
+
+def test_a_single_entry_over_the_cap_is_cut_not_dropped() -> None:
+    [entry] = capped([{"movement": "m", "text": "z" * 5000}], 100)
+
+    assert 0 < len(entry["text"]) < 100
+
+
+def test_state_written_before_feedback_named_its_source_still_loads() -> None:
+    state = PieceState.load({"feedback": {"work": ["old style"]}, "visited": ["a", "b"]})
+
+    assert state.feedback["work"] == [{"movement": "a later step", "text": "old style"}]
+    assert state.movements_run == 2

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from app.domain.reminder import CLOSE_TAG, OPEN_TAG, ReminderState, reminder_text, should_remind
 from app.domain.tasks import Task
@@ -156,3 +158,28 @@ def test_reminder_text_lists_taskid_status_and_subject_but_no_description() -> N
     assert text.index("taskid 2") < text.index("taskid 5")
     assert "SECRET" not in text
     assert "TaskUpdate" in text
+
+
+def test_reminder_text_counts_its_tasks_in_the_right_number() -> None:
+    one = [Task(taskid=1, status="pending", subject="a", description="")]
+    two = [*one, Task(taskid=2, status="pending", subject="b", description="")]
+
+    assert "You have 1 active task that has not" in reminder_text(one)
+    assert "if it is current" in reminder_text(one)
+    assert "You have 2 active tasks that have not" in reminder_text(two)
+    assert "if they are current" in reminder_text(two)
+
+
+def test_reminder_text_ends_telling_the_model_not_to_mention_it() -> None:
+    text = reminder_text([Task(taskid=1, status="pending", subject="a", description="")])
+
+    assert text.splitlines()[-2] == "Do not mention this reminder to the user."
+
+
+@given(st.text(min_size=1, max_size=40))
+def test_a_subject_is_always_one_line_of_the_reminder(subject: str) -> None:
+    text = reminder_text([Task(taskid=7, status="pending", subject=subject, description="")])
+
+    lines = text.splitlines()
+    assert len(lines) == 5  # tag, instruction, the task, the closing line, tag
+    assert lines[2].startswith("- taskid 7 [pending] ")

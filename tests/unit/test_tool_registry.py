@@ -7,7 +7,7 @@ import logging
 import pytest
 from pydantic import BaseModel, Field
 
-from app.tools.registry import Tool, ToolContext, ToolError, ToolOutput, ToolRegistry
+from app.engine.tools import Tool, ToolContext, ToolError, ToolOutput, ToolRegistry
 
 CTX = ToolContext(tenant="acme", session_id="s1", job_id="j1")
 

@@ -20,9 +20,10 @@ from app.api.errors import TYPE_PREFIX, problem_response, problem_responses
 from app.api.routes.sessions import SessionId
 from app.api.schemas.jobs import JobPublic, MessageAccepted, MessageCreate, MessageReply
 from app.db.models import Job
+from app.domain.jobs import TERMINAL
 from app.services.chat import IfBusy, enqueue_compaction, send_message
 from app.services.idempotency import Replay
-from app.services.jobs import TERMINAL, turn_failure
+from app.services.jobs import turn_failure
 from app.services.waiting import wait_for_job
 from app.settings import Settings
 from app.wiring import Runtime

@@ -32,12 +32,10 @@ from app.api.schemas.jobs import (
     WorkspaceFiles,
 )
 from app.domain.errors import InvalidInput
-from app.engine.pieces import CHAT_PIECE
+from app.domain.jobs import RESERVED_PIECE_NAMES
 from app.services import comments, workspaces
 from app.services import jobs as service
-from app.services.chat import IfBusy, send_message
 from app.services.piece_jobs import submit_job
-from app.services.sessions import create_session
 
 router = APIRouter(prefix="/jobs", tags=["jobs"], responses=problem_responses(401, 503))
 
@@ -56,22 +54,32 @@ async def list_jobs(
     page = await service.list_jobs(
         db, tenant, limit=limit, after=after, session_id=session_id, status=status
     )
-    return JobList(data=[JobPublic.of(j) for j in page.data], next_cursor=page.next_cursor)
+    data = [JobPublic.of(j, await service.waiting_children(db, j)) for j in page.data]
+    return JobList(data=data, next_cursor=page.next_cursor)
 
 
-@router.get("/{job_id}", name="get", summary="Get a job", responses=problem_responses(404, 422))
+@router.get(
+    "/{job_id}",
+    name="get",
+    summary="Get a job",
+    description="A job `waiting_subtasks` lists in `waiting_on` the subtasks (at any depth) "
+    "waiting for a human, with their questions; a comment on such a subtask answers it.",
+    responses=problem_responses(404, 422),
+)
 async def get_job(job_id: JobId, db: SessionDep, tenant: CurrentTenant) -> JobPublic:
-    return JobPublic.of(await service.get_job(db, tenant, job_id))
+    job = await service.get_job(db, tenant, job_id)
+    return JobPublic.of(job, await service.waiting_children(db, job))
 
 
 @router.post(
     "/{job_id}/cancel",
     name="cancel",
-    summary="Cancel a queued or running job",
+    summary="Cancel a job and its open subtasks",
     description=(
-        "A queued job is cancelled at once. A running one is stopped at its next step "
-        "(`cancel_requested` is true until then); tool calls it leaves unanswered get an "
-        "error result, so the log stays a valid conversation. 409 once the job has ended."
+        "A draft, queued or waiting job is cancelled at once. A running one is stopped at "
+        "its next step (`cancel_requested` is true until then); tool calls it leaves "
+        "unanswered get an error result, so the log stays a valid conversation. Its open "
+        "subtasks, at every depth, are cancelled the same way. 409 once the job has ended."
     ),
     responses=problem_responses(404, 409, 422),
 )
@@ -89,6 +97,9 @@ async def cancel_job(job_id: JobId, database: DatabaseDep, tenant: CurrentTenant
         "Runs `piece` (default `default`) on `instruction`, in `session_id` or in a new "
         "session. The worker builds the enriched instruction (time, the last 5 comments, "
         "the workspace's file lists, the instruction) and runs the piece's movements. "
+        "With `start: false` the job is a `draft`: upload its input files and comment on "
+        "it, then `POST /jobs/{job_id}/start`; a draft never runs before. Chat turns are "
+        "not pieces: send them with `POST /sessions/{session_id}/messages`. "
         "A tenant with STRATA_TENANT_MAX_CONCURRENT_HEAVY such requests (or hook posts, "
         "or messages) in flight gets 429 with `Retry-After`."
     ),
@@ -104,26 +115,40 @@ async def create_job(
 ) -> object:
     piece = runtime.pieces.get(body.piece)
     if piece is None:
-        raise InvalidInput(
-            f"unknown piece {body.piece!r}; known: {sorted(runtime.pieces.pieces)}", field="piece"
+        known = sorted(runtime.pieces.pieces)
+        hint = (
+            "; it is a job kind, not a piece (chat turns: POST /sessions/{id}/messages)"
+            if body.piece in RESERVED_PIECE_NAMES
+            else ""
         )
+        raise InvalidInput(f"unknown piece {body.piece!r}{hint}; known: {known}", field="piece")
 
     async def work(db: AsyncSession) -> JobPublic:
-        if piece.name != CHAT_PIECE:
-            job = await submit_job(
-                db, tenant, instruction=body.instruction, piece=piece, session_id=body.session_id
-            )
-            return JobPublic.of(job)
-        if body.session_id is None:
-            session_id = (await create_session(db, tenant, title=body.instruction[:80])).id
-        else:
-            session_id = body.session_id
-        job = await send_message(db, tenant, session_id, body.instruction, IfBusy.enqueue)
+        job = await submit_job(
+            db,
+            tenant,
+            instruction=body.instruction,
+            piece=piece,
+            session_id=body.session_id,
+            start=body.start,
+        )
         return JobPublic.of(job)
 
     return await write_once(
         database, idempotency, 201, work, location=lambda job: f"/jobs/{job['id']}"
     )
+
+
+@router.post(
+    "/{job_id}/start",
+    name="start",
+    summary="Start a draft job",
+    description="Queues a job created with `start: false`, with the files and comments it "
+    "has by now. 409 for a job that is not a draft (it has started, or ended).",
+    responses=problem_responses(404, 409, 422),
+)
+async def start_job(job_id: JobId, database: DatabaseDep, tenant: CurrentTenant) -> JobPublic:
+    return JobPublic.of(await database.write(lambda db: service.start_job(db, tenant, job_id)))
 
 
 @router.post(
@@ -133,7 +158,8 @@ async def create_job(
     name="comment",
     summary="Comment on a job",
     description="A comment on a job waiting for a human (ASK) re-queues it; it resumes "
-    "at the movement that asked. The last 5 comments go into every movement's prompt.",
+    "at the movement that asked. A draft takes comments too (they are in its first "
+    "prompt). The last 5 comments go into every movement's prompt.",
     responses=problem_responses(404, 413, 422),
 )
 async def comment(

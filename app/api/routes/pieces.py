@@ -16,6 +16,11 @@ router = APIRouter(prefix="/pieces", tags=["pieces"], responses=problem_response
     "",
     name="list",
     summary="The pieces jobs can run, and the piece files that failed to load",
+    description="A piece file is checked whole at start-up: YAML syntax (with line and "
+    "column), fields, next steps that name no movement, movements no transition reaches, "
+    "tools this server does not have, and names reserved for internal job kinds (`chat`, "
+    "`compaction`, `summary`, `piece`, `compact`, `summarize`). A file that fails is listed "
+    "under `problems` and not loaded.",
 )
 async def list_pieces(runtime: RuntimeDep, tenant: CurrentTenant) -> PieceList:
     catalog = runtime.pieces
@@ -26,7 +31,7 @@ async def list_pieces(runtime: RuntimeDep, tenant: CurrentTenant) -> PieceList:
             )
             for p in sorted(catalog.pieces.values(), key=lambda p: p.name)
         ],
-        problems=[PieceProblemPublic(path=p.path, reason=p.reason) for p in catalog.problems],
+        problems=[PieceProblemPublic.of(p) for p in catalog.problems],
     )
 
 

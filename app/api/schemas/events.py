@@ -12,12 +12,14 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field
 
 from app.api.schemas.items import ItemKind, ItemPublic
+from app.domain.jobs import JobKind, JobStatus
 
 
 class StreamEventType(StrEnum):
     item_appended = "item.appended"
     job_status = "job.status"
     job_comment = "job.comment"
+    job_subtask_waiting = "job.subtask_waiting"
     usage = "usage"
     task_updated = "task.updated"
     session_compacted = "session.compacted"
@@ -52,8 +54,9 @@ class JobStatusEvent(_JobEvent):
     """The same fields as the `job.<status>` webhooks' `data`."""
 
     type: Literal["job.status"]
-    status: str
-    piece: str
+    status: JobStatus
+    kind: JobKind
+    piece: str | None = Field(description="The piece a `piece` job runs; null for other kinds.")
     turn: int | None
     attempt: int
     parent_job_id: str | None
@@ -64,6 +67,15 @@ class JobCommentEvent(_JobEvent):
     type: Literal["job.comment"]
     comment_id: int
     author: str
+
+
+class JobSubtaskWaiting(_JobEvent):
+    """On every job above a subtask that asks a human; a comment on the child answers it."""
+
+    type: Literal["job.subtask_waiting"]
+    child_job_id: str
+    movement: str | None
+    question: str
 
 
 class UsageEvent(_JobEvent):
@@ -135,6 +147,7 @@ StreamEventData = Annotated[
     ItemAppended
     | JobStatusEvent
     | JobCommentEvent
+    | JobSubtaskWaiting
     | UsageEvent
     | TaskUpdatedEvent
     | SessionCompacted
@@ -154,8 +167,9 @@ with `type`, `session_id` and `job_id` (null when it concerns no job):
 | type | data | replayed |
 | --- | --- | --- |
 | `item.appended` | `seq`, `kind`, `item` (the log item) | yes |
-| `job.status` | `status`, `piece`, `turn`, `attempt`, `parent_job_id`, `error` (1) | yes |
+| `job.status` | `status`, `kind`, `piece`, `turn`, `attempt`, `parent_job_id`, `error` (1) | yes |
 | `job.comment` | `comment_id`, `author` | yes |
+| `job.subtask_waiting` | `child_job_id`, `movement`, `question` of a subtask asking a human | yes |
 | `usage` | the tokens of one LLM response | yes |
 | `task.updated` | `taskid`, `op`, `origin`, `status`, `subject` (2) | yes |
 | `session.compacted` / `compaction.failed` | `segment`, … | yes |

@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from app.db.models import Item
+from app.db.models.item import AppendedItem
 from app.domain.items import (
     AssistantMessage,
     CompactSummary,
@@ -76,7 +77,7 @@ ItemPublic = Annotated[
 _item_adapter: TypeAdapter[ItemPublic] = TypeAdapter(ItemPublic)
 
 
-def item_public(row: Item) -> ItemPublic:
+def item_public(row: Item | AppendedItem) -> ItemPublic:
     return _item_adapter.validate_python(
         {
             **row.payload,

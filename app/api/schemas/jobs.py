@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Literal
 
@@ -7,18 +8,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.schemas.sessions import usage_of
 from app.db.models import Job
+from app.domain.jobs import JobKind, JobStatus
 from app.domain.usage import Usage
+from app.services.jobs import WaitingChild
 
-JobStatus = Literal[
-    "queued",
-    "running",
-    "waiting_human",
-    "waiting_subtasks",
-    "succeeded",
-    "failed",
-    "aborted",
-    "cancelled",
-]
+__all__ = ["JobKind", "JobStatus"]
 
 
 class JobError(BaseModel):
@@ -29,16 +23,29 @@ class JobError(BaseModel):
     detail: str
 
 
+class WaitingSubtask(BaseModel):
+    """A subtask (at any depth) waiting for a human: answer it with a comment on it."""
+
+    job_id: str
+    movement: str | None
+    question: str
+
+
 class JobPublic(BaseModel):
     id: str
     session_id: str
-    piece: str
+    kind: JobKind = Field(description="Which handler runs it; only `piece` jobs name a piece.")
+    piece: str | None = Field(description="The piece a `piece` job runs; null for other kinds.")
     status: JobStatus
     turn: int | None
     instruction: str | None
     movement: str | None = Field(description="The movement running, or to resume at.")
     lessons: list[str] = Field(description="Lessons handed on between movements so far.")
     parent_job_id: str | None
+    waiting_on: list[WaitingSubtask] = Field(
+        description="While `waiting_subtasks`: the subtasks waiting for a human, with their "
+        "questions."
+    )
     error: JobError | None
     result_text: str | None = Field(description="The assistant's final text, once succeeded.")
     usage: Usage
@@ -50,12 +57,13 @@ class JobPublic(BaseModel):
     updated_at: datetime
 
     @classmethod
-    def of(cls, row: Job) -> JobPublic:
+    def of(cls, row: Job, waiting: Sequence[WaitingChild] = ()) -> JobPublic:
         return cls(
             id=row.id,
             session_id=row.session_id,
+            kind=JobKind(row.kind),
             piece=row.piece,
-            status=row.status,
+            status=JobStatus(row.status),
             turn=row.turn,
             instruction=row.instruction,
             movement=row.movement,
@@ -63,6 +71,10 @@ class JobPublic(BaseModel):
                 f"({entry['movement']}) {entry['text']}" for entry in row.state.get("lessons", [])
             ],
             parent_job_id=row.parent_job_id,
+            waiting_on=[
+                WaitingSubtask(job_id=w.job_id, movement=w.movement, question=w.question)
+                for w in waiting
+            ],
             error=JobError.model_validate(row.error) if row.error else None,
             result_text=(row.result or {}).get("text"),
             usage=usage_of(row),
@@ -124,7 +136,15 @@ class JobCreate(BaseModel):
     instruction: str = Field(min_length=1, max_length=200_000)
     piece: str = Field(default="default", min_length=1, max_length=100)
     session_id: str | None = Field(
-        default=None, max_length=40, description="Run in this session; by default a new one."
+        default=None,
+        max_length=40,
+        description="Run in this session (in segments of the job's own: the session's chat "
+        "context is left as it was); by default a new one.",
+    )
+    start: bool = Field(
+        default=True,
+        description="false: create a `draft` that takes files and comments and never runs "
+        "until `POST /jobs/{job_id}/start`.",
     )
 
 

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
-from pydantic import BaseModel
+from typing import Literal
 
-from app.engine.pieces import Movement, Piece
+from pydantic import BaseModel, Field
+
+from app.engine.pieces import Movement, Piece, PieceProblem
 
 
 class PieceSummary(BaseModel):
@@ -12,8 +14,28 @@ class PieceSummary(BaseModel):
 
 
 class PieceProblemPublic(BaseModel):
-    path: str
+    """A piece file that was not loaded. Named by its file name and folder, never by a
+    server path."""
+
+    file: str = Field(description="The file name; empty when the folder itself is missing.")
+    folder: Literal["builtin", "pieces_dir"] = Field(
+        description="`builtin`: Strata's own pieces; `pieces_dir`: STRATA_PIECES_DIR."
+    )
+    name: str | None = Field(description="The `name:` the file meant to define, if readable.")
+    line: int | None = Field(description="1-based line of a YAML syntax error.")
+    column: int | None = Field(description="1-based column of a YAML syntax error.")
     reason: str
+
+    @classmethod
+    def of(cls, problem: PieceProblem) -> PieceProblemPublic:
+        return cls(
+            file=problem.file,
+            folder=problem.folder,
+            name=problem.name,
+            line=problem.line,
+            column=problem.column,
+            reason=problem.reason,
+        )
 
 
 class PieceList(BaseModel):

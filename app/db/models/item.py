@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Column, ForeignKey, Index, String, UniqueConstraint
 from sqlmodel import Field, SQLModel
@@ -34,3 +34,19 @@ class Item(SQLModel, table=True):
     source_id: str | None = Field(default=None, max_length=200)
     payload: dict[str, Any] = Field(sa_column=Column(JSONType, nullable=False))
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+
+
+class AppendedItem(NamedTuple):
+    """An item as it was just inserted: every column but the surrogate `id`, which
+    nothing reads (an ORM object for each append cost more than the INSERT)."""
+
+    session_id: str
+    seq: int
+    turn: int
+    segment: int
+    kind: str
+    origin: str
+    tool_name: str | None
+    source_id: str | None
+    payload: dict[str, Any]
+    created_at: datetime

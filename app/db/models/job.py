@@ -27,11 +27,14 @@ class Job(SQLModel, table=True):
     session_id: str = Field(
         sa_column=Column(String(40), ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False)
     )
-    piece: str = Field(default="chat", max_length=100)
+    # which handler runs it (app.domain.jobs.JobKind); only `piece` jobs name a piece
+    kind: str = Field(default="chat", max_length=20)
+    piece: str | None = Field(default=None, max_length=100)
     # "session": runs alone and in order within its session (turns, compaction);
     # "background": runs beside them (memory summaries), never delaying a reply
     lane: str = Field(default="session", max_length=20)
-    status: str = Field(max_length=30)
+    # app.domain.jobs.JobStatus; set by `app.services.jobs.enqueue` and `set_status`
+    status: str = Field(default="queued", max_length=30)
     turn: int | None = None
     # piece jobs: the instruction, the movement running (or to resume), the runner's
     # state between movements (lessons, feedback, children), the parent of a subtask

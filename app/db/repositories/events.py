@@ -7,9 +7,13 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Event
+from app.db.prepared import Prepared
 from app.db.types import utcnow
 
-_INSERT = insert(Event.__table__)  # type: ignore[attr-defined]
+_INSERT = Prepared(
+    insert(Event.__table__),  # type: ignore[attr-defined]
+    column_keys=("session_id", "job_id", "type", "data", "created_at"),
+)
 
 
 class EventRepository:
@@ -27,7 +31,7 @@ class EventRepository:
             "data": data,
             "created_at": utcnow(),
         }
-        await self.db.exec(_INSERT, params=values)
+        await _INSERT.execute(self.db, values)
 
     async def after(
         self, *, session_id: str | None, job_id: str | None, after_id: int, limit: int

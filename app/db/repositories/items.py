@@ -12,6 +12,8 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Item
+from app.db.models.item import AppendedItem
+from app.db.prepared import Prepared
 
 
 class ItemRecord(NamedTuple):
@@ -31,23 +33,19 @@ def _parse_json(text: str) -> Any:
         return json.loads(text)
 
 
-_INSERT = insert(Item.__table__)  # type: ignore[attr-defined]
 _COLUMNS = tuple(c.name for c in Item.__table__.columns if c.name != "id")  # type: ignore[attr-defined]
-
-
-def row_values(row: Any) -> dict[str, Any]:
-    return {name: getattr(row, name) for name in _COLUMNS}
+_INSERT = insert(Item.__table__)  # type: ignore[attr-defined]
+_APPEND = Prepared(_INSERT, column_keys=_COLUMNS)
 
 
 class ItemRepository:
     def __init__(self, db: AsyncSession) -> None:
         self.db = db
 
-    async def add(self, row: Item) -> Item:
-        """Insert `row` with one Core statement (no unit-of-work flush: appends are the
-        hottest write there is). The row is not attached to the session; its `id` stays
-        unset, as nothing reads it."""
-        await self.db.exec(_INSERT, params=row_values(row))
+    async def add(self, row: AppendedItem) -> AppendedItem:
+        """Insert `row` with one prepared statement (no ORM object, no unit-of-work
+        flush: appends are the hottest write there is)."""
+        await _APPEND.execute(self.db, row._asdict())
         return row
 
     async def list_page(self, session_id: str, *, after_seq: int, limit: int) -> list[Item]:

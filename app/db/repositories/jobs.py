@@ -8,6 +8,7 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Job
+from app.db.prepared import Prepared
 from app.db.repositories.sessions import usage_params
 from app.db.types import utcnow
 from app.domain.usage import Usage
@@ -16,7 +17,7 @@ ACTIVE = ("queued", "running")
 
 # built once: every agent step runs them (see app.db.repositories.sessions)
 _J = Job.__table__  # type: ignore[attr-defined]
-_STILL_OWNED = (
+_STILL_OWNED = Prepared(
     _J.update()
     .where(
         _J.c.id == bindparam("j_id"),
@@ -25,7 +26,7 @@ _STILL_OWNED = (
     )
     .values(updated_at=bindparam("j_now", type_=_J.c.updated_at.type))
 )
-_ADD_USAGE = (
+_ADD_USAGE = Prepared(
     _J.update()
     .where(_J.c.id == bindparam("j_id"))
     .values(
@@ -131,10 +132,10 @@ class JobRepository:
         """Whether `token` still holds the running job's lease, in one UPDATE: it takes
         the row's lock (PostgreSQL), so a concurrent claim waits for this transaction."""
         params = {"j_id": job_id, "j_token": token, "j_now": utcnow()}
-        return bool((await self.db.exec(_STILL_OWNED, params=params)).rowcount)
+        return bool((await _STILL_OWNED.execute(self.db, params)).rowcount)
 
     async def add_usage(self, job_id: str, usage: Usage) -> None:
-        await self.db.exec(_ADD_USAGE, params={"j_id": job_id, **usage_params(usage)})
+        await _ADD_USAGE.execute(self.db, {"j_id": job_id, **usage_params(usage)})
 
     async def list_page(
         self,
@@ -155,12 +156,18 @@ class JobRepository:
         query = query.order_by(col(Job.id).desc()).limit(limit)
         return list((await self.db.exec(query)).all())
 
-    async def active_in_lane(self, session_id: str, piece: str) -> Job | None:
+    async def active_of_kind(self, session_id: str, kind: str) -> Job | None:
         query = select(Job).where(
-            Job.session_id == session_id, Job.piece == piece, col(Job.status).in_(ACTIVE)
+            Job.session_id == session_id, Job.kind == kind, col(Job.status).in_(ACTIVE)
         )
         return (await self.db.exec(query.limit(1))).first()
 
     async def children(self, parent_id: str) -> list[Job]:
-        query = select(Job).where(Job.parent_job_id == parent_id).order_by(col(Job.number))
+        return await self.children_of([parent_id])
+
+    async def children_of(self, parent_ids: list[str]) -> list[Job]:
+        """The subtasks of any of `parent_ids`, oldest first."""
+        if not parent_ids:
+            return []
+        query = select(Job).where(col(Job.parent_job_id).in_(parent_ids)).order_by(col(Job.number))
         return list((await self.db.exec(query)).all())

@@ -16,10 +16,8 @@ class MetricsRepository:
         self.db = db
 
     async def jobs_by_kind_and_status(self) -> dict[tuple[str, str], int]:
-        # `piece` names what a job runs (chat, compaction, summary, a piece's name)
-        query = select(Job.piece, Job.status, func.count()).group_by(
-            col(Job.piece), col(Job.status)
-        )
+        # `kind` names the handler that runs a job (app.domain.jobs.JobKind)
+        query = select(Job.kind, Job.status, func.count()).group_by(col(Job.kind), col(Job.status))
         return {(kind, status): count for kind, status, count in await self.db.exec(query)}
 
     async def queue(self) -> tuple[int, datetime | None]:

@@ -3,12 +3,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Boolean, bindparam, case, true, update
+from sqlalchemy import Boolean, bindparam, case, func, true, update
 from sqlalchemy import select as core_select
+from sqlalchemy.exc import NoResultFound
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.db.models import Job, Session
+from app.db.models import Item, Job, Session
+from app.db.prepared import Prepared
 from app.db.types import utcnow
 from app.domain.reminder import ReminderState
 from app.domain.usage import Usage
@@ -37,7 +39,7 @@ class SeqSlot:
 # The statements every agent step runs, built once as Core statements: no ORM
 # bookkeeping, no expression building per call (both cost more than SQLite's work).
 _S = Session.__table__  # type: ignore[attr-defined]
-_ALLOCATE = (
+_ALLOCATE = Prepared(
     _S.update()
     .where(_S.c.id == bindparam("s_id"))
     .values(
@@ -71,7 +73,7 @@ def usage_params(usage: Usage) -> dict[str, int]:
     }
 
 
-_COUNT_REQUEST = (
+_COUNT_REQUEST = Prepared(
     _S.update()
     .where(_S.c.id == bindparam("s_id"))
     .values(
@@ -85,7 +87,46 @@ _COUNT_REQUEST = (
         **_plus_usage(_S),
     )
 )
-_ADD_USAGE = _S.update().where(_S.c.id == bindparam("s_id")).values(**_plus_usage(_S))
+_ADD_USAGE = Prepared(_S.update().where(_S.c.id == bindparam("s_id")).values(**_plus_usage(_S)))
+_NOTE_TASK_WRITE = (
+    _S.update()
+    .where(_S.c.id == bindparam("s_id"))
+    .values(last_task_write_request=_S.c.llm_requests)
+)
+_J = Job.__table__  # type: ignore[attr-defined]
+_PROBE = Prepared(
+    core_select(
+        _S.c.last_seq,
+        _S.c.current_segment,
+        _S.c.llm_requests,
+        _S.c.last_task_write_request,
+        _S.c.last_reminder_request,
+        core_select(_J.c.cancel_requested).where(_J.c.id == bindparam("j_id")).scalar_subquery(),
+    ).where(_S.c.id == bindparam("s_id"))
+)
+
+
+def probe_params(session_id: str, job_id: str) -> dict[str, str]:
+    return {"s_id": session_id, "j_id": job_id}
+
+
+PROBE = _PROBE
+"""One statement: the session's log end and reminder counters, and the job's cancel
+flag. A running job asks it once per step, through `Database.peek`."""
+
+
+def probe_of(rows: list[tuple[Any, ...]]) -> Probe | None:
+    if not rows or rows[0][5] is None:  # the session or the job is gone
+        return None
+    row = rows[0]
+    return Probe(
+        last_seq=row[0],
+        segment=row[1],
+        reminder=ReminderState(
+            requests_done=row[2], last_task_write_request=row[3], last_reminder_request=row[4]
+        ),
+        cancel_requested=bool(row[5]),
+    )
 
 
 class SessionRepository:
@@ -118,7 +159,10 @@ class SessionRepository:
         appends queue here, so a seq is never handed out twice or skipped.
         """
         params = {"s_id": session_id, "s_step": 1 if new_turn else 0, "s_now": utcnow()}
-        seq, turn, segment = (await self.db.exec(_ALLOCATE, params=params)).one()
+        rows = (await _ALLOCATE.execute(self.db, params)).rows
+        if not rows:
+            raise NoResultFound(f"no session {session_id!r}")
+        seq, turn, segment = rows[0]
         return SeqSlot(seq=seq, turn=turn, segment=segment)
 
     async def reserve_turn(self, session_id: str) -> int:
@@ -133,7 +177,7 @@ class SessionRepository:
         return int((await self.db.exec(stmt)).one()[0])
 
     async def add_usage(self, session_id: str, usage: Usage) -> None:
-        await self.db.exec(_ADD_USAGE, params={"s_id": session_id, **usage_params(usage)})
+        await _ADD_USAGE.execute(self.db, {"s_id": session_id, **usage_params(usage)})
 
     async def lock(self, session_id: str) -> Session | None:
         """Hold the session row for this transaction (a no-op on SQLite, whose writing
@@ -142,28 +186,8 @@ class SessionRepository:
         return (await self.db.exec(query)).first()
 
     async def probe(self, session_id: str, job_id: str) -> Probe | None:
-        """One statement: the session's log end and reminder counters, and the job's
-        cancel flag."""
-        cancel = select(Job.cancel_requested).where(col(Job.id) == job_id).scalar_subquery()
-        query = core_select(
-            col(Session.last_seq),
-            col(Session.current_segment),
-            col(Session.llm_requests),
-            col(Session.last_task_write_request),
-            col(Session.last_reminder_request),
-            cancel,
-        ).where(col(Session.id) == session_id)
-        row = (await self.db.exec(query)).first()  # type: ignore[call-overload]
-        if row is None or row[5] is None:
-            return None
-        return Probe(
-            last_seq=row[0],
-            segment=row[1],
-            reminder=ReminderState(
-                requests_done=row[2], last_task_write_request=row[3], last_reminder_request=row[4]
-            ),
-            cancel_requested=bool(row[5]),
-        )
+        """The probe in this unit of work (see `probe_of`)."""
+        return probe_of((await _PROBE.execute(self.db, probe_params(session_id, job_id))).rows)
 
     async def count_request(
         self,
@@ -182,7 +206,12 @@ class SessionRepository:
             "s_reminded": carried_reminder,
             **usage_params(usage or Usage()),
         }
-        await self.db.exec(_COUNT_REQUEST, params=params)
+        await _COUNT_REQUEST.execute(self.db, params)
+
+    async def note_task_write(self, session_id: str) -> None:
+        """A task write outside the model's requests (REST): for the reminder's timing it
+        counts as made in the last request answered."""
+        await self.db.exec(_NOTE_TASK_WRITE, params={"s_id": session_id})
 
     async def last_seq(self, session_id: str) -> int | None:
         """Where the log ends, the row locked for this transaction (PostgreSQL)."""
@@ -190,11 +219,36 @@ class SessionRepository:
         return (await self.db.exec(query)).first()
 
     async def start_segment(self, session_id: str) -> int:
-        """Open the next segment: items appended from now on belong to it."""
+        """Open a segment never used before: items appended from now on belong to it.
+
+        Past the highest segment any item has, not just the current one: a piece job
+        gives the chat its segment back when it stops, so segments above the current
+        one may hold the job's items."""
+        used = (
+            core_select(func.coalesce(func.max(Item.segment), 0))
+            .where(col(Item.session_id) == session_id)
+            .scalar_subquery()
+        )
+        current = col(Session.current_segment)
         stmt = (
             update(Session)
             .where(col(Session.id) == session_id)
-            .values(current_segment=col(Session.current_segment) + 1, updated_at=utcnow())
+            .values(
+                current_segment=case((used > current, used), else_=current) + 1, updated_at=utcnow()
+            )
             .returning(col(Session.current_segment))
         )
         return int((await self.db.exec(stmt)).one()[0])
+
+    async def set_segment(self, session_id: str, segment: int) -> None:
+        """Make `segment` (one that exists) the session's current one again."""
+        stmt = (
+            update(Session)
+            .where(col(Session.id) == session_id)
+            .values(current_segment=segment, updated_at=utcnow())
+        )
+        await self.db.exec(stmt)
+
+    async def current_segment(self, session_id: str) -> int | None:
+        query = select(Session.current_segment).where(col(Session.id) == session_id)
+        return (await self.db.exec(query)).first()

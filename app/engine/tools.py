@@ -1,23 +1,36 @@
 """Typed tools: a name, a description, a pydantic input model, `invoke(ctx, args)`.
 
 The model only ever sees text back. Invalid input, unknown names and exceptions
-become `is_error` results it can read and correct, never a crashed turn.
+become `is_error` results it can read and correct, never a crashed turn. A call given
+a result budget (`ToolContext.result_tokens`, its share of the response's budget) never
+answers more: tools that cut their own output do so with their own note, and whatever
+is still too long is cut here with the tool's `read_on` hint.
+
+The registry and the context live with the engine (the agent loop runs tools through
+them); the builtin tools in `app.tools` implement them, so `app.engine` never imports
+`app.tools`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field, replace
-from typing import Any, Generic, Protocol, TypeVar
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from app.engine.llm import ToolSpec
+from app.engine.truncation import truncate_result
+
+if TYPE_CHECKING:
+    from app.engine.workspace import Workspace
 
 logger = logging.getLogger("strata.tools")
 
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
+
+DEFAULT_READ_ON = "Ask this tool for a smaller part (a narrower query, a range or an offset)."
 
 
 @dataclass
@@ -31,7 +44,11 @@ class ToolContext:
     tasks: TaskGateway | None = None
     memory: MemoryGateway | None = None
     piece: PieceGateway | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    # a job's workspace, for the workspace tools (None: they answer that they need one)
+    workspace: Workspace | None = None
+    # Tokens this call's result may use: its share of the one budget the tool calls of a
+    # response share (set by the agent loop; None outside it).
+    result_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -48,7 +65,11 @@ class ToolOutput:
 class TaskGateway(Protocol):
     """Task operations for the task tools; implemented over the log (app.services.tasks)."""
 
-    async def write(self, tool_use_id: str, op: str, args: dict[str, Any]) -> ToolOutput: ...
+    async def write(
+        self, tool_use_id: str, op: str, args: dict[str, Any], budget_tokens: int | None = None
+    ) -> ToolOutput:
+        """Apply and record the operation; the recorded result fits `budget_tokens`."""
+        ...
 
     async def read(self, taskid: int | None) -> str: ...
 
@@ -80,6 +101,8 @@ class Tool(Generic[ArgsT]):
     # Offered to chat sessions by default; False for tools that need a job's movement
     # or workspace (offered only where a piece's movement allows them).
     in_chat: bool = True
+    # How to get the rest of a result cut to its budget, for the truncation note.
+    read_on: str = DEFAULT_READ_ON
 
     def spec(self) -> ToolSpec:
         schema = self.input_model.model_json_schema()
@@ -124,7 +147,14 @@ class ToolRegistry:
         ctx = replace(ctx, tool_use_id=tool_use_id)
         tool = self._tools.get(name)
         if tool is None or name not in set(allowed):
-            return ToolOutput(f"unknown tool {name!r}; available: {', '.join(allowed)}", True)
+            output = ToolOutput(f"unknown tool {name!r}; available: {', '.join(allowed)}", True)
+            return _within(output, ctx.result_tokens, DEFAULT_READ_ON)
+        return _within(await self._invoke(tool, ctx, raw_input), ctx.result_tokens, tool.read_on)
+
+    async def _invoke(
+        self, tool: Tool[Any], ctx: ToolContext, raw_input: dict[str, Any]
+    ) -> ToolOutput:
+        name = tool.name
         try:
             args = tool.input_model.model_validate(raw_input)
         except ValidationError as exc:
@@ -137,6 +167,14 @@ class ToolRegistry:
         except Exception as exc:
             logger.exception("tool %s failed", name)
             return ToolOutput(f"{name} failed: {type(exc).__name__}: {exc}", True)
+
+
+def _within(output: ToolOutput, budget_tokens: int | None, read_on: str) -> ToolOutput:
+    """The output cut to its budget (a result the tool recorded itself was cut by it)."""
+    if budget_tokens is None or output.recorded:
+        return output
+    cut = truncate_result(output.content, budget_tokens, read_on=read_on)
+    return replace(output, content=cut.text) if cut.truncated else output
 
 
 def _describe(exc: ValidationError) -> str:

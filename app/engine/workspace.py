@@ -17,7 +17,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
-from app.tools.registry import ToolError
+from app.engine.tools import ToolError
 
 LAYOUT = ("input", "output", "logs")
 

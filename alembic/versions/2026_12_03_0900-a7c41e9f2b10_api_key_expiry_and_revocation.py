@@ -5,8 +5,8 @@ A key past either is refused; its row stays, so the server never falls back to t
 local tenant because every key was revoked.
 
 Revision ID: a7c41e9f2b10
-Revises: 5b1e7c3d9a20
-Create Date: 2026-12-03 07:00:00
+Revises: c4e7a91f2b36
+Create Date: 2026-12-03 09:00:00
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "a7c41e9f2b10"
-down_revision: str | None = "5b1e7c3d9a20"
+down_revision: str | None = "c4e7a91f2b36"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from app.tools.paths import Workspace
-from app.tools.registry import ToolError
+from app.engine.tools import ToolError
+from app.engine.workspace import Workspace
 
 
 @pytest.fixture

@@ -1,0 +1,192 @@
+"""The context manager in a running job: what happens before each request, per kind.
+
+Both policies estimate each outbound request from memory (the last answered request's
+usage plus the characters added since, `app.engine.context`), so the check costs no
+database round trip. They differ in what they do when the window fills:
+
+* **chat**: at the force threshold the segment is compacted *before* the request is
+  sent, and the request is built again from the new segment;
+* **movements** (seed 004): a `context.<action>` event for each threshold crossed, the
+  wrap-up message at 85%, the forced transition at 95% — each once per movement.
+
+Neither ever sends a request at or over the exhausted threshold (99%): if compaction
+could not bring it under, the turn ends with `context-exhausted` instead of looping.
+Both set the one tool-result budget each response's calls share.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.db.engine import UnitsOfWork
+from app.domain.items import Origin, user_text
+from app.engine.context import (
+    BLOCK_OVERHEAD_CHARS,
+    Check,
+    ContextManager,
+    Thresholds,
+    blocks_chars,
+    request_chars,
+)
+from app.engine.llm import LLMRequest, LLMResponse
+from app.engine.loop import REBUILD, SEND, STOP, ContextVerdict, TurnStore
+from app.engine.truncation import ResponseBudget, result_budget
+from app.services.compaction import CompactionFailed
+from app.services.events import record_event
+from app.settings import Settings
+
+logger = logging.getLogger("strata.context")
+
+WRAP_UP = (
+    "Your context is {percent}% full. Wrap up this step now: finish what is essential "
+    "and call `transition` with a summary and the lessons the next step needs."
+)
+
+
+def manager_of(settings: Settings) -> ContextManager:
+    return ContextManager(
+        settings.context_window_tokens,
+        Thresholds(
+            warn=settings.context_warn_ratio,
+            prompt=settings.context_prompt_ratio,
+            force=settings.context_force_ratio,
+            exhausted=settings.context_exhausted_ratio,
+        ),
+    )
+
+
+def exhausted_detail(check: Check, window: int, limit: float, why: str) -> str:
+    return (
+        f"the next request would hold about {check.tokens} of the {window} tokens of the "
+        f"context window ({check.ratio:.0%}); requests at {limit:.0%} or more are never "
+        f"sent, and {why}"
+    )
+
+
+class _Measured:
+    """What both policies share: the manager, the size of the request in flight, and the
+    tool-result budget of its response."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.manager = manager_of(settings)
+        self._sized: tuple[LLMRequest, int] | None = None
+
+    def size(self, request: LLMRequest) -> int:
+        if self._sized is not None and self._sized[0] is request:
+            return self._sized[1]
+        chars = request_chars(request)
+        self._sized = (request, chars)
+        return chars
+
+    def send(self, request: LLMRequest, check: Check) -> ContextVerdict:
+        """Send it, asking for no more output than the window has left: the API refuses a
+        request whose input and `max_tokens` together exceed the window."""
+        room = self.manager.window_tokens - check.tokens
+        request.max_tokens = max(1, min(request.max_tokens, room))
+        return SEND
+
+    def refused(self, request: LLMRequest, tokens: int) -> None:
+        self.manager.refused(self.size(request), tokens)
+
+    def answered(self, request: LLMRequest, response: LLMResponse) -> ResponseBudget:
+        chars = self.size(request)
+        self.manager.answered(chars, response.usage.context_tokens or None)
+        # the next request holds this one and the answer; the results share what is left
+        grown = chars + BLOCK_OVERHEAD_CHARS + blocks_chars(response.content)
+        settings = self.settings
+        total = result_budget(
+            self.manager.available_tokens(grown),
+            ratio=settings.tool_result_budget_ratio,
+            cap=settings.tool_result_max_tokens,
+            floor=settings.tool_result_min_tokens,
+        )
+        return ResponseBudget(total_tokens=total, floor_tokens=settings.tool_result_min_tokens)
+
+
+class ChatContext(_Measured):
+    """Chat: compact at the force threshold before sending; never send at 99%."""
+
+    def __init__(self, settings: Settings, compact: Callable[[], Awaitable[object]]) -> None:
+        super().__init__(settings)
+        self._compact = compact
+        self._just_compacted = False
+        # compaction left a request at the force threshold (a huge system prompt): it
+        # cannot help this turn, so it is not tried before every request again
+        self._compaction_futile = False
+
+    async def before_request(self, request: LLMRequest) -> ContextVerdict:
+        check = self.manager.check(self.size(request))
+        at_force = self.manager.at_force(check.ratio)
+        why = "compaction did not make it small enough"
+        if self._just_compacted:
+            self._just_compacted = False
+            self._compaction_futile = at_force
+        elif at_force and not self._compaction_futile:
+            try:
+                await self._compact()
+            except CompactionFailed as exc:  # the request may still go if it fits
+                logger.warning("automatic compaction failed: %s", exc.detail)
+                why = f"compaction failed: {exc.detail}"
+            else:
+                self.manager.restart()  # a new segment: measured afresh
+                self._just_compacted = True
+                return REBUILD
+        if self.manager.too_full(check.ratio):
+            limit = self.manager.thresholds.exhausted
+            return ContextVerdict(
+                "exhausted",
+                exhausted_detail(check, self.manager.window_tokens, limit, why),
+            )
+        return self.send(request, check)
+
+
+class MovementContext(_Measured):
+    """A movement (seed 004): events, the wrap-up message, the forced transition."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        database: UnitsOfWork,
+        *,
+        session_id: str,
+        job_id: str,
+        movement: str,
+        store: TurnStore,
+        force: Callable[[float], None],
+    ) -> None:
+        super().__init__(settings)
+        self.database = database
+        self.session_id = session_id
+        self.job_id = job_id
+        self.movement = movement
+        self.store = store
+        self._force = force
+
+    async def before_request(self, request: LLMRequest) -> ContextVerdict:
+        check = self.manager.check(self.size(request))
+        if check.crossed:
+            await self._record(check)
+        if self.manager.at_force(check.ratio):
+            self._force(check.ratio)
+            return STOP
+        if "prompt" in check.crossed:
+            note = WRAP_UP.format(percent=int(check.ratio * 100))
+            await self.store.append(user_text(note), Origin.system)
+            return REBUILD
+        return self.send(request, check)
+
+    async def _record(self, check: Check) -> None:
+        """One write for the events of every threshold this request crossed."""
+        data = {"job_id": self.job_id, "movement": self.movement, "ratio": round(check.ratio, 4)}
+
+        async def write(db: AsyncSession) -> None:
+            for action in check.crossed:
+                await record_event(
+                    db, self.session_id, f"context.{action}", data, job_id=self.job_id
+                )
+
+        await self.database.write(write)

@@ -1,0 +1,223 @@
+"""One movement of a piece job: begin it (or pick it up from the log), run the agent
+loop, and say how it ended.
+
+A movement begins in one transaction: a segment of the job's own is opened (the chat's
+is remembered, to be given back when the job stops running), the prompt is appended and
+the job's state records the movement as open. A runner that resumes a job whose
+movement is open continues it from the log: the loop gives a tool call left without a
+result the `interrupted` result and goes on from there, never from the prompt again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.db.models import Job, Session
+from app.db.repositories.jobs import JobRepository
+from app.db.repositories.sessions import SessionRepository
+from app.db.types import utcnow
+from app.domain.items import Origin, user_text
+from app.domain.jobs import WAIT_SUBTASKS, JobStatus
+from app.domain.tasks import TASK_WRITE_TOOLS
+from app.engine.loop import CANCELLED, TurnConfig, close_dangling_tool_uses, run_turn
+from app.engine.pieces import Movement, Piece
+from app.engine.tools import ToolError
+from app.engine.workspace import Workspace
+from app.services.items import append_item
+from app.services.piece_jobs import submit_job
+from app.tools.transition import SPAWN_SUBTASK, TRANSITION
+from app.worker.context_policy import MovementContext
+from app.worker.handlers import (
+    Deps,
+    Outcome,
+    context_exhausted,
+    job_database,
+    problem,
+    tool_context,
+)
+from app.worker.job_session import JobSession
+from app.worker.piece_prompt import MovementStart, movement_start, system_prompt
+from app.worker.piece_state import OpenMovement, PieceState
+from app.worker.reminder import TaskReminder
+from app.worker.turn_store import DbTurnStore, HubTurnEvents
+
+MUST_TRANSITION = (
+    "This step is not over until you call the `transition` tool. Call it now with the "
+    "next step, a summary, and lessons."
+)
+NUDGES = 2
+
+
+@dataclass
+class Transition:
+    next_step: str
+    summary: str
+    lessons: str | None
+    # not called by the model: the context ran out, or the model never called transition
+    forced: bool = False
+
+
+class MovementGateway:
+    """`transition` and `spawn_subtask` for one movement of one job."""
+
+    def __init__(self, deps: Deps, job: Job, piece: Piece, movement: Movement, state: PieceState):
+        self.deps = deps
+        self.job = job
+        self.piece = piece
+        self.movement = movement
+        self.state = state
+        self.result: Transition | None = None
+        self.spawned: list[str] = []
+
+    async def transition(self, next_step: str, summary: str, lessons: str | None) -> str:
+        try:
+            self.piece.check_step(self.movement, next_step)
+        except ValueError as exc:
+            raise ToolError(str(exc)) from exc
+        if next_step == WAIT_SUBTASKS and not self.spawned:
+            raise ToolError("WAIT_SUBTASKS needs at least one spawn_subtask in this step")
+        self.result = Transition(next_step, summary, lessons)
+        return f"Step {self.movement.name!r} ends; next: {next_step}."
+
+    async def spawn_subtask(self, instruction: str, piece: str | None) -> str:
+        name = piece or "default"
+        child_piece = self.deps.pieces.get(name)
+        if child_piece is None:
+            known = ", ".join(sorted(self.deps.pieces.pieces))
+            raise ToolError(f"unknown piece {name!r}; a subtask runs one of: {known}")
+        state = self.state
+
+        async def spawn(db: AsyncSession) -> Job:
+            child = await submit_job(
+                db, self.job.tenant, instruction=instruction, piece=child_piece, parent=self.job
+            )
+            # the child is recorded as ours in the same transaction that makes it, so a
+            # cancel or a resume always knows it
+            state.children.append(child.id)
+            await _store_state(db, self.job, state)
+            return child
+
+        child = await job_database(self.deps, self.job).write(spawn)
+        self.spawned.append(child.id)
+        return f"Started subtask {child.id} (piece {name})."
+
+
+async def _store_state(db: AsyncSession, job: Job, state: PieceState) -> None:
+    current = await JobRepository(db).get(job.id)
+    if current is None:
+        return
+    current.state = state.dump()
+    current.updated_at = utcnow()
+    db.add(current)
+    job.state = current.state
+
+
+async def begin(
+    deps: Deps, job: Job, piece: Piece, movement: Movement, state: PieceState, workspace: Workspace
+) -> MovementStart:
+    """Open the movement (see the module docstring), or find it open in the log (then the
+    prompt returned is empty: it is in the log already)."""
+    if state.open is not None and state.open.movement == movement.name:
+        async with deps.database.read() as db:
+            session = await db.get(Session, job.session_id)
+        if session is not None and session.current_segment == state.open.segment:
+            return MovementStart(system_prompt(piece, session), "")
+    start = await movement_start(deps, job, piece, movement, state, workspace)
+
+    async def open_it(db: AsyncSession) -> None:
+        sessions = SessionRepository(db)
+        if state.chat_segment is None:
+            state.chat_segment = await sessions.current_segment(job.session_id)
+        if movement.fresh_segment or state.last_segment is None:
+            segment = await sessions.start_segment(job.session_id)
+        else:
+            segment = state.last_segment
+            await sessions.set_segment(job.session_id, segment)
+        await append_item(db, job.session_id, user_text(start.prompt), Origin.system, job_id=job.id)
+        state.open = OpenMovement(movement.name, segment)
+        state.last_segment = segment
+        state.movements_run += 1
+        current_job = await JobRepository(db).get(job.id)
+        if current_job is not None:
+            current_job.movement = movement.name
+        await _store_state(db, job, state)
+        job.movement = movement.name
+
+    await job_database(deps, job).write(open_it)
+    return start
+
+
+def _tool_names(deps: Deps, piece: Piece, movement: Movement) -> list[str]:
+    names = [n for n in movement.allowed_tools if n in deps.tools.names]
+    names.append(TRANSITION)
+    if WAIT_SUBTASKS in piece.next_steps(movement):
+        names.append(SPAWN_SUBTASK)
+    return list(dict.fromkeys(names))
+
+
+async def run_movement(
+    deps: Deps, job: Job, piece: Piece, movement: Movement, state: PieceState, workspace: Workspace
+) -> Transition | Outcome | None:
+    """One movement: its start, the agent loop, and how it ended (None: cancelled)."""
+    start = await begin(deps, job, piece, movement, state, workspace)
+    gateway = MovementGateway(deps, job, piece, movement, state)
+    names = _tool_names(deps, piece, movement)
+    held = JobSession(job_database(deps, job), job)
+    store = DbTurnStore(held)
+    ctx = tool_context(deps, held, piece=gateway, workspace=workspace)
+    reminders = [TaskReminder(deps.settings, store)] if TASK_WRITE_TOOLS & set(names) else []
+
+    def force(ratio: float) -> None:
+        if gateway.result is None:
+            summary = f"forced: the context reached {ratio:.0%} of the window"
+            gateway.result = Transition(piece.forced_step(movement), summary, None, forced=True)
+
+    # one per movement, across its nudges: each threshold fires (and is recorded) once
+    context = MovementContext(
+        deps.settings,
+        job_database(deps, job),
+        session_id=job.session_id,
+        job_id=job.id,
+        movement=movement.name,
+        store=store,
+        force=force,
+    )
+    for nudge in range(NUDGES + 1):
+        config = TurnConfig(
+            model=deps.settings.model,
+            system=start.system,
+            tool_names=names,
+            max_iterations=movement.max_iterations,
+            max_tokens=deps.settings.llm_max_tokens,
+            interceptors=reminders,
+            context=context,
+        )
+        outcome = await run_turn(
+            deps.llm, store, deps.tools, ctx, config, HubTurnEvents(deps.hub, job)
+        )
+        if outcome.status == "cancelled":
+            await close_dangling_tool_uses(store, CANCELLED)
+            return None
+        if gateway.result is not None:
+            return gateway.result
+        if outcome.status == "context_exhausted":
+            return Outcome(JobStatus.failed, error=context_exhausted(outcome.detail))
+        if outcome.status == "max_iterations":
+            detail = (
+                f"step {movement.name!r} made {outcome.iterations} LLM calls without "
+                f"calling transition (max_iterations {movement.max_iterations})"
+            )
+            return Outcome(
+                JobStatus.failed,
+                error=problem("movement-max-iterations", "Too many iterations", detail),
+            )
+        if nudge < NUDGES:
+            await store.append(user_text(MUST_TRANSITION), Origin.system)
+    return Transition(
+        piece.forced_step(movement),
+        f"forced: step {movement.name!r} ended {NUDGES + 1} times without calling transition",
+        None,
+        forced=True,
+    )

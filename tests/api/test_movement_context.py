@@ -1,0 +1,135 @@
+"""Movements against the validating fake: one result budget per response, the reminder
+(seed 000) with its default counts, and each context event once per movement
+(issue #13's defects, each named in its test)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from app.db.models import Session
+from app.settings import Settings
+from tests.api.test_pieces_flow import (  # the piece harness: fixtures and helpers
+    events_of,
+    finish,
+    gate,
+    piece_settings,
+    pieces_dir,
+    result_text,
+    tool_results,
+    transition,
+)
+from tests.fakes.messages_api import FakeMessagesAPI, count_tokens, reply, tool_use
+from tests.support.apps import serve
+from tests.support.chat import held, submit_job
+
+__all__ = ["gate", "piece_settings", "pieces_dir"]  # fixtures used by name
+
+TAG = "<system-reminder>"
+
+READER = """\
+name: reader
+description: one step that reads and keeps its task list
+movements:
+  - name: only
+    instruction: Read the input and keep your task list current.
+    allowed_tools: [Read, TaskUpdate, TaskList]
+    transitions: [COMPLETE]
+    max_iterations: 30
+"""
+
+
+async def test_parallel_reads_share_one_result_budget_and_each_says_how_to_read_on(
+    piece_settings: Callable[..., Settings],
+    pieces_dir: Path,
+    fake_llm: FakeMessagesAPI,
+    gate: threading.Event,
+) -> None:
+    """Defect 2: four parallel Reads each got the whole budget (252,332 tokens into a
+    200,000-token window); together they get one."""
+    (pieces_dir / "reader.yaml").write_text(READER)
+    window = 20_000
+    content = "".join(f"line {i:06d} " + "z" * 60 + "\n" for i in range(1, 1501))  # ~105 KB
+    reads = [tool_use("Read", {"path": "input/big.txt"}) for _ in range(4)]
+    fake_llm.enqueue(held(gate, reply(*reads)))
+    fake_llm.reply(transition("COMPLETE", "read"))
+
+    async with serve(piece_settings(context_window_tokens=window)) as (_, client):
+        job_id = (await submit_job(client, piece="reader"))["id"]
+        await fake_llm.wait_for_requests(1)
+        put = await client.put(f"/jobs/{job_id}/files/input/big.txt", content=content.encode())
+        assert put.status_code == 201, put.text
+        gate.set()
+        job = await finish(client, job_id)
+
+    assert job["status"] == "succeeded"
+    first, second = (r.body for r in fake_llm.requests)
+    results = [result_text(r) for r in tool_results(second)]
+    assert len(results) == 4
+    left = window - count_tokens(first)
+    assert sum(len(r) for r in results) <= left // 2 * 4  # half of what was left, together
+    for result in results:
+        assert "[Output truncated" in result and "To read on, use Read with offset=" in result
+    assert count_tokens(second) < 0.99 * window
+
+
+async def test_a_movement_offering_the_task_tools_gets_the_reminder_at_the_ninth_request(
+    piece_settings: Callable[..., Settings], pieces_dir: Path, fake_llm: FakeMessagesAPI
+) -> None:
+    """Defect 5: a movement offered the task tools ran 12 requests without a reminder.
+    With the seed's N = M = 8 it comes at request 9, and the counters are the session's."""
+    (pieces_dir / "reader.yaml").write_text(READER)
+    for _ in range(11):
+        fake_llm.reply(tool_use("Read", {"path": "input/none.txt"}))
+    fake_llm.reply(transition("COMPLETE", "done"))
+
+    async with serve(piece_settings()) as (app, client):
+        session_id = (await client.post("/sessions", json={})).json()["id"]
+        await client.post(f"/sessions/{session_id}/tasks", json={"subject": "read the input"})
+        job = await finish(
+            client, (await submit_job(client, piece="reader", session_id=session_id))["id"]
+        )
+        async with app.state.runtime.database.read() as db:
+            row = await db.get(Session, session_id)
+            assert row is not None
+            counters = (row.llm_requests, row.last_task_write_request, row.last_reminder_request)
+
+    assert job["status"] == "succeeded"
+    reminded = [n for n, r in enumerate(fake_llm.requests, 1) if TAG in json.dumps(r.body)]
+    assert reminded == [9]
+    assert "- taskid 1 [pending] read the input" in json.dumps(fake_llm.requests[8].body)
+    assert counters == (12, 0, 9)
+
+
+NUDGED = """\
+name: nudged
+description: one step whose model forgets to transition
+movements:
+  - name: only
+    instruction: Do it, then transition.
+    allowed_tools: [TaskList]
+    transitions: [COMPLETE]
+    default_next: COMPLETE
+"""
+
+
+async def test_each_context_event_fires_once_per_movement_across_its_nudges(
+    piece_settings: Callable[..., Settings], pieces_dir: Path, fake_llm: FakeMessagesAPI
+) -> None:
+    """After a "call transition" nudge the movement goes on with the same thresholds
+    fired: the warning at 70% is recorded once, not once per nudge."""
+    (pieces_dir / "nudged.yaml").write_text(NUDGED)
+    fake_llm.reply(tool_use("TaskList", {}), usage={"input_tokens": 7_200})
+    fake_llm.reply("Thinking it over.", usage={"input_tokens": 7_300})  # ends its turn: nudge
+    fake_llm.reply(tool_use("TaskList", {}), usage={"input_tokens": 7_400})
+    fake_llm.reply(transition("COMPLETE", "done"))
+
+    async with serve(piece_settings(context_window_tokens=10_000)) as (app, client):
+        job = await finish(client, (await submit_job(client, piece="nudged"))["id"])
+        kinds = [e.type for e in await events_of(app, job["id"]) if e.type.startswith("context.")]
+
+    assert job["status"] == "succeeded"
+    assert "call the `transition` tool" in json.dumps(fake_llm.requests[2].body)
+    assert kinds == ["context.warn"]

@@ -1,0 +1,87 @@
+"""A piece job whose worker dies in the middle of a tool call (defect 11).
+
+Before, the job's step restarted from its prompt and the first tool call was left
+without a result, while the Bash child it had started finished its side effect anyway.
+Now the command dies with its worker, and the next worker continues the open movement
+from the log: the call gets the `interrupted` result and the model goes on from there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import StrataProcesses
+from tests.fakes.messages_api import FakeMessagesAPI, tool_use
+from tests.support.chat import wait_job
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+
+SHELL_STEP = """\
+name: shell-step
+movements:
+  - name: only
+    instruction: Run the command.
+    allowed_tools: [Bash]
+    transitions: [COMPLETE]
+"""
+COMMAND = "echo started > output/started; sleep 30; touch output/after"
+
+
+def running_commands() -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if COMMAND.encode() in cmdline and b"pytest" not in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+async def test_a_tool_cut_off_by_a_crash_is_interrupted_and_the_movement_goes_on(
+    strata_procs: StrataProcesses, fake_llm: FakeMessagesAPI, tmp_path: Path
+) -> None:
+    pieces = tmp_path / "pieces"
+    pieces.mkdir()
+    (pieces / "shell-step.yaml").write_text(SHELL_STEP)
+    env = {"STRATA_PIECES_DIR": str(pieces), "STRATA_BASH_TOOL_ENABLED": "true"}
+    call = tool_use("Bash", {"command": COMMAND})
+    fake_llm.reply(call)  # worker A runs the command and is killed during it
+    fake_llm.reply(tool_use("transition", {"next_step": "COMPLETE", "summary": "went on"}))
+    worker_a = strata_procs.worker("a", **env)
+    api = strata_procs.serve(run_worker_in_server=False, **env)
+
+    async with api.client() as client:
+        created = await client.post("/jobs", json={"instruction": "Go.", "piece": "shell-step"})
+        job_id = created.json()["id"]
+        output = tmp_path / "data" / "workspaces" / job_id / "output"
+        deadline = time.monotonic() + 60
+        while not (output / "started").exists():
+            assert time.monotonic() < deadline, strata_procs.logs()
+            await asyncio.sleep(0.02)
+
+        assert worker_a.kill() == -signal.SIGKILL
+        strata_procs.worker("b", **env)
+        job = await wait_job(client, job_id, seconds=90)  # a loaded machine starts B slowly
+
+    assert job["status"] == "succeeded", job
+    assert job["attempts"] == 2
+    first, second = fake_llm.requests
+    prompt = first.messages[0]["content"][0]["text"]
+    assert second.messages[0]["content"][0]["text"] == prompt  # the same prompt, not a new one
+    assert len(second.messages) == 3
+    [result] = [b for b in second.messages[2]["content"] if b["type"] == "tool_result"]
+    assert result["tool_use_id"] == call.id
+    assert result["is_error"] is True
+    assert "interrupted" in str(result["content"])
+    deadline = time.monotonic() + 10
+    while running_commands():
+        assert time.monotonic() < deadline, "the command outlived its worker"
+        await asyncio.sleep(0.05)
+    assert not (output / "after").exists()
