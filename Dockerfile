@@ -21,6 +21,7 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
 WORKDIR /src
 COPY pyproject.toml setup.py MANIFEST.in README.md alembic.ini ./
 COPY alembic/ alembic/
+COPY integrations/claude-code/ integrations/claude-code/
 COPY app/ app/
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels . \
     && python -m venv /opt/venv \

@@ -1,6 +1,7 @@
 """`strata claude-code install`: the Claude Code kit into a user's or a project's settings.
 
-The kit (`integrations/claude-code/`, next to the `app` package) is a Claude Code plugin:
+The kit (`integrations/claude-code/` of the repository, copied into the package as
+`app/integrations/claude-code/` in a built wheel) is a Claude Code plugin:
 `.claude-plugin/plugin.json`, `hooks/hooks.json`, `commands/sc-detail.md` and the hook script.
 Users of plugins load it as one; this installs the same hooks and command into plain settings
 instead: the script goes to `<.claude>/strata/strata-hook.py`, the command to
@@ -20,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-KIT = Path(__file__).resolve().parent.parent / "integrations" / "claude-code"
+PACKAGED_KIT = Path(__file__).resolve().parent / "integrations" / "claude-code"
+SOURCE_KIT = Path(__file__).resolve().parent.parent / "integrations" / "claude-code"
 SCRIPT = "strata-hook.py"
 PLUGIN_ROOT = "${CLAUDE_PLUGIN_ROOT}"
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -49,10 +51,21 @@ def claude_dir(*, user: bool, project: Path | None, home: Path | None = None) ->
     return (home or Path.home()) / ".claude"
 
 
+def kit_dir() -> Path:
+    """The installed package's copy of the kit, else the source tree's."""
+    for candidate in (PACKAGED_KIT, SOURCE_KIT):
+        if (candidate / "scripts" / SCRIPT).is_file():
+            return candidate
+    raise InstallError(
+        f"the Claude Code kit is missing (looked in {PACKAGED_KIT} and {SOURCE_KIT}): "
+        "reinstall Strata"
+    )
+
+
 def _kit_file(relative: str) -> str:
-    path = KIT / relative
+    path = kit_dir() / relative
     if not path.is_file():
-        raise InstallError(f"the Claude Code kit is missing {path} (run from Strata's source tree)")
+        raise InstallError(f"the Claude Code kit is missing {path}: reinstall Strata")
     return path.read_text(encoding="utf-8")
 
 

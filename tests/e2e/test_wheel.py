@@ -1,5 +1,6 @@
 """The built wheel is all a machine needs: installed into a fresh virtualenv, its `strata`
-migrates an empty database, serves and runs a worker from a folder that is not the source tree.
+migrates an empty database, serves, runs a worker and installs the Claude Code kit from a
+folder that is not the source tree.
 
 The wheel is built from a copy of what the Dockerfile copies (so nothing else of the checkout
 can leak in) and installed with `pip install --no-deps`; its dependencies come from the test
@@ -26,7 +27,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
 # what the Dockerfile's builder stage copies
 BUILD_INPUTS = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "alembic.ini")
-BUILD_DIRS = ("alembic", "app")
+BUILD_DIRS = ("alembic", "integrations/claude-code", "app")
 
 
 def _run(*args: str | Path, cwd: Path) -> str:
@@ -67,14 +68,19 @@ def _fresh_venv(tmp_path: Path, wheel: Path) -> Path:
     return venv
 
 
-def test_the_wheel_carries_the_migrations_and_the_pieces(tmp_path: Path) -> None:
+def test_the_wheel_carries_the_migrations_the_pieces_and_the_claude_code_kit(
+    tmp_path: Path,
+) -> None:
     names = set(zipfile.ZipFile(_build_wheel(tmp_path)).namelist())
     versions = sorted(p.name for p in (REPO_ROOT / "alembic" / "versions").glob("*.py"))
 
     assert {"app/db/migrations/env.py", "app/db/migrations/script.py.mako"} <= names
     assert {f"app/db/migrations/versions/{v}" for v in versions} <= names
-    assert "app/pieces/chat.yaml" in names
+    assert "app/pieces/default.yaml" in names
     assert "app/static/swagger-ui/swagger-ui-bundle.js" in names
+    kit = REPO_ROOT / "integrations" / "claude-code"
+    kit_files = {p.relative_to(kit).as_posix() for p in kit.rglob("*") if p.is_file()}
+    assert {f"app/integrations/claude-code/{f}" for f in kit_files} <= names
 
 
 async def test_an_installed_wheel_migrates_serves_and_runs_a_worker_from_any_folder(
@@ -100,6 +106,8 @@ async def test_an_installed_wheel_migrates_serves_and_runs_a_worker_from_any_fol
             )
             located = _run(venv / "bin" / "python", "-c", "import app; print(app.__file__)",
                            cwd=elsewhere)  # fmt: skip
+            _run(venv / "bin" / "strata", "claude-code", "install", "--project", elsewhere,
+                 cwd=elsewhere)  # fmt: skip
     finally:
         procs.stop_all()
 
@@ -107,3 +115,7 @@ async def test_an_installed_wheel_migrates_serves_and_runs_a_worker_from_any_fol
     assert answer.json()["text"] == "hello from the wheel"
     assert answer.json()["job"]["attempts"] >= 1
     assert located.startswith(str(venv))
+    claude = elsewhere / ".claude"  # the kit came with the wheel, not from a source tree
+    assert (claude / "strata" / "strata-hook.py").is_file()
+    assert (claude / "commands" / "sc-detail.md").is_file()
+    assert "strata-hook.py" in (claude / "settings.json").read_text()
