@@ -210,9 +210,11 @@ async def _cancel_descendants(db: AsyncSession, job: Job) -> None:
 def turn_failure(job: Job) -> tuple[int, dict[str, Any]]:
     """The HTTP status and problem document a waiting client gets for a job that ended
     without succeeding: an LLM that is not configured is the server's state (503), any other
-    LLM failure comes from upstream (502), a cancel is a conflict (409), anything else is
-    the server's fault (500)."""
-    if job.status == "cancelled":
+    LLM failure comes from upstream (502), a cancel and a session whose context cannot hold
+    another request even after compaction are conflicts with the session's state (409: the
+    client compacts, shortens the system prompt or continues in a new session; retrying as
+    is fails the same way), anything else is the server's fault (500)."""
+    if job.status == JobStatus.cancelled:
         return 409, {
             "type": "urn:strata:problem:job-cancelled",
             "title": "Cancelled",
@@ -229,6 +231,8 @@ def turn_failure(job: Job) -> tuple[int, dict[str, Any]]:
         return 500, problem
     if slug == "llm-not-configured":
         return 503, problem
+    if slug == "context-exhausted":
+        return 409, problem
     if slug.startswith("llm-") or slug == "compaction-failed":  # the summary model failed
         return 502, problem
     return 500, problem
