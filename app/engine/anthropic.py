@@ -141,7 +141,9 @@ def _as_llm_error(exc: anthropic.APIError, retries: int) -> LLMError:
     if isinstance(exc, anthropic.APITimeoutError):
         return LLMError("llm-timeout", f"the Messages API did not answer in time {attempts}")
     if isinstance(exc, anthropic.APIConnectionError):
-        return LLMError("llm-unreachable", f"the Messages API could not be reached {attempts}")
+        cause = exc.__cause__  # the transport's error says why (refused, reset, closed)
+        why = f" ({type(cause).__name__}: {cause})" if cause is not None else ""
+        return LLMError("llm-unreachable", f"the Messages API could not be reached {attempts}{why}")
     if isinstance(exc, anthropic.APIStatusError):
         status = exc.status_code
         slug = {

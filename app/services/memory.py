@@ -130,6 +130,12 @@ async def chain_of(db: AsyncSession, session: Session) -> list[Session]:
     return await ChainRepository(db).predecessors(session)
 
 
+def has_predecessors(session: Session) -> bool:
+    """Whether `session` continues a chain (or reads through the one it was merged into):
+    only then has it a memory block, whose turns are never its own."""
+    return session.continues_from is not None or session.merged_into is not None
+
+
 async def owners_of(db: AsyncSession, session: Session) -> list[str]:
     """The sessions whose turns a session's chain holds: it, its predecessors, and every
     session merged into one of them (its turns may not all have moved yet)."""

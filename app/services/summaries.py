@@ -43,11 +43,11 @@ async def pending_count(db: AsyncSession, session: Session, window: int) -> int:
 
 async def enqueue_if_needed(db: AsyncSession, session: Session, window: int) -> Job | None:
     """At every turn end: a `summary` job when the chain has turns waiting for L1 and
-    none is queued or running yet."""
-    jobs = JobRepository(db)
-    if await jobs.active_of_kind(session.id, JobKind.summary) is not None:
-        return None
+    none is queued or running yet. The count comes first: a chain shorter than the
+    window (most) has nothing waiting, and then that is the one statement."""
     if not await pending_count(db, session, window):
+        return None
+    if await JobRepository(db).active_of_kind(session.id, JobKind.summary) is not None:
         return None
     return await enqueue(
         db,

@@ -257,6 +257,18 @@ def test_a_connection_failure_maps_to_llm_unreachable() -> None:
     assert _as_llm_error(exc, retries=0).slug == "llm-unreachable"
 
 
+def test_an_unreachable_api_says_what_the_transport_saw() -> None:
+    """The job's error is all a user has to go on: "refused" and "reset" differ."""
+    exc = anthropic.APIConnectionError(request=httpx2.Request("POST", URL))
+    exc.__cause__ = ConnectionRefusedError(111, "Connection refused")
+
+    detail = _as_llm_error(exc, retries=2).detail
+
+    assert detail.endswith(
+        "after 3 attempts (ConnectionRefusedError: [Errno 111] Connection refused)"
+    )
+
+
 # ---------------------------------------------------------------------------- AnthropicLLM
 
 

@@ -791,6 +791,11 @@ class FakeMessagesAPI:
             log_config=None,
             log_level="warning",
             access_log=False,
+            # Longer than the SDK's idle connections live (httpx: 5 s). At uvicorn's
+            # default, also 5 s, the fake closed a connection just as the client sent
+            # on it (ReadError): one turn in a thousand failed in the capacity benchmark,
+            # which retries nothing. The real API keeps idle connections far longer.
+            timeout_keep_alive=75,
             timeout_graceful_shutdown=2,
         )
         self._server = uvicorn.Server(config)
