@@ -8,7 +8,7 @@ from sqlalchemy.exc import NoResultFound
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Item
-from app.db.models.item import AppendedItem
+from app.db.models.item import SEQ_MAX, AppendedItem
 from app.db.repositories.items import ItemRepository
 from app.db.repositories.jobs import JobRepository
 from app.db.repositories.sessions import SessionRepository
@@ -112,4 +112,6 @@ def parse_seq_cursor(after: str | None) -> int:
         return 0
     if not (after.isascii() and after.isdigit() and len(after) <= 18):
         raise InvalidInput("'after' must be the next_cursor of a previous page", field="after")
-    return int(after)
+    # nothing follows the largest seq a session can hold; past it, PostgreSQL's
+    # 32-bit column would refuse the comparison itself
+    return min(int(after), SEQ_MAX)

@@ -25,6 +25,20 @@ async def test_an_item_cursor_that_is_no_seq_is_a_422(
     assert "after" in response.json()["detail"]
 
 
+@pytest.mark.parametrize("cursor", ["3000000000", "999999999999999999"])
+async def test_an_item_cursor_past_any_seq_is_an_empty_page(
+    client: httpx.AsyncClient, cursor: str
+) -> None:
+    """A seq of up to 18 digits is a well-formed cursor; past the largest seq a log can hold
+    (2**31 - 1: PostgreSQL's column refused the comparison, a 500) nothing follows it."""
+    session_id = await new_session(client)
+
+    response = await client.get(f"/sessions/{session_id}/items?after={cursor}")
+
+    assert response.status_code == 200
+    assert response.json()["data"] == []
+
+
 @pytest.mark.parametrize("path", ["/sessions", "/jobs", "/webhooks"])
 @pytest.mark.parametrize("cursor", ["bogus", "ses_" + "I" * 26, HUGE, SUPERSCRIPT_TWO])
 async def test_a_list_cursor_of_another_form_is_a_422(

@@ -8,6 +8,10 @@ from sqlmodel import Field, SQLModel
 
 from app.db.types import BigIntPK, JSONType, UTCDateTime, utcnow
 
+SEQ_MAX = 2**31 - 1
+"""The largest `seq` a session's log can hold: the column is a 32-bit integer on
+PostgreSQL."""
+
 
 class Item(SQLModel, table=True):
     """One event of a session's append-only log, `(session_id, seq, kind, payload)`."""
