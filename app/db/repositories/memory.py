@@ -5,7 +5,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import Text, and_, bindparam, case, cast, func, literal, or_, update
+from sqlalchemy import Text, and_, bindparam, cast, func, literal, or_, union_all, update
 from sqlalchemy import select as sa_select
 from sqlalchemy.orm import aliased
 from sqlmodel import col, select
@@ -72,6 +72,93 @@ def _windows_query(slots: int) -> SelectOfScalar[MemoryTurn]:
         for i in range(slots)
     ]
     return select(MemoryTurn).where(or_(*ranges))
+
+
+def _texts_of(chars: str) -> Any:
+    """A session's turns, their texts cut to the parameter `chars` characters."""
+    cut = [
+        func.substr(column, 1, bindparam(chars))
+        for column in (MemoryTurn.user_text, MemoryTurn.assistant_text, MemoryTurn.l1)
+    ]
+    return sa_select(col(MemoryTurn.ended_at), col(MemoryTurn.id), *cut).where(
+        col(MemoryTurn.session_id) == bindparam("session_id")
+    )
+
+
+@functools.cache
+def _newest_query(after_keyset: bool, wide: bool) -> Any:
+    """`MemoryRepository.newest_texts`' statement, built once per shape: the turns that may
+    be shown whole (`wide_rows` of them, cut to `wide_chars`) then the summaries after them
+    (`narrow_limit`, cut to `narrow_chars`), as two ranges of the same index.
+
+    Building this statement (and its cache key) on every call cost several times what
+    SQLite spends running it; a window function deciding each row's cut cost twice the
+    two ranges."""
+    newest = (col(MemoryTurn.ended_at).desc(), col(MemoryTurn.id).desc())
+
+    def part(chars: str) -> Any:
+        query = _texts_of(chars)
+        if after_keyset:
+            at = bindparam("before_at", type_=UTCDateTime)
+            query = query.where(
+                or_(
+                    col(MemoryTurn.ended_at) < at,
+                    and_(
+                        col(MemoryTurn.ended_at) == at, col(MemoryTurn.id) < bindparam("before_id")
+                    ),
+                )
+            )
+        return query.order_by(*newest)
+
+    narrow = part("narrow_chars").limit(bindparam("narrow_limit"))
+    if not wide:
+        return narrow
+    narrow = narrow.offset(bindparam("wide_rows"))
+    both = union_all(
+        part("wide_chars").limit(bindparam("wide_rows")).subquery().select(),
+        narrow.subquery().select(),
+    ).subquery()
+    return sa_select(*both.c).order_by(both.c.ended_at.desc(), both.c.id.desc())
+
+
+@functools.cache
+def _spans_query() -> Any:
+    """`MemoryRepository.chain_spans`' statement: the chain's sessions (an expanding
+    `chain` list) and those merged into them, each with four index probes."""
+    merged = aliased(Session)
+    owners: Any = sa_select(col(Session.id).label("id")).where(
+        col(Session.id).in_(bindparam("chain", expanding=True))
+    )
+    owners_cte = owners.cte("owners", recursive=True)
+    owners_cte = owners_cte.union(
+        sa_select(col(merged.id)).join(owners_cte, col(merged.merged_into) == owners_cte.c.id)
+    )
+    owner = owners_cte.c.id
+    owned = MemoryTurn.session_id == owner
+    origin = MemoryTurn.origin_session_id == owner
+    return sa_select(
+        owner,
+        select(func.min(MemoryTurn.ended_at)).where(owned).scalar_subquery(),
+        select(func.max(MemoryTurn.ended_at)).where(owned).scalar_subquery(),
+        select(func.min(MemoryTurn.turn)).where(origin).scalar_subquery(),
+        select(func.max(MemoryTurn.turn)).where(origin).scalar_subquery(),
+    )
+
+
+@functools.cache
+def _walk_query() -> SelectOfScalar[Session]:
+    """`ChainRepository._load_walk`'s statement: every session reached from `start` by
+    following merges, else continuations, for at most `depth` links."""
+    link = func.coalesce(Session.merged_into, Session.continues_from)
+    walk = sa_select(
+        cast(bindparam("start", type_=Text), Text).label("id"), literal(0).label("depth")
+    ).cte("walk", recursive=True)
+    walk = walk.union_all(
+        sa_select(cast(link, Text), walk.c.depth + 1)
+        .join(walk, col(Session.id) == walk.c.id)
+        .where(link.is_not(None), walk.c.depth < bindparam("depth"))
+    )
+    return select(Session).where(col(Session.id).in_(sa_select(walk.c.id)))
 
 
 class MemoryRepository:
@@ -173,32 +260,18 @@ class MemoryRepository:
         One range of the `(session_id, ended_at)` index however long the session: the
         memory block reads about as many turns, and characters, as it can show, in one
         round trip for the turns it may show whole and the first summaries after them."""
-        rank = func.row_number().over(
-            order_by=(col(MemoryTurn.ended_at).desc(), col(MemoryTurn.id).desc())
-        )
-        cut = [
-            case(
-                (rank <= wide_rows, func.substr(column, 1, wide_chars)),
-                else_=func.substr(column, 1, max_chars),
-            )
-            if wide_rows
-            else func.substr(column, 1, max_chars)
-            for column in (MemoryTurn.user_text, MemoryTurn.assistant_text, MemoryTurn.l1)
-        ]
-        query: Any = sa_select(col(MemoryTurn.ended_at), col(MemoryTurn.id), *cut).where(
-            col(MemoryTurn.session_id) == session_id
-        )
+        wide_rows = min(wide_rows, limit)
+        params: dict[str, Any] = {
+            "session_id": session_id,
+            "narrow_limit": limit - wide_rows,
+            "narrow_chars": max_chars,
+            "wide_rows": wide_rows,
+            "wide_chars": wide_chars,
+        }
         if before is not None:
-            at, turn_id = before
-            query = query.where(
-                or_(
-                    col(MemoryTurn.ended_at) < at,
-                    and_(col(MemoryTurn.ended_at) == at, col(MemoryTurn.id) < turn_id),
-                )
-            )
-        query = query.order_by(col(MemoryTurn.ended_at).desc(), col(MemoryTurn.id).desc())
-        rows = (await self.db.exec(query.limit(limit))).all()
-        return [NewestText(*row) for row in rows]
+            params["before_at"], params["before_id"] = before
+        query = _newest_query(before is not None, wide_rows > 0)
+        return [NewestText(*row) for row in (await self.db.exec(query, params=params)).all()]
 
     async def chain_spans(self, chain: Sequence[str]) -> dict[str, ChainSpan]:
         """Per session owning turns of the chain (the chain's sessions and every session
@@ -213,25 +286,9 @@ class MemoryRepository:
         chain with it instead of counting the chain's rows."""
         if not chain:
             return {}
-        merged = aliased(Session)
-        owners: Any = sa_select(col(Session.id).label("id")).where(col(Session.id).in_(list(chain)))
-        owners_cte = owners.cte("owners", recursive=True)
-        owners_cte = owners_cte.union(
-            sa_select(col(merged.id)).join(owners_cte, col(merged.merged_into) == owners_cte.c.id)
-        )
-        owner = owners_cte.c.id
-        owned = MemoryTurn.session_id == owner
-        origin = MemoryTurn.origin_session_id == owner
-        # five columns: more than sqlmodel's `select` types, so a Core select
-        query: Any = sa_select(
-            owner,
-            select(func.min(MemoryTurn.ended_at)).where(owned).scalar_subquery(),
-            select(func.max(MemoryTurn.ended_at)).where(owned).scalar_subquery(),
-            select(func.min(MemoryTurn.turn)).where(origin).scalar_subquery(),
-            select(func.max(MemoryTurn.turn)).where(origin).scalar_subquery(),
-        )
         spans: dict[str, ChainSpan] = {}
-        for session_id, first, last, low, high in (await self.db.exec(query)).all():
+        rows = (await self.db.exec(_spans_query(), params={"chain": list(chain)})).all()
+        for session_id, first, last, low, high in rows:
             turns = high - low + 1 if low is not None and high is not None else 0
             spans[session_id] = ChainSpan(first, last, turns)
         return spans
@@ -339,17 +396,9 @@ class ChainRepository:
         and stops after twice the walk's limit, cycles included; it only loads rows, the
         walk still decides what the chain is.
         """
-        link = func.coalesce(Session.merged_into, Session.continues_from)
-        walk = sa_select(cast(literal(start), Text).label("id"), literal(0).label("depth")).cte(
-            "walk", recursive=True
-        )
-        walk = walk.union_all(
-            sa_select(cast(link, Text), walk.c.depth + 1)
-            .join(walk, col(Session.id) == walk.c.id)
-            .where(link.is_not(None), walk.c.depth < 2 * limit)
-        )
-        reached = select(Session).where(col(Session.id).in_(sa_select(walk.c.id)))
-        return list((await self.db.exec(reached)).all())
+        query = _walk_query()
+        rows = await self.db.exec(query, params={"start": start, "depth": 2 * limit})
+        return list(rows.all())
 
     async def merged_into_these(self, session_ids: Sequence[str]) -> list[str]:
         found: list[str] = []
