@@ -20,14 +20,18 @@ from tests.support.chat import assert_log_consistent, items, new_session, wait_j
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 
 JOBS = 8
+ANSWER_SECONDS = 2.0
 
 
 def _turn_step(body: dict[str, Any]) -> Step:
-    """A tool call first, the answer once the tool result is back (whoever asks)."""
+    """A tool call first, the answer once the tool result is back (whoever asks). The
+    answer is slow: a turn that has sent its second request is still running seconds
+    later, whenever a loaded machine lets the test's kill land (0.3 s was too short: on a
+    busy machine worker A had finished its turns before the kill)."""
     last = body["messages"][-1]["content"]
     answered = isinstance(last, list) and any(b.get("type") == "tool_result" for b in last)
     if answered:
-        return reply(text("done"), delay=0.3)
+        return reply(text("done"), delay=ANSWER_SECONDS)
     return reply(tool_use("current_time", {}), delay=0.3)
 
 
