@@ -8,13 +8,16 @@ the second claimer waits and then sees the job taken.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 from collections.abc import AsyncIterator
+from contextlib import closing
 from datetime import timedelta
 from typing import Any, cast
 
 import pytest
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
@@ -149,6 +152,38 @@ async def test_the_claim_query_locks_with_skip_locked_where_the_dialect_has_it()
 
 class _Stop(Exception):
     pass
+
+
+@pytest.mark.sqlite_only
+async def test_the_claim_finds_an_earlier_active_job_by_status_not_by_the_sessions_history(
+    database: Database, settings: Settings
+) -> None:
+    """The check "has this session an earlier active job?" seeks the active statuses in the
+    session's jobs: through `(session_id, number)` alone it walked every job the session
+    ever ran (20,000 finished turns: 66 ms per claim, on the writer, holding the lock)."""
+    captured: list[Any] = []
+
+    class Capture:
+        async def exec(self, query: Any) -> Any:
+            captured.append(query)
+            raise _Stop
+
+    with pytest.raises(_Stop):
+        await JobRepository(cast(Any, Capture())).claimable(utcnow())
+    compiled = captured[0].compile(
+        dialect=sqlite.dialect(), compile_kwargs={"render_postcompile": True}
+    )
+    params = [str(compiled.params[name]) for name in compiled.positiontup]
+    path = make_url(settings.database_url).database
+    assert path is not None
+    with closing(sqlite3.connect(path)) as connection:
+        plan = connection.execute(f"EXPLAIN QUERY PLAN {compiled}", params).fetchall()
+
+    earlier = [detail for *_, detail in plan if "jobs_1" in detail]
+    assert earlier == [
+        "SEARCH jobs_1 USING INDEX ix_jobs_session_status_number "
+        "(session_id=? AND status=? AND number<?)"
+    ]
 
 
 async def test_a_batch_claim_takes_the_earliest_job_of_each_session_only(

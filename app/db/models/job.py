@@ -19,6 +19,7 @@ class Job(SQLModel, table=True):
     __table_args__ = (
         Index("ix_jobs_status_number", "status", "number"),
         Index("ix_jobs_session_number", "session_id", "number"),
+        Index("ix_jobs_session_status_number", "session_id", "status", "number"),
     )
 
     number: int | None = Field(default=None, sa_type=BigIntPK, primary_key=True)
