@@ -33,12 +33,14 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 from app.domain.items import ImageBlock, TextBlock, ThinkingBlock, ToolUseBlock
-from app.engine.llm import LLMRequest, MessageBlock, ToolResultBlock
+from app.engine.llm import LLMRequest, Message, MessageBlock, ToolResultBlock, ToolSpec
+
+T = TypeVar("T")
 
 ContextAction = Literal["warn", "prompt", "force_transition", "exhausted"]
 
@@ -108,13 +110,52 @@ def blocks_chars(blocks: Iterable[MessageBlock]) -> int:
 
 def request_chars(request: LLMRequest) -> int:
     """The characters of everything a request makes the model read, framing included."""
-    chars = len(request.system or "")
-    for message in request.messages:
-        chars += BLOCK_OVERHEAD_CHARS + blocks_chars(message.content)
-    for tool in request.tools:
-        chars += BLOCK_OVERHEAD_CHARS + len(tool.name) + len(tool.description)
-        chars += _json_chars(tool.input_schema)
-    return chars
+    return RequestSizer().chars(request)
+
+
+class RequestSizer:
+    """`request_chars` for the requests of one job, counting each message and tool once.
+
+    A request shares its messages with the one before (`app.engine.requests.Conversation`
+    adds only the new ones; messages are immutable) and its tools with every other, so
+    the sizer keeps what it counted for the objects of the last request and counts only
+    those it has not seen: measuring every request of a turn no longer grows with the
+    segment (it serialized every tool input and schema again, ~1.7 ms per request of a
+    100-message segment). The count is the same as counting everything afresh."""
+
+    def __init__(self) -> None:
+        self._known: dict[int, tuple[object, int]] = {}
+
+    def chars(self, request: LLMRequest) -> int:
+        counted: dict[int, tuple[object, int]] = {}
+        total = len(request.system or "")
+        for message in request.messages:
+            total += self._count(counted, message, _message_chars)
+        for tool in request.tools:
+            total += self._count(counted, tool, _tool_chars)
+        self._known = counted  # held, so an id stays that of the object counted
+        return total
+
+    def _count(
+        self, counted: dict[int, tuple[object, int]], obj: T, count: Callable[[T], int]
+    ) -> int:
+        entry = self._known.get(id(obj)) or counted.get(id(obj))
+        chars = entry[1] if entry is not None and entry[0] is obj else count(obj)
+        counted[id(obj)] = (obj, chars)
+        return chars
+
+
+def _message_chars(message: Message) -> int:
+    return BLOCK_OVERHEAD_CHARS + blocks_chars(message.content)
+
+
+def _tool_chars(tool: ToolSpec) -> int:
+    return (
+        BLOCK_OVERHEAD_CHARS
+        + len(tool.name)
+        + len(tool.description)
+        + _json_chars(tool.input_schema)
+    )
 
 
 @dataclass(frozen=True)

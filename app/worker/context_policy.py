@@ -27,9 +27,9 @@ from app.engine.context import (
     BLOCK_OVERHEAD_CHARS,
     Check,
     ContextManager,
+    RequestSizer,
     Thresholds,
     blocks_chars,
-    request_chars,
 )
 from app.engine.llm import LLMRequest, LLMResponse
 from app.engine.loop import REBUILD, SEND, STOP, ContextVerdict, TurnStore
@@ -74,11 +74,12 @@ class _Measured:
         self.settings = settings
         self.manager = manager_of(settings)
         self._sized: tuple[LLMRequest, int] | None = None
+        self._sizer = RequestSizer()
 
     def size(self, request: LLMRequest) -> int:
         if self._sized is not None and self._sized[0] is request:
             return self._sized[1]
-        chars = request_chars(request)
+        chars = self._sizer.chars(request)
         self._sized = (request, chars)
         return chars
 

@@ -8,11 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.domain.items import ImageBlock, TextBlock, ToolUseBlock
+from app.engine import context
 from app.engine.context import (
     BLOCK_OVERHEAD_CHARS,
     IMAGE_CHARS,
     ContextAction,
     ContextManager,
+    RequestSizer,
     Thresholds,
     refused_tokens,
     request_chars,
@@ -169,6 +171,54 @@ def test_a_requests_size_counts_what_the_model_reads_and_its_framing() -> None:
     content = len("Be brief.") + 5 + IMAGE_CHARS + len("echo{}") + 2
     tool = len("echo") + len("Echo.") + len('{"type":"object"}')
     assert request_chars(request) == framing + content + tool
+
+
+def _growing_requests() -> list[LLMRequest]:
+    """A turn's requests: each shares the messages of the one before and adds some; one
+    has its last user message replaced (as the reminder does), one drops a tool."""
+    tools = [
+        ToolSpec(name="echo", description="Echo.", input_schema={"type": "object"}),
+        ToolSpec(name="read", description="Read a file.", input_schema={"type": "object"}),
+    ]
+    messages: list[Message] = [Message(role="user", content=[TextBlock(text="start")])]
+    requests = [LLMRequest(model="m", system="s", messages=list(messages), tools=tools)]
+    for step in range(4):
+        use = ToolUseBlock(id=f"t{step}", name="echo", input={"n": step})
+        messages.append(Message(role="assistant", content=[use]))
+        result = ToolResultBlock(tool_use_id=f"t{step}", content="x" * step)
+        messages.append(Message(role="user", content=[result]))
+        requests.append(LLMRequest(model="m", system="s", messages=list(messages), tools=tools))
+    reminded = [*messages[:-1], Message(role="user", content=[TextBlock(text="reminder")])]
+    requests.append(LLMRequest(model="m", system=None, messages=reminded, tools=tools[:1]))
+    return requests
+
+
+def test_a_sizer_counts_each_request_as_counting_it_afresh_would() -> None:
+    sizer = RequestSizer()
+
+    assert [sizer.chars(r) for r in _growing_requests()] == [
+        request_chars(r) for r in _growing_requests()
+    ]
+
+
+def test_a_sizer_counts_only_the_messages_it_has_not_seen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    counted: list[Message] = []
+    count = context._message_chars
+
+    def counting(message: Message) -> int:
+        counted.append(message)
+        return count(message)
+
+    monkeypatch.setattr(context, "_message_chars", counting)
+    requests = _growing_requests()
+    sizer = RequestSizer()
+    for request in requests:
+        sizer.chars(request)
+
+    distinct = {id(m): m for r in requests for m in r.messages}
+    assert len(counted) == len(distinct)
 
 
 @settings(max_examples=200, deadline=None)
