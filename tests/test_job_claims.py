@@ -22,7 +22,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
 from app.db.models import Job, Session
-from app.db.repositories.jobs import JobRepository
+from app.db.repositories.jobs import CLAIMABLE, JobRepository
 from app.db.types import utcnow
 from app.settings import Settings
 
@@ -179,9 +179,9 @@ async def test_the_claim_finds_an_earlier_active_job_by_status_not_by_the_sessio
     with closing(sqlite3.connect(path)) as connection:
         plan = connection.execute(f"EXPLAIN QUERY PLAN {compiled}", params).fetchall()
 
-    earlier = [detail for *_, detail in plan if "jobs_1" in detail]
+    earlier = [detail for *_, detail in plan if "earlier" in detail]
     assert earlier == [
-        "SEARCH jobs_1 USING INDEX ix_jobs_session_status_number "
+        "SEARCH earlier USING INDEX ix_jobs_session_status_number "
         "(session_id=? AND status=? AND number<?)"
     ]
 
@@ -213,3 +213,39 @@ async def test_a_batch_claim_stops_at_its_limit(database: Database) -> None:
         batch = await JobRepository(db).claimable_batch(utcnow(), limit=2)
 
     assert [job.id for job in batch] == ["job_s1", "job_s2"]
+
+
+@pytest.mark.parametrize(
+    ("statuses", "lease_expired", "claimable"),
+    [
+        ((), False, False),
+        (("queued",), False, True),
+        (("running", "queued"), False, False),  # behind its session's running turn
+        (("running",), True, True),  # a lease that ran out is taken over
+        (("running",), False, False),
+        (("succeeded", "queued"), False, True),
+    ],
+)
+async def test_the_claim_probe_sees_a_job_exactly_when_a_claim_would_take_one(
+    database: Database, statuses: tuple[str, ...], lease_expired: bool, claimable: bool
+) -> None:
+    now = utcnow()
+    lease_end = now - timedelta(seconds=1) if lease_expired else now + timedelta(seconds=60)
+
+    async def seed(db: AsyncSession) -> None:
+        db.add(Session(id="s1", tenant="acme"))
+        await db.flush()
+        for n, status in enumerate(statuses):
+            job = Job(id=f"job_{n}", tenant="acme", session_id="s1", status=status)
+            if status == "running":
+                job.lease_owner, job.lease_expires_at = "w#1", lease_end
+            db.add(job)
+            await db.flush()
+
+    await database.write(seed)
+    async with database.read() as db:
+        taken = await JobRepository(db).claimable_batch(now, limit=10)
+    probed = await database.peek(CLAIMABLE, {"now": now})
+
+    assert bool(taken) is claimable
+    assert bool(probed) is claimable

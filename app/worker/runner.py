@@ -28,7 +28,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database, is_transient
 from app.db.models import Job
-from app.db.repositories.jobs import JobRepository
+from app.db.repositories.jobs import CLAIMABLE, JobRepository
 from app.db.types import utcnow
 from app.domain.ids import new_id
 from app.domain.jobs import JobStatus
@@ -145,9 +145,8 @@ class Runner:
     async def _claim(self, limit: int) -> list[Job]:
         """Take up to `limit` jobs in one transaction. A read looks first, so an idle
         runner's polls never queue for the writer."""
-        async with self.database.read() as db:
-            if not await JobRepository(db).claimable_batch(utcnow(), limit=1):
-                return []
+        if not await self.database.peek(CLAIMABLE, {"now": utcnow()}):
+            return []
 
         async def claim(db: AsyncSession) -> list[Job]:
             repo = JobRepository(db)

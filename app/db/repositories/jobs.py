@@ -1,9 +1,10 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import and_, bindparam, exists, or_, update
-from sqlalchemy.orm import aliased
+from sqlalchemy import select as core_select
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -36,6 +37,30 @@ _ADD_USAGE = Prepared(
         cache_creation_tokens=_J.c.cache_creation_tokens + bindparam("u_cache_creation"),
     )
 )
+
+
+def _claimable(now: Any) -> Any:
+    """The jobs a runner may take (see `JobRepository.claimable_batch`), as one condition
+    on the jobs table: the claim and its probe decide alike."""
+    earlier = _J.alias("earlier")
+    ready = or_(
+        _J.c.status == "queued",
+        and_(_J.c.status == "running", _J.c.lease_expires_at < now),
+    )
+    blocked = exists().where(
+        earlier.c.session_id == _J.c.session_id,
+        earlier.c.number < _J.c.number,
+        # one equality per status, not an IN list: a prepared statement cannot expand one
+        or_(*(earlier.c.status == status for status in ACTIVE)),
+        earlier.c.lane == "session",
+    )
+    return and_(ready, or_(_J.c.lane != "session", ~blocked))
+
+
+CLAIMABLE = Prepared(core_select(_J.c.number).where(_claimable(bindparam("now"))).limit(1))
+"""Whether any job is claimable now (`{"now": …}`): what a runner asks, through
+`Database.peek`, before it queues a claim for the writer; an idle runner asks it every
+poll."""
 
 
 class JobRepository:
@@ -77,19 +102,7 @@ class JobRepository:
         worker is claiming right now is passed over, never claimed twice. SQLite
         renders no lock clause; its writing transactions (`BEGIN IMMEDIATE`) are
         exclusive already, so the second claimer sees the job taken."""
-        earlier = aliased(Job)
-        ready = or_(
-            col(Job.status) == "queued",
-            and_(col(Job.status) == "running", col(Job.lease_expires_at) < now),
-        )
-        blocked = exists().where(
-            col(earlier.session_id) == col(Job.session_id),
-            col(earlier.number) < col(Job.number),
-            col(earlier.status).in_(ACTIVE),
-            col(earlier.lane) == "session",
-        )
-        runnable = or_(col(Job.lane) != "session", ~blocked)
-        query = select(Job).where(ready, runnable).order_by(col(Job.number)).limit(limit)
+        query = select(Job).where(_claimable(now)).order_by(col(Job.number)).limit(limit)
         query = query.with_for_update(skip_locked=True)
         return list((await self.db.exec(query)).all())
 
