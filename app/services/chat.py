@@ -54,8 +54,7 @@ async def send_message(
 
 async def enqueue_compaction(db: AsyncSession, tenant: str, session_id: str) -> Job:
     """Compaction runs as a job in the session's queue, so it never cuts a turn in half."""
-    session = await get_session(db, tenant, session_id)
-    await SessionRepository(db).lock(session_id)
+    session = await get_session(db, tenant, session_id, lock=True)
     return await enqueue(
         db,
         Job(

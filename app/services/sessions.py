@@ -65,9 +65,15 @@ def check_tools(tools: list[str] | None, known: Collection[str]) -> list[str] | 
     return list(dict.fromkeys(tools))
 
 
-async def get_session(db: AsyncSession, tenant: str, session_id: str) -> Session:
-    row = await SessionRepository(db).get(tenant, session_id)
-    if row is None:
+async def get_session(
+    db: AsyncSession, tenant: str, session_id: str, *, lock: bool = False
+) -> Session:
+    """The tenant's session, or 404. With `lock`, its row is held for the transaction
+    (PostgreSQL; SQLite's writing transactions are exclusive already), read by that
+    same statement: a write that serializes on the session reads it once."""
+    repo = SessionRepository(db)
+    row = await repo.lock(session_id) if lock else await repo.get(tenant, session_id)
+    if row is None or row.tenant != tenant:
         raise NotFound(f"session {session_id!r} does not exist", resource="session")
     return row
 

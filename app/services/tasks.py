@@ -110,11 +110,6 @@ async def load_store(db: AsyncSession, session_id: str) -> TaskStore:
     return replay(await task_ops(db, session_id))
 
 
-async def _locked_store(db: AsyncSession, session_id: str) -> TaskStore:
-    await SessionRepository(db).lock(session_id)
-    return await load_store(db, session_id)
-
-
 # --- REST -------------------------------------------------------------------
 async def list_tasks(
     db: AsyncSession, tenant: str, session_id: str, status: str | None = None
@@ -138,8 +133,8 @@ async def change_task(
     """A REST create or update: recorded as a task event (origin api) that replay applies.
     It counts as a task write for the reminder's timing (the agent reads of it in the
     task note the event becomes)."""
-    await get_session(db, tenant, session_id)
-    store = await _locked_store(db, session_id)
+    await get_session(db, tenant, session_id, lock=True)
+    store = await load_store(db, session_id)
     # the operation and its item carry the same moment, so the task answered here is
     # exactly what replaying the log will give, timestamps included
     now = utcnow()

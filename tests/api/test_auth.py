@@ -127,6 +127,26 @@ async def test_other_tenants_items_are_404_on_append(keyed: httpx.AsyncClient) -
     assert (await keyed.get(f"/sessions/{session_id}", headers=ACME)).json()["item_count"] == 0
 
 
+async def test_other_tenants_tasks_are_404_on_create(keyed: httpx.AsyncClient) -> None:
+    """A task write reads the session as it locks it; the tenant is still checked."""
+    session_id = await acme_session(keyed)
+
+    response = await keyed.post(
+        f"/sessions/{session_id}/tasks", json={"subject": "x"}, headers=GLOBEX
+    )
+
+    assert response.status_code == 404
+    assert (await keyed.get(f"/sessions/{session_id}/tasks", headers=ACME)).json()["data"] == []
+
+
+async def test_other_tenants_session_is_404_on_compact(keyed: httpx.AsyncClient) -> None:
+    session_id = await acme_session(keyed)
+
+    response = await keyed.post(f"/sessions/{session_id}/compact", headers=GLOBEX)
+
+    assert response.status_code == 404
+
+
 async def test_other_tenants_sessions_are_not_listed(keyed: httpx.AsyncClient) -> None:
     acme_id = await acme_session(keyed)
     globex_id = (await keyed.post("/sessions", json={}, headers=GLOBEX)).json()["id"]
