@@ -88,7 +88,9 @@ HEADER = """# Strata benchmark results
 Written by `make bench` (`python -m bench.run`); do not edit by hand. Each figure is
 the median of several runs with the minimum and maximum in brackets; every ratio
 compares two things measured side by side in the same run. How each figure is
-measured is in the module named in its section (`bench/<name>.py`).
+measured is in the module named in its section (`bench/<name>.py`), with the date
+and commit it was measured at (a benchmark rerun alone with `--only` keeps the others'
+figures, and says so). The table below is the last run's.
 """
 
 
@@ -98,7 +100,10 @@ def render(meta: dict[str, str], runs: int, sections: dict[str, Any]) -> str:
     lines += [f"| runs per figure | {runs} |", ""]
     for name in BENCHMARKS:
         if name in sections:
-            lines += [sections[name]["markdown"], f"*Source: `bench/{name}.py`.*", ""]
+            section = sections[name]
+            when = section.get("measured", meta)
+            source = f"*Source: `bench/{name}.py`; measured {when['date']} at {when['commit']}.*"
+            lines += [section["markdown"], source, ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -118,6 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     names = args.only or list(BENCHMARKS)
     previous = json.loads(RESULTS_JSON.read_text()) if RESULTS_JSON.exists() else {}
     sections: dict[str, Any] = dict(previous.get("sections", {})) if args.only else {}
+    for kept in sections.values():  # kept from a run that said when only once, for all
+        kept.setdefault("measured", previous.get("meta", {}))
+    now = machine()
+    measured = {"date": now["date"], "commit": now["commit"]}
     started = time.monotonic()
     failed: list[str] = []
     with tempfile.TemporaryDirectory(prefix="strata-bench-") as tmp:
@@ -130,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             if subprocess.run(command, cwd=ROOT).returncode != 0 or not out.exists():
                 failed.append(name)
                 continue
-            sections[name] = json.loads(out.read_text())
+            sections[name] = json.loads(out.read_text()) | {"measured": measured}
             print(sections[name]["markdown"])
             print(f"bench: {name} took {time.monotonic() - t0:.0f} s", flush=True)
     print(f"bench: all done in {time.monotonic() - started:.0f} s", flush=True)
