@@ -132,7 +132,8 @@ async def test_sqlite_claims_one_writer_at_a_time(database: Database) -> None:
     assert not without_waiting  # the one writer finished the first claim first
 
 
-async def test_the_claim_query_locks_with_skip_locked_where_the_dialect_has_it() -> None:
+async def _claim_query() -> Any:
+    """The statement a claim runs, as the repository builds it (not run)."""
     captured: list[Any] = []
 
     class Capture:
@@ -142,8 +143,12 @@ async def test_the_claim_query_locks_with_skip_locked_where_the_dialect_has_it()
 
     with pytest.raises(_Stop):
         await JobRepository(cast(Any, Capture())).claimable(utcnow())
-
     (query,) = captured
+    return query
+
+
+async def test_the_claim_query_locks_with_skip_locked_where_the_dialect_has_it() -> None:
+    query = await _claim_query()
     on_postgresql = str(query.compile(dialect=postgresql.dialect()))
     on_sqlite = str(query.compile(dialect=sqlite.dialect()))
     assert on_postgresql.rstrip().endswith("FOR UPDATE SKIP LOCKED")
@@ -161,16 +166,7 @@ async def test_the_claim_finds_an_earlier_active_job_by_status_not_by_the_sessio
     """The check "has this session an earlier active job?" seeks the active statuses in the
     session's jobs: through `(session_id, number)` alone it walked every job the session
     ever ran (20,000 finished turns: 66 ms per claim, on the writer, holding the lock)."""
-    captured: list[Any] = []
-
-    class Capture:
-        async def exec(self, query: Any) -> Any:
-            captured.append(query)
-            raise _Stop
-
-    with pytest.raises(_Stop):
-        await JobRepository(cast(Any, Capture())).claimable(utcnow())
-    compiled = captured[0].compile(
+    compiled = (await _claim_query()).compile(
         dialect=sqlite.dialect(), compile_kwargs={"render_postcompile": True}
     )
     params = [str(compiled.params[name]) for name in compiled.positiontup]
