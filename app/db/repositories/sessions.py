@@ -88,7 +88,7 @@ _COUNT_REQUEST = Prepared(
     )
 )
 _ADD_USAGE = Prepared(_S.update().where(_S.c.id == bindparam("s_id")).values(**_plus_usage(_S)))
-_NOTE_TASK_WRITE = (
+_NOTE_TASK_WRITE = Prepared(
     _S.update()
     .where(_S.c.id == bindparam("s_id"))
     .values(last_task_write_request=_S.c.llm_requests)
@@ -211,7 +211,7 @@ class SessionRepository:
     async def note_task_write(self, session_id: str) -> None:
         """A task write outside the model's requests (REST): for the reminder's timing it
         counts as made in the last request answered."""
-        await self.db.exec(_NOTE_TASK_WRITE, params={"s_id": session_id})
+        await _NOTE_TASK_WRITE.execute(self.db, {"s_id": session_id})
 
     async def last_seq(self, session_id: str) -> int | None:
         """Where the log ends, the row locked for this transaction (PostgreSQL)."""
