@@ -117,6 +117,9 @@ class Settings(BaseSettings):
     summary_retries: int = 2
     summary_concurrency: int = 2
     display_timezone: str = "UTC"
+    # GET /sessions/{id}/turns shows each turn's L1, else the start of its user text, cut
+    # to this many characters: a timeline to pick a time from, not the turns themselves
+    turn_preview_chars: int = Field(default=200, ge=20)
     compaction_item_max_chars: int = 4000
 
     # --- jobs, comments, lessons (seed 004) ---------------------------------
