@@ -15,6 +15,7 @@ from app.api.body_limit import BodyLimitMiddleware
 from app.api.errors import install_error_handlers
 from app.api.openapi import install_openapi
 from app.api.router import api_router
+from app.console.install import FORM_OVERHEAD_BYTES, UPLOAD_PATH, install_console
 from app.db.engine import Database
 from app.engine.llm import LLM
 from app.engine.tools import ToolRegistry
@@ -101,8 +102,10 @@ def create_app(
         path_limits={
             r"/hooks/": settings.hook_max_body_bytes,
             r"/jobs/[^/]+/files/input/": settings.max_workspace_file_bytes,
+            UPLOAD_PATH: settings.max_workspace_file_bytes + FORM_OVERHEAD_BYTES,
         },
     )
     app.include_router(api_router)
+    install_console(app, settings)
     install_openapi(app)
     return app
