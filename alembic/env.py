@@ -5,7 +5,7 @@ from __future__ import annotations
 from logging.config import fileConfig
 
 from alembic import context
-from sqlalchemy import engine_from_config, pool
+from sqlalchemy import engine_from_config, pool, text
 from sqlmodel import SQLModel
 
 import app.db.models  # noqa: F401  (registers every table)
@@ -20,6 +20,11 @@ if not config.get_main_option("sqlalchemy.url"):
     config.set_main_option("sqlalchemy.url", sync_url(Settings().database_url).replace("%", "%%"))
 
 target_metadata = SQLModel.metadata
+
+# Processes started together (an API and its workers, each running `upgrade head`) take this
+# PostgreSQL advisory lock in the migration's transaction, so one migrates and the others then
+# find the database at head. SQLite serialises writers by itself.
+MIGRATION_LOCK_KEY = 0x5374726174614D67  # "StrataMg"
 
 
 def run_migrations_offline() -> None:
@@ -50,6 +55,8 @@ def run_migrations_online() -> None:
             compare_type=True,
         )
         with context.begin_transaction():
+            if connection.dialect.name == "postgresql":
+                connection.execute(text(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})"))
             context.run_migrations()
 
 

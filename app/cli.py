@@ -1,4 +1,4 @@
-"""`strata`: serve, worker, keys, openapi."""
+"""`strata`: serve, worker, migrate, keys, claude-code install, openapi."""
 
 from __future__ import annotations
 
@@ -6,19 +6,27 @@ import argparse
 import asyncio
 import json
 import logging
+import re
 import sys
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from app.settings import Settings, get_settings, is_loopback_host
 
 DEFAULT_OPENAPI_PATH = Path("openapi/openapi.json")
+logger = logging.getLogger("strata")
+_DURATION = re.compile(r"^(\d{1,9})([smhd])$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-def _configure_logging(settings: Settings) -> None:
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+def _configure_process(settings: Settings) -> None:
+    """Logging, and the metrics folder; before anything that defines a metric is imported."""
+    from app.observability.logs import configure_logging
+    from app.observability.process import prepare_metrics
+
+    configure_logging(settings)
+    prepare_metrics(settings)
 
 
 async def _keys_exist(settings: Settings) -> bool:
@@ -44,23 +52,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.port:
         overrides["port"] = args.port
     settings = get_settings().model_copy(update=overrides)
-    _configure_logging(settings)
+    _configure_process(settings)
     upgrade_to_head(settings.database_url)
     has_keys = asyncio.run(_keys_exist(settings))
     if not has_keys and not is_loopback_host(settings.host):
-        print(
-            f"strata: refusing to listen on {settings.host}: no API key is configured, so "
-            "anyone who can reach this address would have full access.\n"
-            "Create one with `strata keys create --tenant NAME` or set STRATA_API_KEYS, "
-            "or serve on 127.0.0.1.",
-            file=sys.stderr,
+        logger.error(
+            "refusing to listen on %s: no API key is configured, so anyone who can reach "
+            "this address would have full access. Create one with `strata keys create "
+            "--tenant NAME` or set STRATA_API_KEYS, or serve on 127.0.0.1.",
+            settings.host,
         )
         return 2
     if not has_keys:
-        print(
-            f"strata: no API key configured: serving the local tenant on {settings.host} only",
-            file=sys.stderr,
-        )
+        logger.warning("no API key configured: serving the local tenant on %s only", settings.host)
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_config=None)
     return 0
 
@@ -73,7 +77,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from app.wiring import runtime
 
     settings = get_settings()
-    _configure_logging(settings)
+    _configure_process(settings)
     upgrade_to_head(settings.database_url)
 
     async def work() -> None:
@@ -88,32 +92,115 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_keys_create(args: argparse.Namespace) -> int:
+def cmd_migrate(args: argparse.Namespace) -> int:
+    """What serve and worker do first, alone: for a deployment that migrates in its own step."""
+    from app.db.migrate import head_revision, upgrade_to_head
+
+    settings = get_settings()
+    _configure_process(settings)
+    upgrade_to_head(settings.database_url)
+    print(f"the database is at migration {head_revision()}", file=sys.stderr)
+    return 0
+
+
+def _parse_duration(text: str) -> timedelta:
+    match = _DURATION.match(text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 90d, 12h, 30m")
+    return timedelta(seconds=int(match[1]) * _UNIT_SECONDS[match[2]])
+
+
+def _with_database(work: Any) -> Any:
+    """Runs `work(database)` on the migrated database of the settings, then closes it."""
     from app.db.engine import Database
     from app.db.migrate import upgrade_to_head
-    from app.domain.errors import DomainError
-    from app.services.auth import create_key
 
     settings = get_settings()
     upgrade_to_head(settings.database_url)
 
-    async def create() -> tuple[str, str]:
+    async def run() -> Any:
         database = Database(settings)
         try:
-            row, key = await database.write(lambda db: create_key(db, args.tenant))
-            return row.id, key
+            return await work(database)
         finally:
             await database.dispose()
 
+    return asyncio.run(run())
+
+
+def cmd_keys_create(args: argparse.Namespace) -> int:
+    from app.db.engine import Database
+    from app.db.types import utcnow
+    from app.domain.errors import DomainError
+    from app.services.auth import create_key
+
+    expires_at: datetime | None = utcnow() + args.expires_in if args.expires_in else None
+
+    async def create(database: Database) -> tuple[str, str]:
+        row, key = await database.write(
+            lambda db: create_key(db, args.tenant, expires_at=expires_at)
+        )
+        return row.id, key
+
     try:
-        key_id, key = asyncio.run(create())
+        key_id, key = _with_database(create)
     except DomainError as exc:
         print(f"strata keys create: {exc.detail}", file=sys.stderr)
         return 2
+    until = f", valid until {expires_at.isoformat(timespec='seconds')}" if expires_at else ""
     print(
-        f"created {key_id} for tenant {args.tenant!r}; the key is shown only now:", file=sys.stderr
+        f"created {key_id} for tenant {args.tenant!r}{until}; the key is shown only now:",
+        file=sys.stderr,
     )
     print(key)
+    return 0
+
+
+def cmd_keys_list(args: argparse.Namespace) -> int:
+    """One line per key stored in the database (keys from STRATA_API_KEYS are not listed)."""
+    from app.db.engine import Database
+    from app.db.types import utcnow
+    from app.services.auth import list_keys
+
+    async def read(database: Database) -> list[Any]:
+        async with database.read() as db:
+            return await list_keys(db)
+
+    rows = _with_database(read)
+    now = utcnow()
+    print("id\ttenant\tprefix\tcreated\texpires\tstate")
+    for row in rows:
+        state = (
+            "revoked"
+            if row.revoked_at is not None
+            else "expired"
+            if row.expires_at is not None and row.expires_at <= now
+            else "active"
+        )
+        expires = row.expires_at.isoformat(timespec="seconds") if row.expires_at else "never"
+        created = row.created_at.isoformat(timespec="seconds")
+        print(f"{row.id}\t{row.tenant}\t{row.prefix}…\t{created}\t{expires}\t{state}")
+    return 0
+
+
+def cmd_keys_revoke(args: argparse.Namespace) -> int:
+    from app.db.engine import Database
+    from app.domain.errors import DomainError
+    from app.services.auth import revoke_key
+
+    async def revoke(database: Database) -> None:
+        await database.write(lambda db: revoke_key(db, args.key_id))
+
+    try:
+        _with_database(revoke)
+    except DomainError as exc:
+        print(f"strata keys revoke: {exc.detail}", file=sys.stderr)
+        return 2
+    print(
+        f"revoked {args.key_id}: refused at once here, by running servers within "
+        "STRATA_API_KEY_CACHE_SECONDS",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -131,6 +218,27 @@ def cmd_openapi(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_claude_code_install(args: argparse.Namespace) -> int:
+    from app.claude_code_install import InstallError, apply, claude_dir, plan_install
+
+    try:
+        target = claude_dir(user=args.user, project=args.project)
+        plan = plan_install(target, url=args.url, api_key=args.api_key)
+    except InstallError as exc:
+        print(f"strata claude-code install: {exc}", file=sys.stderr)
+        return 2
+    verb = "would change" if args.dry_run else "changed"
+    if not plan.changes:
+        print(f"{target}: the Strata kit is installed already; nothing to change")
+        return 0
+    print(f"{target}: {verb}:")
+    for change in plan.changes:
+        print(f"  {change}")
+    if not args.dry_run:
+        apply(plan)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="strata", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -143,11 +251,40 @@ def build_parser() -> argparse.ArgumentParser:
     worker = commands.add_parser("worker", help="run the background job runner")
     worker.set_defaults(func=cmd_worker)
 
+    migrate = commands.add_parser("migrate", help="apply the database migrations and exit")
+    migrate.set_defaults(func=cmd_migrate)
+
     keys = commands.add_parser("keys", help="manage API keys")
     key_commands = keys.add_subparsers(dest="keys_command", required=True)
     create = key_commands.add_parser("create", help="create a key for a tenant (printed once)")
     create.add_argument("--tenant", required=True)
+    create.add_argument(
+        "--expires-in", type=_parse_duration, help="refuse the key after this long (90d, 12h, 30m)"
+    )
     create.set_defaults(func=cmd_keys_create)
+    listing = key_commands.add_parser("list", help="the stored keys (never the keys themselves)")
+    listing.set_defaults(func=cmd_keys_list)
+    revoke = key_commands.add_parser("revoke", help="refuse a key from now on")
+    revoke.add_argument("key_id", help="the key's id, as `strata keys list` shows it")
+    revoke.set_defaults(func=cmd_keys_revoke)
+
+    claude_code = commands.add_parser("claude-code", help="connect Claude Code to Strata")
+    cc_commands = claude_code.add_subparsers(dest="claude_code_command", required=True)
+    install = cc_commands.add_parser(
+        "install",
+        help="merge the kit's hooks and /sc-detail into Claude Code's settings",
+        description=(
+            "Installs the hook script and the /sc-detail command and merges the hooks into "
+            "settings.json, keeping every other setting and hook; prints what it changes."
+        ),
+    )
+    where = install.add_mutually_exclusive_group(required=True)
+    where.add_argument("--user", action="store_true", help="into ~/.claude (every project)")
+    where.add_argument("--project", type=Path, metavar="DIR", help="into DIR/.claude")
+    install.add_argument("--url", help="the Strata server (default: kept, else 127.0.0.1:8000)")
+    install.add_argument("--api-key", help="the key, if the server has keys")
+    install.add_argument("--dry-run", action="store_true", help="print the changes only")
+    install.set_defaults(func=cmd_claude_code_install)
 
     openapi = commands.add_parser("openapi", help="export the OpenAPI document")
     openapi.add_argument("--output", "-o", default=str(DEFAULT_OPENAPI_PATH), help="path or -")

@@ -7,18 +7,23 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.routing import APIRoute
 from sqlalchemy.exc import SQLAlchemyError
 
 import app as app_package
 from app.api.body_limit import BodyLimitMiddleware
+from app.api.docs import install_docs
 from app.api.errors import install_error_handlers
 from app.api.openapi import install_openapi
+from app.api.request_context import REQUEST_ID_HEADER, RequestContextMiddleware
 from app.api.router import api_router
+from app.api.strict_json import StrictJSONMiddleware
 from app.console.install import FORM_OVERHEAD_BYTES, UPLOAD_PATH, install_console
 from app.db.engine import Database
 from app.engine.llm import LLM
 from app.engine.tools import ToolRegistry
+from app.observability.tracing import configure_tracing
 from app.services.auth import Authenticator
 from app.services.limits import TenantGate
 from app.settings import Settings, get_settings
@@ -54,6 +59,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.runtime = parts
         app.state.database = parts.database
         await _warn_without_keys(app, parts.database)
+        _warn_without_llm(settings)
         yield
 
 
@@ -68,6 +74,31 @@ async def _warn_without_keys(app: FastAPI, database: Database) -> None:
             "no API key is configured: every request is the local tenant; "
             "serve on loopback only, or create a key with `strata keys create`"
         )
+
+
+def _warn_without_llm(settings: Settings) -> None:
+    if not settings.llm_configured:
+        logger.warning(
+            "no LLM is configured: agent turns will fail with llm-not-configured; "
+            "set ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL) and restart"
+        )
+
+
+# what a browser may send and read (CORS): the headers the API defines
+CORS_REQUEST_HEADERS = [
+    "Authorization",
+    "Content-Type",
+    "Idempotency-Key",
+    "Last-Event-ID",
+    REQUEST_ID_HEADER,
+]
+CORS_EXPOSED_HEADERS = [
+    "Location",
+    "Retry-After",
+    "Idempotent-Replayed",
+    "Allow",
+    REQUEST_ID_HEADER,
+]
 
 
 def create_app(
@@ -85,6 +116,8 @@ def create_app(
         description=API_DESCRIPTION,
         lifespan=lifespan,
         generate_unique_id_function=operation_id,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.authenticator = Authenticator(settings.configured_keys)
@@ -96,6 +129,7 @@ def create_app(
     app.state.llm_override = llm
     app.state.tools_override = tools
     install_error_handlers(app)
+    app.add_middleware(StrictJSONMiddleware)
     app.add_middleware(
         BodyLimitMiddleware,
         default_limit=settings.max_body_bytes,
@@ -105,7 +139,21 @@ def create_app(
             UPLOAD_PATH: settings.max_workspace_file_bytes + FORM_OVERHEAD_BYTES,
         },
     )
+    app.add_middleware(RequestContextMiddleware)
+    if settings.cors_origin_list:
+        # outermost, so that every answer, errors included, carries the CORS headers
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origin_list,
+            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+            allow_headers=CORS_REQUEST_HEADERS,
+            expose_headers=CORS_EXPOSED_HEADERS,
+            allow_credentials=False,  # keys travel as bearer tokens, never as cookies
+            max_age=settings.cors_max_age_seconds,
+        )
     app.include_router(api_router)
     install_console(app, settings)
+    install_docs(app)
     install_openapi(app)
+    configure_tracing(settings, app)
     return app

@@ -57,6 +57,8 @@ class Settings(BaseSettings):
     # Entries each in-process cache (API keys, webhook subscriptions) keeps at most.
     cache_max_entries: int = Field(default=10_000, ge=1)
     log_level: str = "info"
+    # `json`: one JSON object per log line, with the request, session and job ids it concerns
+    log_format: Literal["text", "json"] = "text"
 
     # --- tenants and keys ---------------------------------------------------
     # Comma-separated `tenant:key` pairs; a key may be given as `sha256:<hex>` so
@@ -72,6 +74,10 @@ class Settings(BaseSettings):
     hook_max_body_bytes: int = 64 * 1024 * 1024
     # Let POST /hooks/claude-code read `transcript_path` itself (same machine only).
     hook_read_transcript_path: bool = False
+    # The only folders (and their subfolders) it may read transcripts from, separated by
+    # commas; any other path is refused with 403, so an API client cannot make the server
+    # read an arbitrary file of its machine.
+    hook_transcript_roots: str = "~/.claude/projects"
     # A Claude Code transcript is imported in write transactions of at most this many
     # items: 20 took 32-45 ms on the writer thread (2 shared cores, the 437-item fixture
     # transcript claude-code-viewer__fe5e1c67), plus 5-50 ms in the chunk that completes a
@@ -109,6 +115,18 @@ class Settings(BaseSettings):
 
     # --- layered memory (seed 003) ------------------------------------------
     memory_l2_window_turns: int = 20
+    # The memory block's length in characters, at most: Claude Code inlines a SessionStart
+    # `additionalContext` only up to 10,000 characters (a longer one becomes a file the
+    # model is only pointed at), so the block stays under that. Also the default of
+    # GET /sessions/{id}/memory?max_chars=.
+    memory_block_max_chars: int = Field(default=9_500, ge=1_000)
+    # The share of the block the newest turns (L2) may fill when older turns follow, so
+    # that long recent turns cannot crowd out every older turn's summary line.
+    memory_block_l2_ratio: float = Field(default=0.7, gt=0, le=1)
+    # One page of a detail look-up (GET /sessions/{id}/detail/{time}), in characters, when
+    # the request names no `max_chars`: one turn's detail reached 250-590 KB on real
+    # transcripts.
+    detail_page_max_chars: int = Field(default=8_000, ge=1_000)
     # A merge's turns move in write transactions of at most this many turns, after one
     # small transaction has decided the merge: 1000 took 17-38 ms each, commit included
     # (SQLite, 2 shared cores, turns of 1 KB).
@@ -161,6 +179,23 @@ class Settings(BaseSettings):
     worker_shutdown_grace_seconds: float = 2.0
     chat_wait_seconds: float = 60.0
     sse_keepalive_seconds: float = 15.0
+
+    # --- browsers and operations (issue 16) --------------------------------
+    # Origins allowed to call the API from a browser (CORS), comma-separated, e.g.
+    # `http://localhost:5173`; `*` allows any origin. Empty: no CORS headers at all.
+    cors_origins: str = ""
+    # How long a browser may cache a CORS preflight answer, in seconds.
+    cors_max_age_seconds: int = Field(default=600, ge=0)
+    # A folder shared by the processes of one machine (API and workers) where each writes its
+    # metrics, so `GET /metrics` of any of them counts them all (prometheus-client's
+    # multiprocess mode). Unset: each process reports only itself.
+    metrics_dir: Path | None = None
+    # Expired Idempotency-Key rows are deleted this often (seconds) by the webhook dispatcher
+    # loop, besides being replaced when their key is reused.
+    idempotency_purge_seconds: float = Field(default=3600.0, gt=0)
+    # Instrument requests, SQL and outbound HTTP with OpenTelemetry (needs `strata[otel]`;
+    # the exporter is configured by the standard OTEL_* variables).
+    otel_enabled: bool = False
 
     # --- outbound webhooks (issue 7) -----------------------------------------
     # Let subscriptions target private, loopback, link-local or reserved addresses.
@@ -219,6 +254,16 @@ class Settings(BaseSettings):
                 raise ValueError(f"STRATA_API_KEYS entry {entry[:12]!r}… is not 'tenant:key'")
             keys.append(ConfiguredKey(tenant=tenant.strip(), secret=secret.strip()))
         return keys
+
+    @property
+    def cors_origin_list(self) -> list[str]:
+        return [origin.strip() for origin in self.cors_origins.split(",") if origin.strip()]
+
+    @property
+    def transcript_roots(self) -> list[Path]:
+        """`hook_transcript_roots` as absolute folders (`~` expanded, symlinks resolved)."""
+        parts = (part.strip() for part in self.hook_transcript_roots.split(","))
+        return [Path(part).expanduser().resolve() for part in parts if part]
 
     @property
     def webhook_retry_delays(self) -> tuple[float, ...]:

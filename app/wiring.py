@@ -15,7 +15,9 @@ from app.engine.anthropic import AnthropicLLM
 from app.engine.llm import LLM
 from app.engine.pieces import BUILTIN_DIR, PieceCatalog, load_catalog
 from app.engine.tools import ToolRegistry
+from app.observability.metered_llm import MeteredLLM
 from app.services.live import LiveHub
+from app.services.live_bridge import PgLiveBridge
 from app.settings import Settings
 from app.tools.clock import current_time_tool
 from app.tools.detail import detail_tool
@@ -119,7 +121,7 @@ async def runtime(
     parts = Runtime(
         settings=settings,
         database=database,
-        llm=owned_llm if owned_llm is not None else llm,  # type: ignore[arg-type]
+        llm=MeteredLLM(owned_llm if owned_llm is not None else llm),  # type: ignore[arg-type]
         tools=registry,
         hub=hub,
         pieces=piece_catalog(settings, registry),
@@ -127,6 +129,10 @@ async def runtime(
     database.listener = parts.signal
     stop = asyncio.Event()
     tasks: list[asyncio.Task[None]] = []
+    if not database.is_sqlite:  # commits and live signals of every process reach every stream
+        bridge = PgLiveBridge(settings.database_url, hub)
+        hub.bridge = bridge
+        tasks.append(asyncio.create_task(bridge.run(stop), name="strata-live-bridge"))
     if with_runner:
         parts.runner = Runner(settings, database, parts.llm, parts.tools, hub, parts.pieces)
         parts.dispatcher = WebhookDispatcher(settings, database)

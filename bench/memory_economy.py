@@ -30,7 +30,7 @@ from app.db.migrate import upgrade_to_head
 from app.db.models import MemoryTurn, Session
 from app.engine.truncation import CHARS_PER_TOKEN, estimate_tokens
 from app.services.claude_code import ingest_transcript, session_start, start_context
-from app.services.memory import memory_block
+from app.services.memory import BlockLimits, memory_block
 from app.settings import Settings
 from bench.common import ROOT, Context, Row, Section
 
@@ -117,11 +117,7 @@ async def measure(name: str, raw: str, workdir: Path) -> Economy:
             block = await start_context(db, settings, TENANT, successor.id)
             counts = (
                 await memory_block(
-                    db,
-                    TENANT,
-                    successor.id,
-                    window=settings.memory_l2_window_turns,
-                    tz=settings.zone,
+                    db, TENANT, successor.id, limits=BlockLimits.of(settings), tz=settings.zone
                 )
             ).counts
             sidechains = select(Session.id).where(Session.parent_session_id == report.session_id)
@@ -140,7 +136,7 @@ async def measure(name: str, raw: str, workdir: Path) -> Economy:
         block=Size.of(block),
         main_turns=len(main),
         sidechain_turns=len(side),
-        l1_lines=counts["l1_turns"],
+        l1_lines=counts.l1_turns,
     )
 
 

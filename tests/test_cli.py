@@ -4,10 +4,14 @@ Each test points `STRATA_DATABASE_URL` at a never-migrated database of the backe
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
+import subprocess
+import sys
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +24,10 @@ from sqlalchemy.engine import make_url
 from app.cli import main
 from app.db.engine import sync_url
 from app.db.migrate import head_revision
+from app.db.types import utcnow
 from app.main import create_app
 from app.settings import Settings, get_settings
+from tests.support.apps import serve
 
 
 @pytest.fixture
@@ -215,6 +221,95 @@ def test_keys_create_needs_a_tenant(db_url: str, capsys: pytest.CaptureFixture[s
     assert "--tenant" in capsys.readouterr().err
 
 
+def _key_rows(capsys: pytest.CaptureFixture[str]) -> list[list[str]]:
+    assert main(["keys", "list"]) == 0
+    header, *rows = capsys.readouterr().out.strip().splitlines()
+    assert header.split("\t") == ["id", "tenant", "prefix", "created", "expires", "state"]
+    return [row.split("\t") for row in rows]
+
+
+def _status_with(key: str) -> int:
+    """What a server of these settings answers to a request with this key."""
+    get_settings.cache_clear()
+
+    async def ask() -> int:
+        async with serve(get_settings()) as (_, client):
+            response = await client.get("/sessions", headers={"authorization": f"Bearer {key}"})
+        return response.status_code
+
+    return asyncio.run(ask())
+
+
+def test_keys_list_shows_each_stored_key_without_the_key(
+    db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = _create_key(capsys, "acme")
+    _create_key(capsys, "beta")
+
+    rows = _key_rows(capsys)
+
+    assert [(row[1], row[4], row[5]) for row in rows] == [
+        ("acme", "never", "active"),
+        ("beta", "never", "active"),
+    ]
+    assert all(row[0].startswith("key_") for row in rows)
+    assert rows[0][2] == key[: len("sk_strata_") + 4] + "…"
+    assert all(key not in "\t".join(row) for row in rows)
+
+
+def test_a_revoked_key_is_refused_and_listed_as_revoked(
+    db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = _create_key(capsys)
+    ((key_id, *_),) = _key_rows(capsys)
+    assert _status_with(key) == 200
+
+    assert main(["keys", "revoke", key_id]) == 0
+
+    assert _status_with(key) == 401
+    assert _key_rows(capsys)[0][5] == "revoked"
+    assert _status_with("sk_strata_no_key_at_all") == 401  # still keyed: never opens up
+
+
+def test_revoking_an_unknown_key_fails(db_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["keys", "revoke", "key_unknown"]) == 2
+
+    assert "no API key 'key_unknown'" in capsys.readouterr().err
+
+
+def test_a_key_with_an_expiry_works_until_then(
+    db_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert main(["keys", "create", "--tenant", "acme", "--expires-in", "2h"]) == 0
+    key = capsys.readouterr().out.strip()
+    ((_, _, _, _, expires, state),) = _key_rows(capsys)
+    assert (expires != "never", state) == (True, "active")
+    assert _status_with(key) == 200
+
+    later = utcnow() + timedelta(hours=3)
+    monkeypatch.setattr("app.services.auth.utcnow", lambda: later)
+
+    assert _status_with(key) == 401
+
+
+def test_keys_create_refuses_a_malformed_expiry(
+    db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["keys", "create", "--tenant", "acme", "--expires-in", "soon"])
+
+    assert "not a duration" in capsys.readouterr().err
+
+
+def test_migrate_brings_an_empty_database_to_head(
+    db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["migrate"]) == 0
+
+    assert _query(db_url, "SELECT version_num FROM alembic_version") == [(head_revision(),)]
+    assert head_revision() in capsys.readouterr().err  # type: ignore[operator]
+
+
 # --- openapi ------------------------------------------------------------
 
 
@@ -243,3 +338,118 @@ def test_a_command_is_required(capsys: pytest.CaptureFixture[str]) -> None:
 
     assert exit_info.value.code == 2
     assert "usage: strata" in capsys.readouterr().err
+
+
+def test_processes_started_together_migrate_an_empty_database_one_after_the_other(
+    db_url: str,
+) -> None:
+    """An API and its workers each run `upgrade head` at start-up (as in compose.yaml):
+    none may fail on a table another one just created."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "migrate"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    results = [(proc.returncode, proc.communicate(timeout=120)[1]) for proc in procs]
+    results = [(proc.returncode, err) for proc, (_, err) in zip(procs, results, strict=True)]
+
+    assert [code for code, _ in results] == [0, 0, 0], [err[-2000:] for _, err in results]
+    assert _query(db_url, "SELECT version_num FROM alembic_version") == [(head_revision(),)]
+
+
+# --- strata claude-code install ----------------------------------------------------------
+
+
+def _install(*args: str) -> int:
+    return main(["claude-code", "install", *args])
+
+
+def test_install_for_a_project_merges_the_hooks_without_clobbering_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    claude = tmp_path / ".claude"
+    claude.mkdir()
+    theirs = {"type": "command", "command": "./lint.sh"}
+    before = {
+        "model": "opus",
+        "permissions": {"allow": ["Bash(npm test:*)"]},
+        "env": {"FOO": "1", "STRATA_URL": "http://strata.internal:8000"},
+        "hooks": {
+            "Stop": [
+                {"hooks": [theirs]},
+                {"hooks": [{"type": "command", "command": "python3 ~/.claude/strata-hook.py"}]},
+            ]
+        },
+    }
+    (claude / "settings.json").write_text(json.dumps(before))
+
+    assert _install("--project", str(tmp_path)) == 0
+
+    printed = capsys.readouterr().out
+    after = json.loads((claude / "settings.json").read_text())
+    script = claude / "strata" / "strata-hook.py"
+    command = f'python3 "{script}"'
+    assert (after["model"], after["permissions"]) == (before["model"], before["permissions"])
+    assert after["env"] == before["env"]  # the configured URL stays
+    assert after["hooks"]["Stop"][0] == {"hooks": [theirs]}
+    for event in ("SessionStart", "Stop", "SubagentStop"):
+        handlers = [h for group in after["hooks"][event] for h in group["hooks"]]
+        assert [h["command"] for h in handlers if "strata-hook" in h["command"]] == [command]
+    assert "- hooks.Stop: python3 ~/.claude/strata-hook.py" in printed
+    assert f"+ hooks.SessionStart: {command}" in printed
+    assert script.is_file()
+    detail = (claude / "commands" / "sc-detail.md").read_text()
+    assert f"!`python3 \"{claude / 'strata'}/strata-hook.py\" detail '$ARGUMENTS'`" in detail
+
+
+def test_installing_again_changes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _install("--project", str(tmp_path), "--url", "http://127.0.0.1:9000") == 0
+    settings = (tmp_path / ".claude" / "settings.json").read_text()
+    capsys.readouterr()
+
+    assert _install("--project", str(tmp_path), "--url", "http://127.0.0.1:9000") == 0
+
+    assert "nothing to change" in capsys.readouterr().out
+    assert (tmp_path / ".claude" / "settings.json").read_text() == settings
+    assert json.loads(settings)["env"]["STRATA_URL"] == "http://127.0.0.1:9000"
+
+
+def test_a_dry_run_prints_the_changes_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _install("--project", str(tmp_path), "--dry-run") == 0
+
+    printed = capsys.readouterr().out
+    assert "would change" in printed and "hooks.SessionStart" in printed
+    assert "env.STRATA_URL = http://127.0.0.1:8000" in printed
+    assert not (tmp_path / ".claude").exists()
+
+
+def test_install_for_the_user_goes_to_the_home_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+
+    assert _install("--user", "--api-key", "sk-strata") == 0
+
+    settings = json.loads((tmp_path / ".claude" / "settings.json").read_text())
+    assert settings["env"] == {"STRATA_URL": "http://127.0.0.1:8000", "STRATA_API_KEY": "sk-strata"}
+    assert (tmp_path / ".claude" / "commands" / "sc-detail.md").is_file()
+
+
+def test_settings_that_are_not_json_are_left_alone_with_a_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / ".claude").mkdir()
+    (tmp_path / ".claude" / "settings.json").write_text("{ not json")
+
+    assert _install("--project", str(tmp_path)) == 2
+
+    assert "not valid JSON" in capsys.readouterr().err
+    assert (tmp_path / ".claude" / "settings.json").read_text() == "{ not json"

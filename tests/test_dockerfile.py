@@ -73,10 +73,10 @@ def test_runs_as_a_user_that_is_not_root() -> None:
     assert group not in {"root", "0"}
 
 
-def test_health_check_calls_healthz() -> None:
+def test_health_check_calls_readyz() -> None:
     (healthcheck,) = _arguments("HEALTHCHECK")
 
-    assert "/healthz" in healthcheck
+    assert "/readyz" in healthcheck
     assert not healthcheck.upper().startswith("NONE")
 
 

@@ -38,3 +38,21 @@ def test_ci_runs_exactly_make_test() -> None:
     script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
 
     assert "make test" in script.splitlines()[-1]
+
+
+def test_the_quick_start_reaches_an_agents_answer() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    quick_start = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+
+    assert "export ANTHROPIC_API_KEY=" in quick_start
+    assert "/messages?wait=true" in quick_start
+    assert quick_start.index("ANTHROPIC_API_KEY") < quick_start.index("make serve")
+
+
+def test_project_docs_point_at_nothing_outside_the_repository() -> None:
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+    assert ROOT / "docs" / "ARCHITECTURE.md" in docs
+    for doc in docs:
+        text = doc.read_text(encoding="utf-8")
+        assert "../shared" not in text and "shared/DESIGN" not in text, doc.name

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Header, Query, Request
 from fastapi.responses import JSONResponse
@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
+from app.domain.errors import Unauthorized
 from app.services.auth import Authenticator
 from app.services.idempotency import IdempotentRequest, Replay, body_fingerprint, check_key
 from app.services.limits import TenantGate
@@ -50,10 +51,10 @@ RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 SessionDep = Annotated[AsyncSession, Depends(get_db_session, scope="function")]
 
 
-async def get_current_tenant(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> str:
+BearerDep = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+
+
+async def get_current_tenant(request: Request, credentials: BearerDep) -> str:
     """From the cache, or else a short read of its own (never a writer's lock)."""
     authenticator: Authenticator = request.app.state.authenticator
     token = credentials.credentials if credentials else None
@@ -61,6 +62,15 @@ async def get_current_tenant(
 
 
 CurrentTenant = Annotated[str, Depends(get_current_tenant)]
+
+
+async def get_optional_tenant(request: Request, credentials: BearerDep) -> str | None:
+    """The caller's tenant, or None for a caller without a valid key (never a 401): for
+    routes that answer everyone but tell more to those who are known."""
+    try:
+        return await get_current_tenant(request, credentials)
+    except Unauthorized:
+        return None
 
 
 async def heavy_slot(request: Request, tenant: CurrentTenant) -> AsyncIterator[None]:
@@ -86,8 +96,33 @@ def page_limit(
 
 
 PageLimit = Annotated[int, Depends(page_limit)]
-AfterCursor = Annotated[
-    str | None, Query(description="`next_cursor` of the previous page.", max_length=200)
+INT64_MAX = 2**63 - 1
+_ULID = "[0-9A-HJKMNP-TV-Z]{26}"
+
+
+def id_cursor(prefix: str) -> Any:
+    """`after` of a list ordered by ids `<prefix>_<ULID>`: the schema says the form, so a
+    client cannot build a cursor the server refuses (422)."""
+    return Annotated[
+        str | None,
+        Query(
+            description="`next_cursor` of the previous page.",
+            pattern=f"^{prefix}_{_ULID}$",
+            examples=[f"{prefix}_01KBFQ7ZD4R3YJ8W2N5T6V9XAC"],
+        ),
+    ]
+
+
+SessionCursor = id_cursor("ses")
+JobCursor = id_cursor("job")
+WebhookCursor = id_cursor("wh")
+DeliveryCursor = id_cursor("msg")
+SeqCursor = Annotated[
+    str | None,
+    Query(
+        description="`next_cursor` of the previous page: the last `seq` seen.",
+        pattern=r"^(0|[1-9][0-9]{0,17})$",
+    ),
 ]
 
 
@@ -99,6 +134,7 @@ async def get_idempotency(
         Header(
             alias="Idempotency-Key",
             max_length=255,
+            pattern=r"\S",  # not blank
             description="Retry-safe writes: a retry with the same key and body returns the "
             "first answer and creates nothing (same key, other body: 422).",
         ),
@@ -126,13 +162,29 @@ def replayed(replay: Replay) -> JSONResponse:
     )
 
 
+Location = Callable[[dict[str, Any]], str]
+
+
 async def write_once(
     database: Database,
     idempotency: IdempotentRequest,
     status_code: int,
     work: Callable[[AsyncSession], Awaitable[BaseModel]],
+    *,
+    location: Location | None = None,
 ) -> object:
     """`work` and its `Idempotency-Key` row in one write transaction; a retry with the
-    same key gets the first answer (replayed) and runs nothing."""
+    same key gets the first answer (replayed) and runs nothing. With `location`, the
+    answer (first or replayed) carries `Location: location(body)`."""
     answer = await database.write(idempotency.once(status_code, work))
-    return replayed(answer) if isinstance(answer, Replay) else answer
+    if isinstance(answer, Replay):
+        response = replayed(answer)
+        body = answer.body
+    elif location is None:
+        return answer
+    else:
+        body = answer.model_dump(mode="json", by_alias=True)
+        response = JSONResponse(body, status_code=status_code)
+    if location is not None:
+        response.headers["Location"] = location(body)
+    return response

@@ -7,12 +7,49 @@ would make generated clients expect a content type the server never sends.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from pydantic import TypeAdapter
 
+from app.api import openapi_contract as contract
 from app.api.errors import PROBLEM_MEDIA_TYPE
+from app.api.schemas.events import STREAM_SCHEMAS
+from app.api.schemas.items import ItemKind
+from app.domain.jobs import JobKind, JobStatus
+from app.domain.tasks import TaskOpName, TaskStatus
+from app.services.webhooks import EVENT_TYPES
+from app.wiring import builtin_tools
+
+# one named schema each, wherever the same set of values appears
+NAMED_ENUMS: dict[str, tuple[str, ...]] = {
+    "TaskStatus": get_args(TaskStatus),
+    "TaskOp": get_args(TaskOpName),
+    "JobStatus": tuple(status.value for status in JobStatus),
+    "JobKind": tuple(kind.value for kind in JobKind),
+    "ItemKind": tuple(kind.value for kind in ItemKind),
+    "WebhookEventType": EVENT_TYPES,
+    "WebhookEventSelector": ("*", *EVENT_TYPES),
+}
+# create operations → (the path parameter their id fills, where the id is in the 201 body)
+CREATORS = {
+    "sessions-create": ("session_id", "/id"),
+    "jobs-create": ("job_id", "/id"),
+    "webhooks-create": ("webhook_id", "/id"),
+}
+
+REF_TEMPLATE = "#/components/schemas/{model}"
+
+
+def add_named_schemas(schemas: dict[str, Any], named: dict[str, Any]) -> None:
+    """Each type (a model, an enum or an annotated union) as a component of that name,
+    with the models it uses beside it."""
+    for name, kind in named.items():
+        schema = TypeAdapter(kind).json_schema(ref_template=REF_TEMPLATE, mode="serialization")
+        for def_name, definition in schema.pop("$defs", {}).items():
+            schemas.setdefault(def_name, definition)
+        schemas[name] = schema
 
 
 def install_openapi(app: FastAPI) -> None:
@@ -34,9 +71,18 @@ def install_openapi(app: FastAPI) -> None:
                             response["content"] = {PROBLEM_MEDIA_TYPE: content[PROBLEM_MEDIA_TYPE]}
                         elif status == "422":  # FastAPI's own validation answer: ours is a problem
                             response["content"] = problem
-            schemas = document.get("components", {}).get("schemas", {})
+            schemas = document.setdefault("components", {}).setdefault("schemas", {})
             for unused in ("HTTPValidationError", "ValidationError"):
                 schemas.pop(unused, None)
+            add_named_schemas(schemas, STREAM_SCHEMAS)
+            contract.name_shared_enums(document, NAMED_ENUMS)
+            contract.require_always_present(document)
+            contract.parameters_without_null(document)
+            tools = app.state.tools_override or builtin_tools(app.state.settings)
+            contract.name_tool_names(document, list(tools.names))
+            contract.declare_common_responses(document)
+            contract.make_security_optional(document, "HTTPBearer")
+            contract.add_links(document, CREATORS)
             app.openapi_schema = document
         return app.openapi_schema
 

@@ -12,6 +12,7 @@ from app.api.routes import (
     items,
     jobs,
     memory,
+    metrics,
     pieces,
     sessions,
     tasks,
@@ -34,3 +35,4 @@ api_router.include_router(tools.router)
 api_router.include_router(events.router)
 api_router.include_router(hooks.router)
 api_router.include_router(webhooks.router)
+api_router.include_router(metrics.router)

@@ -25,6 +25,12 @@ class DomainError(Exception):
         return None
 
 
+class Forbidden(DomainError):
+    status = 403
+    slug = "forbidden"
+    title = "Forbidden"
+
+
 class NotFound(DomainError):
     status = 404
     slug = "not-found"

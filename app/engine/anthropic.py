@@ -59,8 +59,12 @@ class AnthropicLLM:
         try:
             async with client.messages.stream(**wire_params(request)) as stream:
                 async for event in stream:
-                    if event.type == "text" and on_text is not None:
-                        await on_text(event.text)
+                    if (
+                        on_text is not None
+                        and event.type == "content_block_delta"
+                        and event.delta.type == "text_delta"
+                    ):
+                        await on_text(event.delta.text, event.index)
                 message = await stream.get_final_message()
         except anthropic.APIError as exc:
             raise _as_llm_error(exc, self._settings.llm_max_retries) from exc
@@ -137,7 +141,9 @@ def _as_llm_error(exc: anthropic.APIError, retries: int) -> LLMError:
     if isinstance(exc, anthropic.APITimeoutError):
         return LLMError("llm-timeout", f"the Messages API did not answer in time {attempts}")
     if isinstance(exc, anthropic.APIConnectionError):
-        return LLMError("llm-unreachable", f"the Messages API could not be reached {attempts}")
+        cause = exc.__cause__  # the transport's error says why (refused, reset, closed)
+        why = f" ({type(cause).__name__}: {cause})" if cause is not None else ""
+        return LLMError("llm-unreachable", f"the Messages API could not be reached {attempts}{why}")
     if isinstance(exc, anthropic.APIStatusError):
         status = exc.status_code
         slug = {

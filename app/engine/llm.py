@@ -84,7 +84,8 @@ class LLMResponse(BaseModel):
     model: str | None = None
 
 
-TextSink = Callable[[str], Awaitable[None]]
+# a text delta and the index of the content block it belongs to (in the response)
+TextSink = Callable[[str, int], Awaitable[None]]
 
 
 class LLMError(Exception):
@@ -99,7 +100,7 @@ class LLMError(Exception):
 
 class LLM(Protocol):
     async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResponse:
-        """One model call. Text deltas go to `on_text` as they arrive."""
+        """One model call. Text deltas go to `on_text` as they arrive, with their block's index."""
         ...
 
 

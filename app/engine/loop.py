@@ -102,7 +102,7 @@ class TurnStore(Protocol):
 class TurnEvents(Protocol):
     """Live, transient signals for watching clients; the store holds the durable facts."""
 
-    async def text_delta(self, text: str) -> None: ...
+    async def text_delta(self, text: str, index: int) -> None: ...
 
     async def tool_started(self, block: ToolUseBlock) -> None: ...
 
@@ -131,14 +131,19 @@ class TurnOutcome:
     detail: str = ""
 
 
-async def close_dangling_tool_uses(store: TurnStore, reason: str) -> None:
-    """Give every unanswered tool call a result, so the log stays a valid conversation."""
+async def close_dangling_tool_uses(
+    store: TurnStore, reason: str, items: list[ItemPayload] | None = None
+) -> bool:
+    """Give every unanswered tool call a result, so the log stays a valid conversation;
+    `items` is the segment when the caller has just read it. True when any was closed."""
+    segment = await store.segment() if items is None else items
     results = [
         ToolResult(tool_use_id=block.id, content=reason, is_error=True, name=block.name)
-        for block in unanswered_tool_uses(await store.segment())
+        for block in unanswered_tool_uses(segment)
     ]
     if results:
         await store.append_all(results, Origin.system)
+    return bool(results)
 
 
 async def run_turn(
@@ -150,12 +155,16 @@ async def run_turn(
     events: TurnEvents,
 ) -> TurnOutcome:
     outcome = TurnOutcome(status="completed")
-    await close_dangling_tool_uses(store, INTERRUPTED)
+    items = await store.segment()
+    # the first step goes on with this read (one probe per step) unless it closed calls
+    fresh = not await close_dangling_tool_uses(store, INTERRUPTED, items)
     specs = tools.specs(config.tool_names)  # the same for every request of the turn
     conversation = Conversation()  # builds only the new items' messages per request
     rebuilds = refusals = 0
     while True:
-        items = await store.segment()
+        if not fresh:
+            items = await store.segment()
+        fresh = False
         if turn_is_answered(items):
             outcome.final_text = _last_text(items)
             return outcome

@@ -105,6 +105,8 @@ class Tool(Generic[ArgsT]):
     read_on: str = DEFAULT_READ_ON
 
     def spec(self) -> ToolSpec:
+        """What a request offers the model: built from the input model on each call (a
+        registry keeps one per tool, see `ToolRegistry.specs`)."""
         schema = self.input_model.model_json_schema()
         schema.pop("title", None)
         return ToolSpec(name=self.name, description=self.description, input_schema=schema)
@@ -113,6 +115,9 @@ class Tool(Generic[ArgsT]):
 class ToolRegistry:
     def __init__(self, tools: Iterable[Tool[Any]] = ()) -> None:
         self._tools: dict[str, Tool[Any]] = {}
+        # pydantic builds a JSON schema in ~0.3 ms: once per tool, not per turn; the
+        # shared specs also keep their request JSON (`ToolSpec.json_value`) across turns
+        self._specs: dict[str, ToolSpec] = {}
         for tool in tools:
             self.register(tool)
 
@@ -120,6 +125,7 @@ class ToolRegistry:
         if tool.name in self._tools:
             raise ValueError(f"tool {tool.name!r} is registered twice")
         self._tools[tool.name] = tool
+        self._specs[tool.name] = tool.spec()
 
     @property
     def names(self) -> list[str]:
@@ -137,7 +143,7 @@ class ToolRegistry:
         return [name for name in names if name not in self._tools]
 
     def specs(self, names: Iterable[str]) -> list[ToolSpec]:
-        return [self._tools[name].spec() for name in names if name in self._tools]
+        return [self._specs[name] for name in names if name in self._specs]
 
     async def run(
         self,

@@ -55,6 +55,7 @@ class Detail:
     source_id: str
     tool_name: str | None
     text: str
+    is_error: bool = False  # a tool output of a failed call
 
 
 @dataclass(frozen=True)
@@ -112,8 +113,17 @@ class _Projector:
         self.details: list[Detail] = []
         self.source_ids: set[str] = set()
         self.last_text_at: datetime | None = None
+        self.tool_names: dict[str, str] = {}  # tool_use id -> tool name, for their results
 
-    def detail(self, kind: DetailKind, source_id: str, tool_name: str | None, text: str) -> None:
+    def detail(
+        self,
+        kind: DetailKind,
+        source_id: str,
+        tool_name: str | None,
+        text: str,
+        *,
+        is_error: bool = False,
+    ) -> None:
         """Add an L3 detail unless it is empty or its source id is already in the turn.
 
         A source id seen twice (a replayed tool call, a transcript posted twice) is the same
@@ -122,7 +132,7 @@ class _Projector:
         if not text or source_id in self.source_ids:
             return
         self.source_ids.add(source_id)
-        self.details.append(Detail(kind, source_id, tool_name, text))
+        self.details.append(Detail(kind, source_id, tool_name, text, is_error))
 
     def system(self, item: TurnItem, text: str, tool_name: str | None) -> None:
         """A system text, unless the boilerplate memory knows it as a repeat."""
@@ -150,6 +160,7 @@ class _Projector:
                     if self.text(self.assistant_parts, block.text):
                         self.last_text_at = item.at
                 elif isinstance(block, ToolUseBlock):
+                    self.tool_names[block.id] = block.name
                     self.detail("tool_input", block.id, block.name, _compact_json(block.input))
                 elif isinstance(block, ImageBlock):
                     self.image(item, index)
@@ -158,8 +169,11 @@ class _Projector:
                 else:
                     assert_never(block)
         elif isinstance(payload, ToolResult):
+            # an imported result has no name of its own: its call, earlier in the turn, has
+            name = payload.name or self.tool_names.get(payload.tool_use_id)
             text = clean(_result_text(payload.content))
-            self.detail("tool_output", f"{payload.tool_use_id}:result", payload.name, text)
+            source_id = f"{payload.tool_use_id}:result"
+            self.detail("tool_output", source_id, name, text, is_error=payload.is_error)
         elif isinstance(payload, SystemMessage):
             self.system(item, payload.text, None)
         elif isinstance(payload, CompactSummary):

@@ -4,14 +4,16 @@ Seed 003 addresses turns by time rather than by number: a turn's end time is sto
 stays the same id however the chain grows, and it is readable and naturally ranged. The block
 shows `HH:MM:SS` in the display time zone, so a time of day is matched in that zone, on any
 day: a chain spanning several days may have several turns at one `HH:MM:SS`, and all of them
-are answers. An ISO 8601 timestamp names one moment exactly.
+are answers. A block spanning several days shows dates too, and a date with a time
+(`2026-04-16 14:23:05`, `2026-04-16 14:23-14:30`) names moments of that day in the display zone,
+as the block showed them. An ISO 8601 timestamp with `Z` or an offset names one moment exactly.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 __all__ = ["TimeRef", "parse_time_ref"]
@@ -22,9 +24,13 @@ _RANGE = re.compile(rf"{_CLOCK}\s*[-\u2013]\s*{_CLOCK}")
 _ISO = re.compile(
     r"\d{4}-\d{2}-\d{2}[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,]\d+)?)?(?:Z|z|[+-]\d{2}(?::?\d{2})?)?"
 )
+# with a space, as the block writes it: `2026-04-16 23:58-00:02` is a range, while
+# `2026-04-16T23:58-00:02` is ISO 8601 for a moment at offset -00:02
+_DATED_RANGE = re.compile(rf"(\d{{4}}-\d{{2}}-\d{{2}}) +{_CLOCK}\s*[-\u2013]\s*{_CLOCK}")
 _FORMS = (
-    "HH:MM:SS, HH:MM, a range HH:MM[:SS]-HH:MM[:SS], or an ISO 8601 timestamp "
-    "such as 2026-04-16T14:23:05Z"
+    "HH:MM:SS, HH:MM, a range HH:MM[:SS]-HH:MM[:SS], a date and time YYYY-MM-DD HH:MM[:SS] "
+    "or YYYY-MM-DD HH:MM[:SS]-HH:MM[:SS] (in the display time zone), or an ISO 8601 "
+    "timestamp such as 2026-04-16T14:23:05Z"
 )
 
 
@@ -84,25 +90,43 @@ def _clock(text: str, hour: str, minute: str, second: str | None, *, end: bool) 
     return time(h, m, s)
 
 
-def _iso(text: str, match: re.Match[str]) -> TimeRef:
+def _iso(text: str, match: re.Match[str], tz: ZoneInfo) -> TimeRef:
     try:
         moment = datetime.fromisoformat(text.replace("z", "Z"))
     except ValueError as exc:
         raise ValueError(f"invalid timestamp {text!r}: {exc}") from exc
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)  # naive means UTC, the zone times are stored in
+        moment = moment.replace(tzinfo=tz)  # as the memory block shows it
     start = moment.astimezone(UTC).replace(microsecond=0)
     end = start if match.group(3) is not None else start + timedelta(seconds=59)
     return TimeRef(start, end)
 
 
-def parse_time_ref(text: str) -> TimeRef:
+def _dated_range(text: str, match: re.Match[str], tz: ZoneInfo) -> TimeRef:
+    day_text, h1, m1, s1, h2, m2, s2 = match.groups()
+    try:
+        day = date.fromisoformat(day_text)
+    except ValueError as exc:
+        raise ValueError(f"invalid date {day_text!r}: {exc}") from exc
+    start = _clock(text, h1, m1, s1, end=False)
+    end = _clock(text, h2, m2, s2, end=True)
+    end_day = day + timedelta(days=1) if end < start else day  # past midnight
+    return TimeRef(
+        datetime.combine(day, start, tzinfo=tz).astimezone(UTC),
+        datetime.combine(end_day, end, tzinfo=tz).astimezone(UTC),
+    )
+
+
+def parse_time_ref(text: str, tz: ZoneInfo | None = None) -> TimeRef:
     """Parse what a detail look-up was given; ValueError (saying what is accepted) if malformed.
 
     `HH:MM:SS` is that second and `HH:MM` that minute, on any day; `A-B` is the inclusive span
     from A to B (B's whole minute when it has no seconds, past midnight when B is before A);
-    an ISO timestamp (naive means UTC) is that second, or that minute without seconds.
+    a date and time without a zone (`2026-04-16 14:23:05`, or `…T…`) is read in the display
+    zone `tz` (UTC when not given), and with one it is that moment; either names that second,
+    or that minute without seconds; `YYYY-MM-DD A-B` is that span on that day.
     """
+    zone = tz or ZoneInfo("UTC")
     s = text.strip()
     if not s:
         raise ValueError(f"empty time reference: expected {_FORMS}")
@@ -114,6 +138,8 @@ def parse_time_ref(text: str) -> TimeRef:
     if (span := _RANGE.fullmatch(s)) is not None:
         h1, m1, s1, h2, m2, s2 = span.groups()
         return TimeRef(_clock(s, h1, m1, s1, end=False), _clock(s, h2, m2, s2, end=True))
+    if (dated := _DATED_RANGE.fullmatch(s)) is not None:
+        return _dated_range(s, dated, zone)
     if (iso := _ISO.fullmatch(s)) is not None:
-        return _iso(s, iso)
+        return _iso(s, iso, zone)
     raise ValueError(f"malformed time reference {text!r}: expected {_FORMS}")

@@ -13,9 +13,19 @@ Claude Code appends one JSON object per line to `~/.claude/projects/<dir>/<sessi
   `output_tokens` (3, then 263 on the next line), so the usage kept is the field-wise maximum
   over the lines of that `message.id`: for versions that repeat one value it is that value;
   `redacted_thinking` and unknown block types are dropped;
+- Claude Code's harness messages written as `user` entries (`isMeta` skill bodies, slash
+  command echoes, local command output, task notifications, "[Request interrupted by user]",
+  Stop hook feedback, IDE context; see `app.memory.harness`) become `SystemMessage`s, or
+  nothing for pure boilerplate: they are not the user's words and open no turn;
 - `attachment` entries (newer Claude Code: hook output, context it injects) become a
-  `SystemMessage` with a readable text;
-- every other entry type (`system`, `summary`, `progress`, `queue-operation`,
+  `SystemMessage` with a readable text, except a SessionStart hook's copy of Strata's own
+  memory block (the memory of earlier sessions, which Strata holds already);
+- what the user typed while Claude worked reaches the transcript only as a queued command:
+  a `queued_command` attachment (delivered into the running turn) or a `queue-operation`
+  `popAll` with content (taken back out of the queue); either becomes a `UserMessage` that
+  joins the current turn (`joins_turn`) instead of opening one. A queued command that is
+  dequeued later arrives as an ordinary `user` entry, so `enqueue` itself is not imported;
+- every other entry type (`system`, `summary`, `progress`, other `queue-operation`s,
   `file-history-snapshot`, `last-prompt`, ...) is opaque and skipped without a word.
 
 Bad lines (not JSON, not an object, no usable timestamp, malformed message) are reported as
@@ -59,6 +69,8 @@ from app.domain.items import (
     UserMessage,
 )
 from app.domain.usage import Usage
+from app.memory.harness import classify
+from app.memory.render import HEADING as MEMORY_HEADING
 
 _USAGE_FIELDS = (
     "input_tokens",
@@ -83,6 +95,7 @@ class ImportedItem:
     at: datetime  # entry timestamp, timezone-aware UTC
     sidechain: bool  # isSidechain entries (subagent threads), kept apart by the caller
     agent_id: str | None  # entry "agentId" when present
+    joins_turn: bool = False  # a user message typed while Claude worked: no turn of its own
 
 
 @dataclass(frozen=True)
@@ -118,8 +131,9 @@ def parse_transcript(text: str, *, first_line: int = 1) -> ParsedTranscript:
     items: list[ImportedItem] = []
     for entry in entries:
         kind = entry.data.get("type")
-        if kind not in ("user", "assistant", "attachment"):
+        if kind not in ("user", "assistant", "attachment", "queue-operation"):
             continue
+        joins = False
         try:
             at = _timestamp(entry.data)
             if kind == "user":
@@ -127,8 +141,10 @@ def parse_transcript(text: str, *, first_line: int = 1) -> ParsedTranscript:
                 problems.extend(TranscriptProblem(entry.line, p) for p in block_problems)
             elif kind == "assistant":
                 payloads = _assistant_payloads(entry, usage_by_message, usage_claimed)
+            elif kind == "attachment":
+                payloads, joins = _attachment_payloads(entry)
             else:
-                payloads = _attachment_payloads(entry)
+                payloads, joins = _queued_payloads(entry), True
         except _EntryProblem as exc:
             problems.append(TranscriptProblem(entry.line, str(exc)))
             continue
@@ -138,7 +154,7 @@ def parse_transcript(text: str, *, first_line: int = 1) -> ParsedTranscript:
         sidechain = entry.data.get("isSidechain") is True
         agent_id = _str_or_none(entry.data.get("agentId"))
         items.extend(
-            ImportedItem(source_id, payload, at, sidechain, agent_id)
+            ImportedItem(source_id, payload, at, sidechain, agent_id, joins)
             for source_id, payload in payloads
         )
     problems.sort(key=lambda p: p.line)
@@ -257,15 +273,19 @@ def _user_payloads(entry: _Entry) -> tuple[list[tuple[str, ItemPayload]], list[s
         if not isinstance(content, str):
             raise _EntryProblem("compact summary without text")
         return ([] if _blank(content) else [(source_id, CompactSummary(text=content))]), []
+    is_meta = entry.data.get("isMeta") is True
     if isinstance(content, str):
         if _blank(content):
             return [], []
+        if (harness := classify(content, is_meta=is_meta)) is not None:
+            return ([(source_id, SystemMessage(text=harness.text))] if harness.text else []), []
         return [(source_id, UserMessage(content=[TextBlock(text=content)]))], []
     if not isinstance(content, list):
         raise _EntryProblem("user content is neither text nor a list")
     results: list[tuple[str, ItemPayload]] = []
     problems: list[str] = []
     blocks: list[TextBlock | ImageBlock] = []
+    harness_texts: list[str] = []
     for block in content:
         if isinstance(block, dict) and block.get("type") == "tool_result":
             tool_use_id = block.get("tool_use_id")
@@ -280,11 +300,35 @@ def _user_payloads(entry: _Entry) -> tuple[list[tuple[str, ItemPayload]], list[s
             results.append((f"{tool_use_id}:result", result))
             continue
         user_block = _user_block(block)
+        if isinstance(user_block, TextBlock):
+            harness = classify(user_block.text, is_meta=is_meta)
+            if harness is not None:
+                harness_texts.extend([harness.text] if harness.text else [])
+                continue
         if user_block is not None:
             blocks.append(user_block)
+    for index, harness_text in enumerate(harness_texts):
+        key = (
+            source_id if not blocks and len(harness_texts) == 1 else f"{source_id}:harness:{index}"
+        )
+        results.append((key, SystemMessage(text=harness_text)))
     if blocks:
         results.append((source_id, UserMessage(content=blocks)))
     return results, problems
+
+
+def _queued_payloads(entry: _Entry) -> list[tuple[str, ItemPayload]]:
+    """A queued command taken back out of the queue (`popAll` with content): the user's
+    words, typed while Claude worked, that no `user` entry will carry."""
+    if entry.data.get("operation") != "popAll":
+        return []
+    return _typed_words(entry, entry.data.get("content"))
+
+
+def _typed_words(entry: _Entry, text: object) -> list[tuple[str, ItemPayload]]:
+    if not isinstance(text, str) or _blank(text) or classify(text) is not None:
+        return []
+    return [(_source_id(entry), UserMessage(content=[TextBlock(text=text)]))]
 
 
 def _tool_result_content(content: object) -> str | list[TextBlock | ImageBlock]:
@@ -393,11 +437,19 @@ def _assistant_payloads(
 # --- attachment entries ---------------------------------------------------------------
 
 
-def _attachment_payloads(entry: _Entry) -> list[tuple[str, ItemPayload]]:
+def _attachment_payloads(entry: _Entry) -> tuple[list[tuple[str, ItemPayload]], bool]:
+    """(items, whether they join the current turn as the user's words)."""
     attachment = entry.data.get("attachment")
     if not isinstance(attachment, dict):
         raise _EntryProblem("attachment entry without an attachment")
-    return [(_source_id(entry), SystemMessage(text=_attachment_text(attachment)))]
+    if attachment.get("type") == "queued_command" and attachment.get("isMeta") is not True:
+        typed = _typed_words(entry, attachment.get("prompt"))
+        if typed:
+            return typed, True
+    text = _attachment_text(attachment)
+    if attachment.get("hookEvent") == "SessionStart" and MEMORY_HEADING in text:
+        return [], False  # Strata's own memory block, handed back
+    return [(_source_id(entry), SystemMessage(text=text))], False
 
 
 def _text_of(value: object) -> str:

@@ -12,6 +12,7 @@ import hmac
 import re
 import secrets
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import TypeVar
 
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -20,7 +21,8 @@ from app.db import caches
 from app.db.engine import Database
 from app.db.models import ApiKey
 from app.db.repositories.api_keys import ApiKeyRepository
-from app.domain.errors import InvalidInput, Unauthorized
+from app.db.types import utcnow
+from app.domain.errors import InvalidInput, NotFound, Unauthorized
 from app.domain.ids import new_id
 from app.settings import ConfiguredKey
 
@@ -47,18 +49,37 @@ def validate_tenant_name(tenant: str) -> str:
     return tenant
 
 
-async def create_key(db: AsyncSession, tenant: str) -> tuple[ApiKey, str]:
+async def create_key(
+    db: AsyncSession, tenant: str, *, expires_at: datetime | None = None
+) -> tuple[ApiKey, str]:
     """Store a new key's hash; the key itself is returned once and never again. This
     process forgets what it cached about keys, so the key works at once."""
+    if expires_at is not None and expires_at <= utcnow():
+        raise InvalidInput("a key's expiry must be in the future", field="expires_at")
     key = generate_key()
     row = ApiKey(
         id=new_id("key"),
         tenant=validate_tenant_name(tenant),
         key_hash=hash_key(key),
         prefix=key[: len(KEY_PREFIX) + 4],
+        expires_at=expires_at,
     )
     caches.forget(db, caches.API_KEYS)
     return await ApiKeyRepository(db).add(row), key
+
+
+async def list_keys(db: AsyncSession) -> list[ApiKey]:
+    return await ApiKeyRepository(db).list_all()
+
+
+async def revoke_key(db: AsyncSession, key_id: str) -> ApiKey:
+    """Refused from now on: at once in this process, within STRATA_API_KEY_CACHE_SECONDS in
+    the others (what they cached about it expires)."""
+    row = await ApiKeyRepository(db).revoke(key_id, utcnow())
+    if row is None:
+        raise NotFound(f"no API key {key_id!r}")
+    caches.forget(db, caches.API_KEYS)
+    return row
 
 
 class Authenticator:
@@ -102,16 +123,22 @@ class Authenticator:
             return LOCAL_TENANT
         if not token:
             raise Unauthorized("this server needs 'Authorization: Bearer <key>'")
-        raise Unauthorized("the API key is not valid")
+        raise Unauthorized("the API key is not valid (unknown, revoked or expired)")
 
     async def _tenant_of_key(self, database: Database, token: str) -> str | None:
         digest = hash_key(token)
         for known, tenant in self._configured.items():
             if hmac.compare_digest(known, digest):
                 return tenant
-        return await self._cached(
-            database, digest, lambda db: ApiKeyRepository(db).tenant_for_hash(digest)
+        grant = await self._cached(
+            database, digest, lambda db: ApiKeyRepository(db).grant_for_hash(digest)
         )
+        if grant is None:
+            return None
+        tenant, expires_at = grant
+        if expires_at is not None and expires_at <= utcnow():
+            return None  # checked at every use: a cached grant does not outlive its key
+        return tenant
 
     async def _cached(
         self, database: Database, key: str, read: Callable[[AsyncSession], Awaitable[T]]

@@ -4,8 +4,10 @@
 mirrored session's log idempotently (by entry uuid / tool_use id, so posting a
 whole transcript again changes nothing), in write transactions of a bounded number
 of items, and each turn is projected into memory once all its items are in.
-`SessionStart` links a new Claude Code session to the latest one of the same project
-and answers with the memory block of that chain.
+A Claude Code session first seen by any hook continues the newest session of its project
+that nothing continues yet, so one missed SessionStart breaks no chain; `SessionStart`
+answers with the memory block of that chain. Items for a session merged away land in
+the session it was merged into.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from app.domain.items import (
 )
 from app.memory.transcript import ImportedItem, TranscriptProblem, parse_transcript
 from app.services.items import append_item
-from app.services.memory import memory_block, project_turns
+from app.services.memory import BlockLimits, memory_block, project_turns, resolve
 from app.services.sessions import create_session
 from app.services.summaries import enqueue_if_needed
 from app.settings import Settings
@@ -38,7 +40,6 @@ from app.settings import Settings
 T = TypeVar("T")
 
 SOURCE = "claude-code"
-NEW_SESSION_SOURCES = frozenset({"startup", "clear", "compact", "fork"})
 
 
 @dataclass
@@ -47,6 +48,24 @@ class IngestReport:
     imported: int = 0
     already_known: int = 0
     problems: list[TranscriptProblem] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Mirror:
+    """Where a Claude Code thread's items go: the session they are imported into (the one
+    mirroring it, or the session it was merged into since), and every session that may
+    already hold some of them (both of those), for idempotent imports."""
+
+    session_id: str
+    holders: tuple[str, ...]
+
+
+def project_keys(payload: dict[str, Any]) -> list[str]:
+    """The folders naming a hook's project: the git root of `cwd` when the kit sent it
+    (`project_root`: sessions started in different folders of one repository share a
+    chain), and `cwd` itself. The first one is what a new session is filed under."""
+    keys = [payload.get("project_root"), payload.get("cwd")]
+    return [k for k in dict.fromkeys(keys) if isinstance(k, str) and k.strip()]
 
 
 async def write_mirrored(database: UnitsOfWork, work: Work[T]) -> T:
@@ -64,25 +83,31 @@ async def mirrored_session(
     tenant: str,
     external_id: str,
     *,
-    project: str | None,
+    projects: list[str],
     parent: Session | None = None,
-    link_to_project: bool = False,
 ) -> Session:
-    """The Strata session mirroring a Claude Code session (or subagent), made on first sight."""
+    """The Strata session mirroring a Claude Code session (or subagent), made on first sight.
+
+    Whatever hook first shows a session (SessionStart of any source, Stop, SubagentStop),
+    a new main-thread session continues the newest session of its project that nothing
+    continues yet: a SessionStart that never reached Strata (server down, `claude --resume`
+    of a session from before the hooks were installed, hooks installed mid-session) leaves
+    no gap in the chain, and a late SessionStart finds the session and links nothing again.
+    """
     chains = ChainRepository(db)
     existing = await chains.by_external_id(tenant, SOURCE, external_id)
     if existing is not None:
         return existing
     predecessor = None
-    if link_to_project and project:
-        predecessor = await chains.latest_in_project(tenant, SOURCE, project, exclude="")
+    if parent is None and projects:
+        predecessor = await chains.latest_in_project(tenant, SOURCE, projects)
     session = await create_session(
         db,
         tenant,
         title=f"Claude Code {external_id}",
         source=SOURCE,
         external_id=external_id,
-        project=project,
+        project=projects[0] if projects else None,
         continues_from=predecessor.id if predecessor else None,
     )
     if parent is not None:
@@ -90,6 +115,12 @@ async def mirrored_session(
         db.add(session)
         await db.flush()
     return session
+
+
+async def _mirror(db: AsyncSession, tenant: str, session: Session) -> Mirror:
+    """Items of a session merged away land in the session it was merged into."""
+    target = await resolve(db, tenant, session.id)
+    return Mirror(target.id, tuple(dict.fromkeys((target.id, session.id))))
 
 
 async def ingest_transcript(
@@ -119,15 +150,16 @@ async def ingest_transcript(
     for item in parsed.items:
         groups[(item.agent_id or "sidechain") if item.sidechain else None].append(item)
     agents = list(groups)
-    sessions = await write_mirrored(
+    projects = project_keys(payload) or ([parsed.cwd] if parsed.cwd else [])
+    mirrors = await write_mirrored(
         database,
-        lambda db: _mirrored_sessions(db, tenant, external_id, payload.get("cwd"), agents),
+        lambda db: _mirrored_sessions(db, tenant, external_id, projects, agents),
     )
-    report = IngestReport(session_id=sessions[None], problems=parsed.problems)
+    report = IngestReport(session_id=mirrors[None].session_id, problems=parsed.problems)
     size = max(1, settings.import_chunk_items)
     for agent, items in groups.items():
-        session_id = sessions[agent]
-        fresh = await _not_yet_imported(database, session_id, items)
+        mirror = mirrors[agent]
+        fresh = await _not_yet_imported(database, mirror, items)
         chunks = [fresh[i : i + size] for i in range(0, len(fresh), size)] or [[]]
         imported = 0
         for number, chunk in enumerate(chunks, 1):
@@ -135,7 +167,7 @@ async def ingest_transcript(
                 partial(
                     import_chunk,
                     settings=settings,
-                    session_id=session_id,
+                    mirror=mirror,
                     items=chunk,
                     last=number == len(chunks),
                 )
@@ -149,28 +181,40 @@ async def _mirrored_sessions(
     db: AsyncSession,
     tenant: str,
     external_id: str,
-    project: str | None,
+    projects: list[str],
     agents: list[str | None],
-) -> dict[str | None, str]:
-    """The mirrored session of the main thread (key None) and of each subagent thread."""
-    main = await mirrored_session(db, tenant, external_id, project=project)
-    found: dict[str | None, str] = {None: main.id}
+) -> dict[str | None, Mirror]:
+    """Where the main thread's items (key None) and each subagent thread's go."""
+    main = await mirrored_session(db, tenant, external_id, projects=projects)
+    found: dict[str | None, Mirror] = {None: await _mirror(db, tenant, main)}
     for agent in agents:
         if agent is not None:  # a subagent's thread is kept apart from the main thread
             child = await mirrored_session(
-                db, tenant, f"{external_id}/{agent}", project=main.project, parent=main
+                db,
+                tenant,
+                f"{external_id}/{agent}",
+                projects=[main.project] if main.project else [],
+                parent=main,
             )
-            found[agent] = child.id
+            found[agent] = await _mirror(db, tenant, child)
     return found
 
 
+async def _known(db: AsyncSession, mirror: Mirror, source_ids: list[str]) -> set[str]:
+    items = ItemRepository(db)
+    known: set[str] = set()
+    for holder in mirror.holders:
+        known |= await items.known_source_ids(holder, source_ids)
+    return known
+
+
 async def _not_yet_imported(
-    database: UnitsOfWork, session_id: str, items: list[ImportedItem]
+    database: UnitsOfWork, mirror: Mirror, items: list[ImportedItem]
 ) -> list[ImportedItem]:
-    """The items whose source id the log does not hold yet, each source id once (a read:
+    """The items whose source id no holder's log has yet, each source id once (a read:
     a retry of a large import writes nothing for what its earlier chunks committed)."""
     async with database.read() as db:
-        known = await ItemRepository(db).known_source_ids(session_id, [i.source_id for i in items])
+        known = await _known(db, mirror, [i.source_id for i in items])
     fresh: list[ImportedItem] = []
     for item in items:
         if item.source_id not in known:
@@ -183,7 +227,7 @@ async def import_chunk(
     db: AsyncSession,
     *,
     settings: Settings,
-    session_id: str,
+    mirror: Mirror,
     items: list[ImportedItem],
     last: bool,
 ) -> int:
@@ -192,11 +236,12 @@ async def import_chunk(
     project the turns that are complete. Returns how many items it appended."""
     # the row lock (PostgreSQL; SQLite's writer is alone anyway) makes a concurrent post of
     # the same lines wait here, and then see what this chunk appended
+    session_id = mirror.session_id
     session = await db.get(Session, session_id, with_for_update=True, populate_existing=True)
     if session is None:
         raise InvalidInput(f"session {session_id!r} does not exist")
     open_before = session.current_turn
-    known = await ItemRepository(db).known_source_ids(session_id, [i.source_id for i in items])
+    known = await _known(db, mirror, [i.source_id for i in items])
     turns = {open_before} if session.last_seq else set()  # the log's last turn, if any
     open_after = open_before
     imported = 0
@@ -205,7 +250,13 @@ async def import_chunk(
             continue
         known.add(item.source_id)
         row = await append_item(
-            db, session_id, item.payload, Origin.import_, at=item.at, source_id=item.source_id
+            db,
+            session_id,
+            item.payload,
+            Origin.import_,
+            at=item.at,
+            source_id=item.source_id,
+            joins_turn=item.joins_turn,
         )
         turns.add(row.turn)
         open_after = row.turn
@@ -219,22 +270,18 @@ async def import_chunk(
 
 
 async def session_start(db: AsyncSession, tenant: str, payload: dict[str, Any]) -> Session:
-    """Link the starting session into its project's chain (a write)."""
-    source = str(payload.get("source") or "startup")
-    return await mirrored_session(
-        db,
-        tenant,
-        _session_id(payload),
-        project=payload.get("cwd"),
-        link_to_project=source in NEW_SESSION_SOURCES,
+    """Find or make the starting session, linked into its project's chain (a write); a
+    session merged away answers through the one it was merged into."""
+    session = await mirrored_session(
+        db, tenant, _session_id(payload), projects=project_keys(payload)
     )
+    return await resolve(db, tenant, session.id)
 
 
 async def start_context(db: AsyncSession, settings: Settings, tenant: str, session_id: str) -> str:
     """The memory block a starting session is given (a read)."""
-    block = await memory_block(
-        db, tenant, session_id, window=settings.memory_l2_window_turns, tz=settings.zone
-    )
+    limits = BlockLimits.of(settings)
+    block = await memory_block(db, tenant, session_id, limits=limits, tz=settings.zone)
     return block.text
 
 

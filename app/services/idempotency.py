@@ -115,3 +115,8 @@ def check_key(key: str | None) -> str | None:
             f"Idempotency-Key must be 1-{MAX_KEY_LENGTH} characters", field="Idempotency-Key"
         )
     return key
+
+
+async def purge_expired_keys(db: AsyncSession) -> int:
+    """Deletes every key past its time (they are also replaced when reused); how many."""
+    return await IdempotencyRepository(db).purge_expired(utcnow())

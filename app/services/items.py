@@ -37,16 +37,17 @@ async def append_item(
     job_id: str | None = None,
     at: datetime | None = None,
     source_id: str | None = None,
+    joins_turn: bool = False,
 ) -> AppendedItem:
     """Append one item and its `item.appended` event.
 
     The caller has checked that the session is the tenant's. A job passes the
-    turn it was given at enqueue; without one, a user message opens a new turn.
+    turn it was given at enqueue; without one, a user message opens a new turn unless it
+    `joins_turn` (words a user typed while the agent worked, imported from Claude Code).
     """
+    new_turn = turn is None and not joins_turn and starts_turn(payload)
     try:
-        slot = await SessionRepository(db).allocate_seq(
-            session_id, new_turn=turn is None and starts_turn(payload)
-        )
+        slot = await SessionRepository(db).allocate_seq(session_id, new_turn=new_turn)
     except NoResultFound as exc:  # the session vanished between check and append
         raise InvalidInput(f"session {session_id!r} does not exist") from exc
     row = AppendedItem(
@@ -109,6 +110,6 @@ async def list_items(
 def parse_seq_cursor(after: str | None) -> int:
     if after is None:
         return 0
-    if not after.isdigit():
+    if not (after.isascii() and after.isdigit() and len(after) <= 18):
         raise InvalidInput("'after' must be the next_cursor of a previous page", field="after")
     return int(after)

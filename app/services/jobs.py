@@ -15,6 +15,7 @@ from app.db.types import utcnow
 from app.domain.errors import Conflict, NotFound
 from app.domain.jobs import TERMINAL, WAITING, JobStatus
 from app.services import webhooks
+from app.services.event_payloads import job_status_data
 from app.services.events import record_event
 from app.services.pagination import Page, page_of
 
@@ -66,9 +67,7 @@ async def enqueue(db: AsyncSession, job: Job, *, start: bool = True) -> Job:
     await JobRepository(db).add(job)
     if start:
         signals.emit(db, signals.WakeRunner())
-    await record_event(
-        db, job.session_id, "job.status", {"job_id": job.id, "status": job.status}, job_id=job.id
-    )
+    await record_event(db, job.session_id, "job.status", job_status_data(job), job_id=job.id)
     return job
 
 
@@ -108,9 +107,7 @@ async def set_status(
         job.lease_expires_at = None
     db.add(job)
     await db.flush()
-    data: dict[str, Any] = {"job_id": job.id, "status": status, "attempt": job.attempts}
-    if error is not None:
-        data["error"] = error
+    data = job_status_data(job, error=error)
     await record_event(db, job.session_id, "job.status", data, job_id=job.id)
     await webhooks.job_status_changed(db, job, error=error, result=result)
     if status in TERMINAL and job.parent_job_id is not None:
@@ -214,3 +211,34 @@ async def _cancel_descendants(db: AsyncSession, job: Job) -> None:
                 await _cancel(db, child)
         level = [c.id for c in children]
         depth += 1
+
+
+def turn_failure(job: Job) -> tuple[int, dict[str, Any]]:
+    """The HTTP status and problem document a waiting client gets for a job that ended
+    without succeeding: an LLM that is not configured is the server's state (503), any other
+    LLM failure comes from upstream (502), a cancel and a session whose context cannot hold
+    another request even after compaction are conflicts with the session's state (409: the
+    client compacts, shortens the system prompt or continues in a new session; retrying as
+    is fails the same way), anything else is the server's fault (500)."""
+    if job.status == JobStatus.cancelled:
+        return 409, {
+            "type": "urn:strata:problem:job-cancelled",
+            "title": "Cancelled",
+            "detail": "the job was cancelled before it ended",
+        }
+    problem = dict(job.error or {})
+    slug = str(problem.get("type", "")).removeprefix("urn:strata:problem:")
+    if not slug:
+        problem = {
+            "type": "urn:strata:problem:job-failed",
+            "title": "Job failed",
+            "detail": f"the job ended {job.status}",
+        }
+        return 500, problem
+    if slug == "llm-not-configured":
+        return 503, problem
+    if slug == "context-exhausted":
+        return 409, problem
+    if slug.startswith("llm-") or slug == "compaction-failed":  # the summary model failed
+        return 502, problem
+    return 500, problem

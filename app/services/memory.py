@@ -18,17 +18,19 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import MemoryDetail, MemoryTurn, Session
 from app.db.repositories.items import ItemRepository
-from app.db.repositories.memory import ChainRepository, MemoryRepository, TimeWindow
+from app.db.repositories.memory import ChainRepository, MemoryRepository, NewestText, TimeWindow
 from app.db.types import utcnow
 from app.domain.errors import Conflict, InvalidInput, NotFound
 from app.domain.items import load_payload
-from app.memory.details import DetailEntry, TurnDetail
+from app.memory.details import DetailEntry, DetailPage, DetailQuery, TurnDetail, detail_page
 from app.memory.noise import Boilerplate
 from app.memory.projection import Detail, TurnItem, TurnProjection, project_turn
+from app.memory.render import LINE_MAX, BlockCounts, DetailHint, MemoryBlockBuilder
 from app.memory.render import MemoryTurn as RenderedTurn
-from app.memory.render import memory_counts, render_memory_block
 from app.memory.timeref import TimeRef, parse_time_ref
+from app.services.chain_turns import NewestTurns
 from app.services.sessions import get_session
+from app.settings import Settings
 
 
 async def resolve(db: AsyncSession, tenant: str, session_id: str) -> Session:
@@ -104,6 +106,7 @@ async def _store_projection(db: AsyncSession, session_id: str, projection: TurnP
                 kind=detail.kind,
                 source_id=detail.source_id,
                 tool_name=detail.tool_name,
+                is_error=detail.is_error,
                 text=detail.text,
             )
         )
@@ -127,6 +130,12 @@ async def chain_of(db: AsyncSession, session: Session) -> list[Session]:
     return await ChainRepository(db).predecessors(session)
 
 
+def has_predecessors(session: Session) -> bool:
+    """Whether `session` continues a chain (or reads through the one it was merged into):
+    only then has it a memory block, whose turns are never its own."""
+    return session.continues_from is not None or session.merged_into is not None
+
+
 async def owners_of(db: AsyncSession, session: Session) -> list[str]:
     """The sessions whose turns a session's chain holds: it, its predecessors, and every
     session merged into one of them (its turns may not all have moved yet)."""
@@ -138,20 +147,74 @@ async def owners_of(db: AsyncSession, session: Session) -> list[str]:
 class MemoryBlock:
     session_id: str
     text: str
-    counts: dict[str, int]
+    counts: BlockCounts
     chain: list[str]
 
 
+HINTS = {"claude-code": DetailHint.sc_detail}  # by session source; others have the Detail tool
+
+
+@dataclass(frozen=True)
+class BlockLimits:
+    """How large a memory block may be: L2 turns, characters, and L2's share of them."""
+
+    window: int
+    max_chars: int
+    l2_ratio: float
+
+    @classmethod
+    def of(cls, settings: Settings, max_chars: int | None = None) -> BlockLimits:
+        """The configured limits; `max_chars` instead of the configured length if given."""
+        return cls(
+            settings.memory_l2_window_turns,
+            max_chars or settings.memory_block_max_chars,
+            settings.memory_block_l2_ratio,
+        )
+
+
 async def memory_block(
-    db: AsyncSession, tenant: str, session_id: str, *, window: int, tz: ZoneInfo
+    db: AsyncSession, tenant: str, session_id: str, *, limits: BlockLimits, tz: ZoneInfo
 ) -> MemoryBlock:
-    """What a continuing session starts with: its predecessors' turns, never its own."""
+    """What a continuing session starts with: its predecessors' turns, never its own, in at
+    most `max_chars` characters.
+
+    The turns are read newest first and only while the block has room, with their texts cut
+    in SQL to what the block could show, so its cost follows the budget and not the chain.
+    The count of turns left out comes from turn numbers (index probes per session) unless
+    every turn was read.
+    """
     session = await resolve(db, tenant, session_id)
     chain = [s.id for s in await chain_of(db, session)]
-    owners = await ChainRepository(db).with_merged(chain)
-    turns = [RenderedTurn(*row) for row in await MemoryRepository(db).texts_of(owners)]
-    text = render_memory_block(turns, window=window, tz=tz, detail_hint_session=session.id)
-    return MemoryBlock(session.id, text, memory_counts(turns, window), chain)
+    repo = MemoryRepository(db)
+    spans = await repo.chain_spans(chain)  # the sessions merged into them included
+    ends = {owner: (s.first, s.last) for owner, s in spans.items() if s.first and s.last}
+    oldest = min((first for first, _ in ends.values()), default=None)
+    hint = HINTS.get(session.source, DetailHint.detail_tool)
+    window = limits.window
+    builder = MemoryBlockBuilder(limits.max_chars, window, tz, hint, oldest, limits.l2_ratio)
+    newest = NewestTurns(
+        repo,
+        {owner: last for owner, (_, last) in ends.items()},
+        window=window + 1,  # one more, to know whether older turns follow
+        wide=limits.max_chars,
+        narrow=LINE_MAX,
+    )
+    recent: list[RenderedTurn] = []
+    while len(recent) <= window and (row := await newest.next()) is not None:
+        recent.append(_rendered(row))
+    for turn in [*builder.take_recent(recent, older=len(recent) > window), *recent[window:]]:
+        if not builder.offer_earlier(turn):
+            break
+    while not builder.full and (row := await newest.next()) is not None:
+        builder.offer_earlier(_rendered(row))
+    counted = sum(span.turns for span in spans.values())
+    total = newest.yielded if newest.exhausted else max(counted, newest.yielded)
+    block = builder.render(total)
+    return MemoryBlock(session.id, block.text, block.counts, chain)
+
+
+def _rendered(row: NewestText) -> RenderedTurn:
+    return RenderedTurn(row.ended_at, row.user_text, row.assistant_text, row.l1)
 
 
 async def detail(
@@ -159,7 +222,7 @@ async def detail(
 ) -> list[TurnDetail]:
     """L2 and L3 of the turns at a time (or in a range) across the chain, newest first."""
     try:
-        ref = parse_time_ref(reference)
+        ref = parse_time_ref(reference, tz)
     except ValueError as exc:
         raise InvalidInput(str(exc), field="time") from exc
     session = await resolve(db, tenant, session_id)
@@ -176,7 +239,8 @@ async def detail(
     matching.sort(key=lambda t: (t.ended_at, t.id or 0), reverse=True)
     grouped: dict[int, dict[str, list[DetailEntry]]] = defaultdict(lambda: defaultdict(list))
     for row in await repo.details_of([t.id for t in matching if t.id is not None]):
-        grouped[row.turn_id][row.kind].append(DetailEntry(row.source_id, row.tool_name, row.text))
+        entry = DetailEntry(row.source_id, row.tool_name, row.text, row.is_error)
+        grouped[row.turn_id][row.kind].append(entry)
     return [
         TurnDetail(
             session_id=t.origin_session_id,
@@ -189,6 +253,19 @@ async def detail(
         )
         for t in matching
     ]
+
+
+async def detail_page_of(
+    db: AsyncSession,
+    tenant: str,
+    session_id: str,
+    reference: str,
+    query: DetailQuery,
+    *,
+    tz: ZoneInfo,
+) -> DetailPage:
+    """One page of the detail look-up: at most `query.max_chars` characters, filtered."""
+    return detail_page(await detail(db, tenant, session_id, reference, tz=tz), query, tz=tz)
 
 
 def utc_windows(

@@ -1,15 +1,22 @@
 """Event streams for SSE: durable events from the table, live signals from the hub.
 
-Ids: a durable event's id is its row id. A live signal (text delta, tool
-progress) carries `<last durable id>.<n>`, so a reconnecting client's
-`Last-Event-ID` still says where to read on; live signals themselves are not
-replayed, the durable facts they led to are.
+Ids: a durable event's id is its row id. A live signal (text delta, tool progress) carries
+`<last durable id>.<n>`, so a reconnecting client's `Last-Event-ID` still says where to
+read on; live signals themselves are not replayed, the durable facts they led to are.
+
+Every event's `data` has its `type`, `session_id` and (when it concerns one) `job_id`; a
+durable event's data is what was recorded with it (for the events that are also webhooks,
+the webhook's `data`). A job's stream ends once the job has ended and every event after the
+client's position was sent, whatever that position is (a `Last-Event-ID` at or past the
+job's last event included), so a browser's `EventSource`, which reconnects by itself, is
+not kept waiting forever.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,10 +24,14 @@ from app.db.engine import Database
 from app.db.models import Event
 from app.db.repositories.events import EventRepository
 from app.db.repositories.items import ItemRepository
+from app.domain.errors import InvalidInput, NotFound
 from app.domain.jobs import TERMINAL
+from app.services.jobs import get_job
 from app.services.live import LiveHub, LiveSignal
 
 BATCH = 200
+# at most 18 digits: every such number is a 64-bit integer, so a schema can say it
+_EVENT_ID = re.compile(r"^(0|[1-9][0-9]{0,17})(?:\.([1-9][0-9]{0,8}))?$")
 
 
 @dataclass(frozen=True)
@@ -31,15 +42,29 @@ class StreamEvent:
 
 
 def parse_last_event_id(value: str | None) -> int:
-    if not value:
+    """The durable event id a client last saw: `N` or `N.M` (a live signal after N), N a
+    64-bit integer. Anything else is a 422: a stream must not start from a guess."""
+    if value is None or value == "":
         return 0
-    head = value.split(".", 1)[0]
-    return int(head) if head.isdigit() else 0
+    match = _EVENT_ID.match(value)
+    if match is None:
+        raise InvalidInput(
+            "Last-Event-ID: not an event id of this stream (`N` or `N.M`, N of 1-18 digits)",
+            field="Last-Event-ID",
+        )
+    return int(match[1])
+
+
+def _data(row: Event, extra: dict[str, Any]) -> dict[str, Any]:
+    data: dict[str, Any] = {"type": row.type, "session_id": row.session_id, "job_id": row.job_id}
+    data.update(row.data)
+    data.update(extra)
+    return data
 
 
 async def _durable_after(
     database: Database, *, session_id: str | None, job_id: str | None, after: int
-) -> list[tuple[Event, dict[str, Any]]]:
+) -> list[StreamEvent]:
     async with database.read() as db:
         rows = await EventRepository(db).after(
             session_id=session_id, job_id=job_id, after_id=after, limit=BATCH
@@ -47,13 +72,30 @@ async def _durable_after(
         out = []
         items = ItemRepository(db)
         for row in rows:
-            data = dict(row.data)
+            extra: dict[str, Any] = {}
             if row.type == "item.appended":
-                item = await items.get(row.session_id, int(data["seq"]))
+                item = await items.get(row.session_id, int(row.data["seq"]))
                 if item is not None:
-                    data["item"] = item
-            out.append((row, data))
+                    extra["item"] = item
+            out.append(StreamEvent(id=str(row.id), type=row.type, data=_data(row, extra)))
         return out
+
+
+JobEnded = Callable[[], Awaitable[bool]]
+
+
+def job_has_ended(database: Database, tenant: str, job_id: str) -> JobEnded:
+    """For a job's stream: whether the job has ended (or is gone)."""
+
+    async def ended() -> bool:
+        async with database.read() as db:
+            try:
+                job = await get_job(db, tenant, job_id)
+            except NotFound:
+                return True
+        return job.status in TERMINAL
+
+    return ended
 
 
 async def event_stream(
@@ -65,44 +107,60 @@ async def event_stream(
     last_event_id: int,
     poll_seconds: float,
     keepalive_seconds: float,
-    until_job_ends: bool = False,
+    job_ended: JobEnded | None = None,
 ) -> AsyncIterator[StreamEvent | None]:
-    """Yields events in order; None means 'nothing for a while' (send a keep-alive)."""
+    """Yields events in order; None means 'nothing for a keep-alive interval' (send one
+    keep-alive). With `job_ended` (a job's stream) it ends once that says the job has
+    ended and nothing is left to send after the client's position."""
+    loop = asyncio.get_running_loop()
+    # With every process's signals arriving (PostgreSQL), a quiet stream reads the table
+    # only at each keep-alive, as a safety net; else it polls for other processes' work.
+    if hub.cross_process:
+        poll_seconds = keepalive_seconds
     last = last_event_id
     live_count = 0
-    idle = 0.0
+    quiet_since = loop.time()
     read_table = True
     with hub.subscribe() as signals:
         while True:
             if read_table:
-                for row, data in await _durable_after(
+                events = await _durable_after(
                     database, session_id=session_id, job_id=job_id, after=last
-                ):
-                    last = row.id or last
+                )
+                for event in events:
+                    last = int(event.id)
                     live_count = 0
-                    yield StreamEvent(id=str(last), type=row.type, data=data)
-                    if until_job_ends and row.type == "job.status" and _ended(data):
-                        return
-            signal = await _next_signal(signals, poll_seconds)
+                    quiet_since = loop.time()
+                    yield event
+                if len(events) == BATCH:
+                    continue  # more to replay: no waiting in between
+                if job_ended is not None and (
+                    any(_ends_job(e) for e in events) or (not events and await job_ended())
+                ):
+                    return
+            wait = max(0.0, min(poll_seconds, quiet_since + keepalive_seconds - loop.time()))
+            signal = await _next_signal(signals, wait)
             # The table is read again when something was committed here, or after a
             # quiet poll interval (a runner in another process); never between live
             # signals: deltas are published before the commit of the item they add up
             # to, so a read between two of them could overtake the ones still queued.
             read_table = signal is None or signal.type is None
-            if signal is None:
-                idle += poll_seconds
-                if idle >= keepalive_seconds:
-                    idle = 0.0
-                    yield None
-                continue
-            idle = 0.0
-            if signal.type is not None and _matches(signal, session_id, job_id):
+            if (
+                signal is not None
+                and signal.type is not None
+                and _matches(signal, session_id, job_id)
+            ):
                 live_count += 1
-                yield StreamEvent(id=f"{last}.{live_count}", type=signal.type, data=signal.data)
+                quiet_since = loop.time()
+                data = {"type": signal.type, "session_id": signal.session_id, **signal.data}
+                yield StreamEvent(id=f"{last}.{live_count}", type=signal.type, data=data)
+            elif loop.time() - quiet_since >= keepalive_seconds:
+                quiet_since = loop.time()
+                yield None
 
 
-def _ended(data: dict[str, Any]) -> bool:
-    return data.get("status") in TERMINAL
+def _ends_job(event: StreamEvent) -> bool:
+    return event.type == "job.status" and event.data.get("status") in TERMINAL
 
 
 def _matches(signal: LiveSignal, session_id: str | None, job_id: str | None) -> bool:

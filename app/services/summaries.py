@@ -43,11 +43,11 @@ async def pending_count(db: AsyncSession, session: Session, window: int) -> int:
 
 async def enqueue_if_needed(db: AsyncSession, session: Session, window: int) -> Job | None:
     """At every turn end: a `summary` job when the chain has turns waiting for L1 and
-    none is queued or running yet."""
-    jobs = JobRepository(db)
-    if await jobs.active_of_kind(session.id, JobKind.summary) is not None:
-        return None
+    none is queued or running yet. The count comes first: a chain shorter than the
+    window (most) has nothing waiting, and then that is the one statement."""
     if not await pending_count(db, session, window):
+        return None
+    if await JobRepository(db).active_of_kind(session.id, JobKind.summary) is not None:
         return None
     return await enqueue(
         db,
@@ -111,8 +111,13 @@ def fitted_l1_request(settings: Settings, l2: str) -> LLMRequest:
 
 
 async def summarize_turn(settings: Settings, llm: LLM, turn: MemoryTurn) -> tuple[str, bool]:
-    """(summary, fell_back): 2 retries, then the L2 text itself."""
+    """(summary, fell_back): 2 retries, then the L2 text itself.
+
+    A turn with no L2 at all (only tool calls or harness messages) is never sent to the
+    summary model: its L1 is empty, which the memory block shows as nothing."""
     l2 = l2_text(turn.user_text, turn.assistant_text)
+    if not l2.strip():
+        return "", False
     request = fitted_l1_request(settings, l2)
     for attempt in range(settings.summary_retries + 1):
         try:

@@ -28,7 +28,6 @@ from app.domain.tasks import (
     replay,
 )
 from app.services import webhooks
-from app.services.events import record_event
 from app.services.items import append_item
 from app.services.sessions import get_session
 
@@ -153,8 +152,5 @@ async def change_task(
     event = TaskEvent(op=op, input=args, taskid=task.taskid)
     await append_item(db, session_id, event, Origin.api, at=now)
     await SessionRepository(db).note_task_write(session_id)  # the reminder waits N again
-    await record_event(
-        db, session_id, "task.updated", {"taskid": task.taskid, "op": op, "origin": "api"}
-    )
     await webhooks.task_updated(db, tenant, session_id, task, op=op, origin="api")
     return task

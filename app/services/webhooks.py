@@ -8,14 +8,10 @@ them and hands each attempt's result to `record_attempt`.
 
 from __future__ import annotations
 
-import asyncio
-import ipaddress
 import logging
-import socket
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, get_args
-from urllib.parse import urlsplit
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -28,6 +24,8 @@ from app.domain.ids import new_id
 from app.domain.jobs import JobKind, JobStatus
 from app.domain.tasks import Task
 from app.domain.webhook_signing import generate_secret
+from app.services.event_payloads import job_status_data, task_updated_data
+from app.services.events import record_event
 from app.services.pagination import Page, page_of
 from app.settings import Settings
 
@@ -47,68 +45,6 @@ EVENT_TYPES: tuple[str, ...] = get_args(EventType)
 ALL_EVENTS = "*"
 TEST_EVENT = "webhook.test"
 JOB_EVENTS = {event.removeprefix("job."): event for event in EVENT_TYPES if event[:4] == "job."}
-
-
-class TargetRefused(InvalidInput):
-    """The URL is not one Strata may call."""
-
-
-# --- targets ------------------------------------------------------------------
-def _forbidden_kind(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    checks = (
-        ("loopback", address.is_loopback),
-        ("link-local", address.is_link_local),
-        ("multicast", address.is_multicast),
-        ("unspecified", address.is_unspecified),
-        ("reserved", address.is_reserved),
-        ("private", address.is_private),
-        ("non-public", not address.is_global),
-    )
-    return next((kind for kind, hit in checks if hit), None)
-
-
-async def _addresses(host: str, port: int) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
-    try:
-        return [ipaddress.ip_address(host)]
-    except ValueError:
-        pass
-    loop = asyncio.get_running_loop()
-    try:
-        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError) as exc:
-        raise TargetRefused(f"url: host {host!r} does not resolve ({exc})", field="url") from exc
-    return [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
-
-
-async def check_target(url: str, *, allow_private: bool) -> str:
-    """An http(s) URL whose host resolves to public addresses only (unless allowed).
-
-    Checked when a subscription is written and again before every attempt, since
-    what a name resolves to may change."""
-    url = url.strip()
-    try:
-        parts = urlsplit(url)
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError as exc:
-        raise TargetRefused(f"url: not a valid URL ({exc})", field="url") from exc
-    if parts.scheme not in ("http", "https"):
-        raise TargetRefused("url: only http and https URLs are allowed", field="url")
-    host = parts.hostname
-    if not host:
-        raise TargetRefused("url: the URL names no host", field="url")
-    if allow_private:
-        return url
-    for address in await _addresses(host, port):
-        kind = _forbidden_kind(address)
-        if kind is not None:
-            raise TargetRefused(
-                f"url: {host} resolves to {address}, a {kind} address; "
-                "set STRATA_WEBHOOK_ALLOW_PRIVATE=true to allow such targets",
-                field="url",
-            )
-    return url
 
 
 def _check_events(events: list[str]) -> list[str]:
@@ -291,18 +227,7 @@ async def job_status_changed(
     event = JOB_EVENTS.get(job.status)
     if event is None:
         return
-    data: dict[str, Any] = {
-        "job_id": job.id,
-        "session_id": job.session_id,
-        "kind": job.kind,
-        "piece": job.piece,
-        "status": job.status,
-        "turn": job.turn,
-        "attempt": job.attempts,
-        "parent_job_id": job.parent_job_id,
-        "error": error if error is not None else job.error,
-    }
-    await enqueue_event(db, job.tenant, event, data)
+    await enqueue_event(db, job.tenant, event, job_status_data(job, error=error))
     if job.status == JobStatus.succeeded and job.kind == JobKind.chat:
         turn = {
             "session_id": job.session_id,
@@ -323,15 +248,9 @@ async def task_updated(
     origin: str,
     job_id: str | None = None,
 ) -> None:
-    data = {
-        "session_id": session_id,
-        "taskid": task.taskid,
-        "op": op,
-        "origin": origin,
-        "job_id": job_id,
-        "status": task.status,
-        "subject": task.subject,
-    }
+    """The `task.updated` event of the session's streams and its webhook, one payload."""
+    data = task_updated_data(session_id, task, op=op, origin=origin, job_id=job_id)
+    await record_event(db, session_id, "task.updated", data, job_id=job_id)
     await enqueue_event(db, tenant, "task.updated", data)
 
 

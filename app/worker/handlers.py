@@ -25,7 +25,7 @@ from app.services.chat import append_turn_input
 from app.services.compaction import CompactionFailed, compact_session
 from app.services.leases import JobDatabase
 from app.services.live import LiveHub
-from app.services.memory import memory_block, project_turns
+from app.services.memory import BlockLimits, has_predecessors, memory_block, project_turns
 from app.services.sessions import get_session
 from app.services.summaries import enqueue_if_needed, summarize_backlog
 from app.settings import Settings
@@ -94,14 +94,17 @@ def remember_turn(deps: Deps, job: Job) -> Also:
     return also
 
 
-async def _system_prompt(deps: Deps, job: Job, own: str | None) -> str | None:
+async def _system_prompt(deps: Deps, job: Job, session: Session) -> str | None:
     """The session's own prompt, then the memory block of the chain it continues."""
+    own = session.system_prompt
+    if not has_predecessors(session):  # its block is empty: no read per turn for it
+        return own
     async with deps.database.read() as db:
         block = await memory_block(
             db,
             job.tenant,
             job.session_id,
-            window=deps.settings.memory_l2_window_turns,
+            limits=BlockLimits.of(deps.settings),
             tz=deps.settings.zone,
         )
     parts = [p for p in (own, block.text) if p]
@@ -129,7 +132,7 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
     tool_names = session_tools(deps, session)
     config = TurnConfig(
         model=session.model or deps.settings.model,
-        system=await _system_prompt(deps, job, session.system_prompt),
+        system=await _system_prompt(deps, job, session),
         tool_names=tool_names,
         max_iterations=deps.settings.agent_max_iterations,
         max_tokens=deps.settings.llm_max_tokens,

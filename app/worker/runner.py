@@ -36,6 +36,7 @@ from app.engine.llm import LLM, LLMError
 from app.engine.loop import CANCELLED, close_dangling_tool_uses
 from app.engine.pieces import PieceCatalog
 from app.engine.tools import ToolRegistry
+from app.observability import context as log_context
 from app.services.jobs import set_status
 from app.services.leases import JobDatabase, LeaseLost, fence
 from app.services.live import LiveHub
@@ -206,7 +207,10 @@ class Runner:
         expires any runner resumes it. The runner itself must outlive every job."""
         job = running.job
         try:
-            await self._settle(running)
+            with log_context.bound(session=job.session_id, job=job.id):
+                what = job.kind if job.piece is None else f"{job.kind} {job.piece}"
+                logger.info("job %s (%s) claimed by runner %s", job.id, what, self.worker_id)
+                await self._settle(running)
         except Exception:
             logger.exception("job %s could not be settled; its lease will expire", job.id)
         finally:

@@ -27,7 +27,6 @@ from app.domain.tasks import (
 from app.engine.tools import ToolError, ToolOutput
 from app.engine.truncation import truncate_result
 from app.services import webhooks
-from app.services.events import record_event
 from app.services.items import append_item
 from app.worker.job_session import JobSession
 
@@ -91,8 +90,6 @@ class JobTaskGateway:
                 db, job.session_id, result, Origin.system, turn=job.turn, job_id=job.id
             )
             if not is_error:
-                data = {"taskid": task.taskid, "op": op, "origin": "llm"}
-                await record_event(db, job.session_id, "task.updated", data, job_id=job.id)
                 await webhooks.task_updated(
                     db, job.tenant, job.session_id, task, op=op, origin="llm", job_id=job.id
                 )

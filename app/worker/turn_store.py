@@ -105,8 +105,8 @@ class HubTurnEvents:
     def _send(self, type_: str, data: dict[str, object]) -> None:
         self.hub.transient(type_, self.job.session_id, self.job.id, {"job_id": self.job.id, **data})
 
-    async def text_delta(self, text: str) -> None:
-        self._send("text.delta", {"text": text})
+    async def text_delta(self, text: str, index: int) -> None:
+        self._send("text.delta", {"index": index, "text": text})
 
     async def tool_started(self, block: ToolUseBlock) -> None:
         self._send("tool.started", {"tool_use_id": block.id, "name": block.name})

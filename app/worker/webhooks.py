@@ -19,11 +19,12 @@ import app as app_package
 from app.db.engine import Database
 from app.db.types import utcnow
 from app.domain.webhook_signing import signed_headers
+from app.observability.metrics import WEBHOOK_ATTEMPTS
+from app.services.idempotency import purge_expired_keys
+from app.services.webhook_targets import Target, TargetRefused, resolve_target
 from app.services.webhooks import (
     AttemptResult,
     Claimed,
-    TargetRefused,
-    check_target,
     claim_deliveries,
     due_deliveries_exist,
     record_attempt,
@@ -62,8 +63,12 @@ class WebhookDispatcher:
             follow_redirects=False, headers={"user-agent": USER_AGENT}
         ) as client:
             loop = asyncio.get_running_loop()
+            purge_at = loop.time()
             while not stop.is_set():
                 self.ticked_at = loop.time()
+                if self.ticked_at >= purge_at:
+                    purge_at = self.ticked_at + self.settings.idempotency_purge_seconds
+                    await self._purge_idempotency_keys()
                 try:
                     claimed = await self._claim()
                 except Exception as exc:  # the database is away: keep the dispatcher alive
@@ -79,6 +84,17 @@ class WebhookDispatcher:
                 await self._idle(stop)
         logger.info("webhook dispatcher stopped")
 
+    async def _purge_idempotency_keys(self) -> None:
+        """Housekeeping that rides on this loop (one per runner process): expired
+        Idempotency-Key rows; a failure waits for the next round."""
+        try:
+            purged = await self.database.write(purge_expired_keys)
+        except Exception as exc:
+            logger.warning("could not purge expired idempotency keys: %s", type(exc).__name__)
+            return
+        if purged:
+            logger.info("purged %d expired idempotency keys", purged)
+
     async def _idle(self, stop: asyncio.Event) -> None:
         await idle(self._wake, stop, self._outage.backoff(self.settings.webhook_poll_seconds))
 
@@ -93,6 +109,7 @@ class WebhookDispatcher:
 
     async def _deliver(self, client: httpx.AsyncClient, claimed: Claimed) -> None:
         result = await self.attempt(client, claimed)
+        WEBHOOK_ATTEMPTS.labels("delivered" if result.ok else "failed").inc()
         if not result.ok:
             logger.info(
                 "webhook delivery %s attempt %s failed: %s",
@@ -114,8 +131,10 @@ class WebhookDispatcher:
         error: str | None = None
         try:
             async with asyncio.timeout(timeout):
-                await check_target(claimed.url, allow_private=self.settings.webhook_allow_private)
-                status = await self._post(client, claimed)
+                target = await resolve_target(
+                    claimed.url, allow_private=self.settings.webhook_allow_private
+                )
+                status = await self._post(client, claimed, target)
         except TargetRefused as exc:
             error = f"refused: {exc.detail}"
         except (TimeoutError, httpx.TimeoutException):
@@ -128,12 +147,22 @@ class WebhookDispatcher:
         duration_ms = round((time.monotonic() - clock) * 1000)
         return AttemptResult(started_at, duration_ms, status_code=status, error=error)
 
-    async def _post(self, client: httpx.AsyncClient, claimed: Claimed) -> int:
+    async def _post(self, client: httpx.AsyncClient, claimed: Claimed, target: Target) -> int:
+        """Connects to the address that passed the check (no second DNS look-up that could
+        answer differently); the host name still goes in `Host` and in TLS (SNI and the
+        certificate check)."""
         body = body_of(claimed.payload)
         headers = {
+            "host": target.host_header,
             "content-type": "application/json",
             **signed_headers(claimed.secret, claimed.delivery_id, int(time.time()), body),
         }
         # the response body is not read: only the status counts
-        async with client.stream("POST", claimed.url, content=body, headers=headers) as response:
+        async with client.stream(
+            "POST",
+            target.pinned_url,
+            content=body,
+            headers=headers,
+            extensions={"sni_hostname": target.host},
+        ) as response:
             return response.status_code

@@ -9,7 +9,8 @@ the client next to it first (see config.yaml), then:
 
     python clients/python/smoke.py --base-url http://127.0.0.1:8000 --token "$STRATA_API_KEY"
 
-It creates two sessions and a job on that server (and spends LLM tokens on them).
+(leave `--token` out for a server without keys: a plain `Client` then does). It creates
+two sessions and a job on that server (and spends LLM tokens on them).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import httpx
-from strata_client import AuthenticatedClient
+from strata_client import AuthenticatedClient, Client
 from strata_client.api.chat import chat_send
 from strata_client.api.jobs import jobs_comment, jobs_create, jobs_get
 from strata_client.api.memory import memory_get
@@ -88,8 +89,23 @@ def expect(response: Response[Any], kind: type[T], step: str) -> T:
     )
 
 
+def connect(base_url: str, token: str | None, *, timeout: float) -> AuthenticatedClient | Client:
+    """With a key, an `AuthenticatedClient`; a keyless (loopback) server takes a plain
+    `Client`, which every generated call accepts too."""
+    if token:
+        return AuthenticatedClient(
+            base_url=base_url,
+            token=token,
+            timeout=httpx.Timeout(timeout),
+            raise_on_unexpected_status=True,  # a status the document does not declare is a bug
+        )
+    return Client(
+        base_url=base_url, timeout=httpx.Timeout(timeout), raise_on_unexpected_status=True
+    )
+
+
 def wait_for_job(
-    client: AuthenticatedClient,
+    client: AuthenticatedClient | Client,
     job_id: str,
     until: Callable[[JobPublic], bool],
     *,
@@ -109,17 +125,11 @@ def wait_for_job(
 
 
 def run(
-    base_url: str, token: str, *, wait_seconds: float = 120.0, poll_seconds: float = 0.2
+    base_url: str, token: str | None, *, wait_seconds: float = 120.0, poll_seconds: float = 0.2
 ) -> Outcome:
     """Run every step against the server at `base_url`, failing on the first wrong answer."""
     # the HTTP timeout outlasts a `wait=true` request, which the server holds up to wait_seconds
-    client = AuthenticatedClient(
-        base_url=base_url,
-        token=token,
-        timeout=httpx.Timeout(wait_seconds + 10.0),
-        raise_on_unexpected_status=True,  # a status the document does not declare is a bug
-    )
-    with client:
+    with connect(base_url, token, timeout=wait_seconds + 10.0) as client:
         session = expect(
             sessions_create.sync_detailed(
                 client=client, body=SessionCreate(title="Generated client smoke test")
@@ -226,8 +236,8 @@ def main() -> None:
     parser.add_argument("--base-url", default=os.environ.get("STRATA_URL", "http://127.0.0.1:8000"))
     parser.add_argument(
         "--token",
-        default=os.environ.get("STRATA_API_KEY", "local"),
-        help="an API key (a server without keys serves everyone as its local tenant)",
+        default=os.environ.get("STRATA_API_KEY"),
+        help="an API key (leave it out for a server without keys)",
     )
     parser.add_argument("--wait", type=float, default=120.0, help="seconds to wait for a turn")
     args = parser.parse_args()

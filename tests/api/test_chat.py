@@ -188,10 +188,13 @@ async def test_without_an_llm_configured_a_chat_job_fails_at_once_saying_what_to
         f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": "hi"}
     )
 
+    assert reply.status_code == 503
+    assert reply.headers["content-type"] == "application/problem+json"
+    assert reply.json()["type"] == "urn:strata:problem:llm-not-configured"
+    assert "ANTHROPIC_API_KEY" in reply.json()["detail"]
     job = reply.json()["job"]
     assert job["status"] == "failed"
     assert job["error"]["type"] == "urn:strata:problem:llm-not-configured"
-    assert "ANTHROPIC_API_KEY" in job["error"]["detail"]
     assert (await client.get("/readyz")).json()["llm"] == "not_configured"
 
 
@@ -325,3 +328,34 @@ async def test_chat_offers_the_builtin_session_tools_but_no_movement_or_workspac
     offered = {tool["name"] for tool in fake_llm.requests[0].body["tools"]}
     assert offered >= {"TaskCreate", "TaskUpdate", "TaskList", "TaskGet", "Detail", "current_time"}
     assert not offered & {"transition", "spawn_subtask", "Read", "Write", "Edit", "Bash"}
+
+
+async def test_waiting_for_a_turn_the_llm_failed_answers_502_with_its_problem(
+    agent_client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
+) -> None:
+    fake_llm.error(400, {"type": "error", "error": {"type": "invalid_request_error",
+                                                    "message": "bad"}})  # fmt: skip
+    session_id = await new_session(agent_client)
+
+    reply = await agent_client.post(
+        f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": "hi"}
+    )
+
+    assert reply.status_code == 502
+    assert reply.json()["type"] == "urn:strata:problem:llm-request-rejected"
+    assert reply.json()["job"]["status"] == "failed"
+    assert reply.json()["job_id"] == reply.json()["job"]["id"]
+
+
+async def test_waiting_answers_200_only_with_an_answer(
+    agent_client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
+) -> None:
+    fake_llm.reply(text("the answer"))
+    session_id = await new_session(agent_client)
+
+    reply = await agent_client.post(
+        f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": "hi"}
+    )
+
+    assert reply.status_code == 200
+    assert reply.json()["text"] == "the answer"

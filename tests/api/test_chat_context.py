@@ -43,6 +43,16 @@ async def say(client: httpx.AsyncClient, session_id: str, message: str) -> dict[
     return dict(response.json())
 
 
+async def say_failing(client: httpx.AsyncClient, session_id: str, message: str) -> dict[str, Any]:
+    """A turn that cannot be made to fit: 409, the job's problem with the job beside it."""
+    response = await client.post(
+        f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": message}
+    )
+    assert response.status_code == 409, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    return dict(response.json())
+
+
 async def test_a_text_only_chat_compacts_before_a_request_would_pass_the_force_threshold(
     make_settings: Any, fake_llm: FakeMessagesAPI
 ) -> None:
@@ -81,9 +91,10 @@ async def test_a_request_that_nothing_can_make_fit_fails_the_turn_context_exhaus
     settings = make_settings(anthropic_base_url=fake_llm.url, context_window_tokens=1_600)
     async with serve(settings, tools=agent_tools()) as (_, client):
         session_id = await new_session(client, system_prompt="Rules. " * 1_000)
-        response = await say(client, session_id, "hello")
-        again = await say(client, session_id, "hello again")
+        response = await say_failing(client, session_id, "hello")
+        again = await say_failing(client, session_id, "hello again")
 
+    assert response["type"] == "urn:strata:problem:context-exhausted"
     job = response["job"]
     assert job["status"] == "failed"
     assert job["error"]["type"] == "urn:strata:problem:context-exhausted"

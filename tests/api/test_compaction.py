@@ -84,7 +84,9 @@ async def test_a_failing_summary_is_retried_twice_then_changes_nothing(
                 f"/sessions/{session_id}/compact", params={"wait": "true"}
             )
 
-            job = compacted.json()
+            assert compacted.status_code == 502
+            assert compacted.json()["type"] == "urn:strata:problem:compaction-failed"
+            job = compacted.json()["job"]
             assert job["status"] == "failed"
             assert job["error"]["type"] == "urn:strata:problem:compaction-failed"
             assert len(fake_llm.requests) == 3

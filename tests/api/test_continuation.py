@@ -62,7 +62,7 @@ async def test_a_continuation_sends_the_predecessors_turns_in_its_system_prompt(
     ]
     start = lines.index(expected[0])
     assert lines[start : start + 4] == expected
-    assert "Detail" in lines[-1] and f"/sessions/{b}/detail/" in lines[-1] and t2 in lines[-1]
+    assert "the `Detail` tool" in lines[-1] and f"time `{t2}`" in lines[-1]
     assert "Where were we?" not in system
 
 
@@ -77,7 +77,12 @@ async def test_the_memory_endpoint_returns_the_block_the_request_carried(
     memory = (await agent_client.get(f"/sessions/{b}/memory")).json()
 
     assert memory["text"] == _system_text(fake_llm)
-    assert memory["counts"] == {"l2_turns": 2, "l1_turns": 0, "total_turns": 2}
+    assert memory["counts"] == {
+        "l2_turns": 2,
+        "l1_turns": 0,
+        "omitted_turns": 0,
+        "total_turns": 2,
+    }
     assert memory["chain"] == [a]
     assert memory["session_id"] == b
 
@@ -149,7 +154,12 @@ async def test_a_session_without_a_predecessor_has_no_memory_block(
     assert "system" not in fake_llm.requests[-1].body
     memory = (await agent_client.get(f"/sessions/{a}/memory")).json()
     assert memory["text"] == ""
-    assert memory["counts"] == {"l2_turns": 0, "l1_turns": 0, "total_turns": 0}
+    assert memory["counts"] == {
+        "l2_turns": 0,
+        "l1_turns": 0,
+        "omitted_turns": 0,
+        "total_turns": 0,
+    }
 
 
 async def test_continuing_an_unknown_session_is_422(client: httpx.AsyncClient) -> None:

@@ -4,6 +4,7 @@ from typing import Any
 
 import httpx
 
+import app as app_package
 from app.db.migrate import head_revision
 from tests.support.apps import serve
 
@@ -14,7 +15,7 @@ async def test_healthz_is_ok(client: httpx.AsyncClient) -> None:
     response = await client.get("/healthz")
 
     assert response.status_code == 200
-    assert response.json() == {"status": "ok"}
+    assert response.json() == {"status": "ok", "version": app_package.__version__}
 
 
 async def test_readyz_reports_the_head_migration(client: httpx.AsyncClient) -> None:
@@ -73,3 +74,41 @@ async def test_readyz_is_503_and_names_a_background_loop_that_stopped_coming_rou
     body = stalled.json()
     assert body["type"] == "urn:strata:problem:background-stalled"
     assert body["stalled"] == ["runner"]
+
+
+async def test_readyz_tells_a_caller_without_a_key_only_the_status(make_settings: Any) -> None:
+    async with serve(make_settings(api_keys="acme:key-a")) as (_, c):
+        anonymous = await c.get("/readyz")
+        wrong = await c.get("/readyz", headers={"Authorization": "Bearer nope"})
+        known = await c.get("/readyz", headers={"Authorization": "Bearer key-a"})
+
+    assert anonymous.status_code == wrong.status_code == 200
+    assert anonymous.json() == wrong.json() == {"status": "ready"}
+    assert known.json()["migration"] == head_revision()
+    assert known.json()["llm"] == "not_configured"
+
+
+async def test_readyz_hides_the_migration_ids_of_a_behind_database_from_a_caller_without_a_key(
+    make_settings: Any, empty_database_url: str
+) -> None:
+    settings = make_settings(database_url=empty_database_url, api_keys="acme:key-a")
+
+    async with serve(settings) as (_, c):
+        response = await c.get("/readyz")
+
+    assert response.status_code == 503
+    assert response.json()["type"] == "urn:strata:problem:migrations-pending"
+    assert str(head_revision()) not in response.text
+
+
+async def test_start_up_says_once_that_no_llm_is_configured(
+    make_settings: Any, caplog: Any
+) -> None:
+    async with serve(make_settings()):
+        pass
+    async with serve(make_settings(anthropic_base_url="http://127.0.0.1:9")):
+        pass
+
+    lines = [r.getMessage() for r in caplog.records if "no LLM is configured" in r.getMessage()]
+    assert len(lines) == 1
+    assert "ANTHROPIC_API_KEY" in lines[0]

@@ -7,9 +7,10 @@ from typing import Any
 
 import httpx
 from fastapi import FastAPI
+from sqlalchemy import text
 
 from tests.support.apps import serve
-from tests.support.chat import new_session
+from tests.support.chat import new_session, wait_until
 
 
 def _key(name: str) -> dict[str, str]:
@@ -129,3 +130,29 @@ async def test_an_oversized_key_is_refused(client: httpx.AsyncClient) -> None:
 
 def _client(app: FastAPI) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
+
+
+async def test_expired_keys_are_purged_without_being_reused(make_settings: Any) -> None:
+    settings = make_settings(idempotency_ttl_seconds=3600, idempotency_purge_seconds=0.05)
+    async with serve(settings) as (app, client):
+        await client.post("/sessions", json={}, headers=_key("old"))
+        await client.post("/sessions", json={}, headers=_key("fresh"))
+
+        async def keys() -> list[str]:
+            async with app.state.database.read() as db:
+                result = await db.exec(text("SELECT key FROM idempotency_keys ORDER BY key"))
+                return [row[0] for row in result]
+
+        async def expire_old(db: Any) -> None:
+            await db.exec(
+                text("UPDATE idempotency_keys SET expires_at = :past WHERE key = 'old'"),
+                params={"past": "2000-01-01 00:00:00+00:00"},
+            )
+
+        assert await keys() == ["fresh", "old"]
+        await app.state.database.write(expire_old)
+
+        async def purged() -> bool:
+            return await keys() == ["fresh"]
+
+        await wait_until(purged)

@@ -18,7 +18,9 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
+from pydantic import TypeAdapter
 
+from app.api.schemas.events import StreamEventData
 from app.services.piece_jobs import workspace_of
 from app.settings import Settings
 from tests.api.test_pieces_flow import (  # noqa: F401  (fixtures)
@@ -336,6 +338,8 @@ async def test_a_child_waiting_on_a_human_shows_its_question_on_the_parent(
     [event] = await events_of(app, parent["id"], "job.subtask_waiting")
     assert event.data["child_job_id"] == child["id"]
     assert event.data["question"] == "Red or green apples?"
+    streamed = {"type": event.type, "session_id": parent["session_id"], **event.data}
+    assert TypeAdapter(StreamEventData).validate_python(streamed).model_dump() == streamed
 
 
 async def test_cancelling_a_parent_cancels_its_open_subtasks(

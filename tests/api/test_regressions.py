@@ -62,7 +62,7 @@ async def test_an_undecodable_json_body_is_a_422_problem(
 @pytest.mark.parametrize(
     ("method", "path", "allow"),
     [
-        ("OPTIONS", f"/sessions/{UNKNOWN_ID}", "GET, PATCH"),
+        ("OPTIONS", f"/sessions/{UNKNOWN_ID}", "GET, PATCH, DELETE"),
         ("DELETE", "/sessions", "GET, POST"),
         ("OPTIONS", f"/sessions/{UNKNOWN_ID}/tasks/1", "GET, PATCH"),
     ],

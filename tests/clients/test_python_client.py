@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import secrets
 import subprocess
 import sys
@@ -150,3 +151,55 @@ def test_generated_python_client_runs_the_smoke_script(
         smoke.run(server.url, "sk_smoke_wrong", wait_seconds=5.0)
     assert str(refused.value).startswith("create a session: expected SessionPublic, got HTTP 401")
     assert "urn:strata:problem:unauthorized" in str(refused.value)
+
+
+@pytest.fixture
+def stream(
+    smoke: ModuleType, generated_client: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[ModuleType]:
+    """clients/python/stream.py (it imports `smoke` beside it)."""
+    monkeypatch.syspath_prepend(str(CLIENT_DIR))
+    spec = importlib.util.spec_from_file_location("strata_client_stream", CLIENT_DIR / "stream.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        for name in ("strata_client_stream", "smoke"):
+            sys.modules.pop(name, None)
+
+
+def test_the_streaming_example_follows_a_turn_on_a_keyless_server(
+    stream: ModuleType, strata_procs: StrataProcesses, fake_llm: FakeMessagesAPI
+) -> None:
+    server = strata_procs.serve()  # no key at all: a plain Client, no AuthenticatedClient
+    fake_llm.reply(ASSISTANT_TEXT, delay_between_chunks=0.02)
+
+    followed = stream.stream_reply(server.url, None, "hello", timeout=30.0)
+
+    assert followed.text == ASSISTANT_TEXT
+    assert followed.status == "succeeded"
+    types = [e["type"] for e in followed.events]
+    assert types[-1] == "job.status"  # the stream ended with the job
+    assert "item.appended" in types
+    assert all(e["job_id"] == followed.job_id for e in followed.events)
+
+
+def test_the_examples_type_check_against_the_generated_client(generated_client: Path) -> None:
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent",
+            "--no-incremental", "--cache-dir=/dev/null",
+            str(CLIENT_DIR / "smoke.py"), str(CLIENT_DIR / "stream.py"),
+        ],
+        cwd=CLIENT_DIR,
+        env={**os.environ, "MYPYPATH": f"{generated_client}{os.pathsep}{CLIENT_DIR}"},
+        capture_output=True,
+        text=True,
+        timeout=GENERATE_WITHIN,
+        check=False,
+    )  # fmt: skip
+
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -37,15 +37,26 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class StrataProcess:
-    """One `python -m app.cli …` subprocess, its output in a log file."""
+STRATA_FROM_SOURCE = (sys.executable, "-m", "app.cli")
 
-    def __init__(self, name: str, args: list[str], env: dict[str, str], workdir: Path) -> None:
+
+class StrataProcess:
+    """One `python -m app.cli …` subprocess (or another `strata` command), its output in a
+    log file."""
+
+    def __init__(
+        self,
+        name: str,
+        args: list[str],
+        env: dict[str, str],
+        workdir: Path,
+        command: tuple[str, ...] = STRATA_FROM_SOURCE,
+    ) -> None:
         self.name = name
         self.log_path = workdir / f"{name}.log"
         self._log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", *args],
+            [*command, *args],
             cwd=workdir,  # no developer `.env` is read
             env=env,
             stdin=subprocess.DEVNULL,
@@ -90,10 +101,16 @@ class StrataProcess:
 
 
 class StrataServer(StrataProcess):
-    def __init__(self, name: str, env: dict[str, str], workdir: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        env: dict[str, str],
+        workdir: Path,
+        command: tuple[str, ...] = STRATA_FROM_SOURCE,
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        super().__init__(name, ["serve", "--port", str(self.port)], env, workdir)
+        super().__init__(name, ["serve", "--port", str(self.port)], env, workdir, command)
 
     def client(self, **kwargs: Any) -> httpx.AsyncClient:
         return httpx.AsyncClient(base_url=self.url, timeout=kwargs.pop("timeout", 10.0), **kwargs)
@@ -116,9 +133,12 @@ class StrataServer(StrataProcess):
 class StrataProcesses:
     """Starts servers and workers sharing one database and one fake LLM."""
 
-    def __init__(self, env: dict[str, str], workdir: Path) -> None:
+    def __init__(
+        self, env: dict[str, str], workdir: Path, command: tuple[str, ...] = STRATA_FROM_SOURCE
+    ) -> None:
         self.env = env
         self.workdir = workdir
+        self.command = command  # how `strata` is run: from the source tree unless told
         self.started: list[StrataProcess] = []
 
     def _env(self, overrides: dict[str, str]) -> dict[str, str]:
@@ -127,14 +147,18 @@ class StrataProcesses:
     def serve(self, *, run_worker_in_server: bool = True, **env: str) -> StrataServer:
         """`strata serve` on a free loopback port, ready when this returns."""
         overrides = {"STRATA_RUN_WORKER_IN_SERVER": str(run_worker_in_server).lower(), **env}
-        server = StrataServer(f"serve-{len(self.started)}", self._env(overrides), self.workdir)
+        server = StrataServer(
+            f"serve-{len(self.started)}", self._env(overrides), self.workdir, self.command
+        )
         self.started.append(server)
         server.wait_ready()
         return server
 
     def worker(self, name: str, **env: str) -> StrataProcess:
         """`strata worker` (it has no endpoint to poll: wait on the jobs it runs)."""
-        worker = StrataProcess(f"worker-{name}", ["worker"], self._env(env), self.workdir)
+        worker = StrataProcess(
+            f"worker-{name}", ["worker"], self._env(env), self.workdir, self.command
+        )
         self.started.append(worker)
         return worker
 

@@ -103,6 +103,8 @@ async def test_a_turn_streams_deltas_items_usage_and_status(
     assert "".join(e.data["text"] for e in deltas) == REPLY
     assert all(not e.durable for e in deltas)  # live signals: `<last durable id>.<n>`
     assert all(e.data["job_id"] == job_id for e in deltas)
+    assert all(e.data["index"] == 0 for e in deltas)  # the answer's first content block
+    assert all(e.data["type"] == e.event and e.data["session_id"] == session_id for e in events)
 
     appended = [e for e in events if e.event == "item.appended"]
     assert [e.data["item"]["kind"] for e in appended] == ["user_message", "assistant_message"]
@@ -174,5 +176,21 @@ async def test_a_stream_on_the_api_process_sees_what_a_separate_worker_does(
     assert [e.data["item"]["kind"] for e in appended] == ["user_message", "assistant_message"]
     statuses = [e.data["status"] for e in events if e.event == "job.status"]
     assert statuses == ["queued", "running", "succeeded"]
-    assert all(e.durable for e in events)  # live deltas stay in the worker's process
     assert log == [e.data["item"] for e in appended]
+
+
+@pytest.mark.postgresql_only
+async def test_live_deltas_of_a_separate_worker_reach_the_api_processs_stream(
+    strata_procs: StrataProcesses, fake_llm: FakeMessagesAPI
+) -> None:
+    """PostgreSQL LISTEN/NOTIFY carries the worker's text deltas to the API process."""
+    strata_procs.worker("a")
+    server = strata_procs.serve(run_worker_in_server=False)
+    async with server.client() as client:
+        _session_id, job_id, events = await _chat_over_sse(server, client, fake_llm)
+
+    deltas = [e for e in events if e.event == "text.delta"]
+    assert "".join(e.data["text"] for e in deltas) == REPLY
+    assert all(e.data["job_id"] == job_id and not e.durable for e in deltas)
+    assert_after = [e.event for e in events]
+    assert assert_after.index("text.delta") < len(assert_after) - 1

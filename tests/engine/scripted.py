@@ -52,12 +52,12 @@ class ScriptedLLM:
             )
         response = self._queue.popleft()
         if on_text is not None:
-            for block in response.content:
+            for index, block in enumerate(response.content):
                 if isinstance(block, TextBlock) and block.text:
                     half = len(block.text) // 2
                     for piece in (block.text[:half], block.text[half:]):
                         if piece:
-                            await on_text(piece)
+                            await on_text(piece, index)
         return response.model_copy(deep=True)
 
     @property
@@ -117,7 +117,7 @@ class RecordingEvents:
     finished: list[tuple[ToolUseBlock, ToolOutput]] = field(default_factory=list)
     log: list[tuple[str, str]] = field(default_factory=list)
 
-    async def text_delta(self, text: str) -> None:
+    async def text_delta(self, text: str, index: int) -> None:
         self.deltas.append(text)
         self.log.append(("text", text))
 

@@ -13,7 +13,7 @@ from app.domain.items import ImageBlock, TextBlock, ThinkingBlock, ToolUseBlock
 from app.engine.anthropic import AnthropicLLM, _as_llm_error, wire_params
 from app.engine.llm import LLMError, LLMRequest, Message, ToolResultBlock, ToolSpec, Usage
 from app.settings import Settings
-from tests.fakes.messages_api import FakeMessagesAPI
+from tests.fakes.messages_api import FakeMessagesAPI, tool_use
 
 EPHEMERAL = {"type": "ephemeral"}
 SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
@@ -257,6 +257,18 @@ def test_a_connection_failure_maps_to_llm_unreachable() -> None:
     assert _as_llm_error(exc, retries=0).slug == "llm-unreachable"
 
 
+def test_an_unreachable_api_says_what_the_transport_saw() -> None:
+    """The job's error is all a user has to go on: "refused" and "reset" differ."""
+    exc = anthropic.APIConnectionError(request=httpx2.Request("POST", URL))
+    exc.__cause__ = ConnectionRefusedError(111, "Connection refused")
+
+    detail = _as_llm_error(exc, retries=2).detail
+
+    assert detail.endswith(
+        "after 3 attempts (ConnectionRefusedError: [Errno 111] Connection refused)"
+    )
+
+
 # ---------------------------------------------------------------------------- AnthropicLLM
 
 
@@ -297,7 +309,7 @@ async def test_complete_streams_text_and_sends_the_wire_params(
     )
     deltas: list[str] = []
 
-    async def sink(text: str) -> None:
+    async def sink(text: str, index: int) -> None:
         deltas.append(text)
 
     llm = AnthropicLLM(fake_settings(fake_llm))
@@ -315,3 +327,20 @@ async def test_complete_streams_text_and_sends_the_wire_params(
     assert sent.stream
     expected = wire_params(request(conversation(), tools=[ECHO]))
     assert {key: sent.body[key] for key in expected} == expected
+
+
+async def test_each_text_delta_names_its_content_block(fake_llm: FakeMessagesAPI) -> None:
+    fake_llm.reply(tool_use("echo", {"text": "x"}), "after the tool", stop_reason="tool_use")
+    deltas: list[tuple[int, str]] = []
+
+    async def sink(text: str, index: int) -> None:
+        deltas.append((index, text))
+
+    llm = AnthropicLLM(fake_settings(fake_llm))
+    try:
+        await llm.complete(request(conversation(), tools=[ECHO]), on_text=sink)
+    finally:
+        await llm.close()
+
+    assert {index for index, _ in deltas} == {1}
+    assert "".join(text for _, text in deltas) == "after the tool"

@@ -743,6 +743,7 @@ class FakeMessagesAPI:
         self._stopping: asyncio.Event | None = None
         self._thread_error: BaseException | None = None
         self._port: int | None = None
+        self.warmups = 0  # `HEAD /` connection warm-ups received (Claude Code sends one)
         self.app = Starlette(
             routes=[
                 Route(
@@ -790,6 +791,11 @@ class FakeMessagesAPI:
             log_config=None,
             log_level="warning",
             access_log=False,
+            # Longer than the SDK's idle connections live (httpx: 5 s). At uvicorn's
+            # default, also 5 s, the fake closed a connection just as the client sent
+            # on it (ReadError): one turn in a thousand failed in the capacity benchmark,
+            # which retries nothing. The real API keeps idle connections far longer.
+            timeout_keep_alive=75,
             timeout_graceful_shutdown=2,
         )
         self._server = uvicorn.Server(config)
@@ -1016,6 +1022,12 @@ class FakeMessagesAPI:
     # ---------------------------------------------------------------------- serving
 
     async def _handle(self, request: Request) -> Response:
+        if request.method == "HEAD" and request.url.path == "/":
+            # Claude Code warms its connection up with `HEAD <base URL>` at start and ignores
+            # the answer: no API call, so neither a scripted request nor an unexpected one
+            with self._lock:
+                self.warmups += 1
+            return Response(status_code=200)
         arrived = time.perf_counter()
         raw = await request.body()
         headers = {k.lower(): v for k, v in request.headers.items()}

@@ -3,22 +3,26 @@
 Every operation in `openapi/openapi.json` becomes one test (`test_api[METHOD /path]`)
 that sends generated requests (schema examples, the coverage phase's boundary and
 invalid values, then `MAX_EXAMPLES` Hypothesis examples) to a fresh app on its own
-migrated database, and checks every answer: no 5xx, and status code, content type,
-headers and body as the document declares them.
+migrated database, and checks every answer with every check Schemathesis has: no 5xx,
+status code, content type, headers and body (SSE events too) as the document declares
+them, schema-valid requests accepted and invalid ones rejected, and the bearer key
+enforced (the server has a key, which the requests carry; the auth checks leave it out).
+Headers are generated like any other parameter (`Last-Event-ID`, `Idempotency-Key`).
+tests/fuzz/test_stateful.py runs the stateful phase over the document's links.
 
 Deterministic: a fixed seed, derandomized generation and no example database, so a
 run sends the same requests every time; a failure prints a `curl` line to replay it.
 
 No operation is excluded. A session's SSE stream never ends, a job's only with the
 job: Schemathesis's ASGI transport cuts both after one event or STREAM_SECONDS and
-validates what arrived. The `?wait=true` endpoints block for
-STRATA_CHAT_WAIT_SECONDS (2 s here) or their `timeout` parameter (up to 600 s), but
-only until the job ends, and without an Anthropic key every LLM job fails at once;
-REQUEST_TIMEOUT turns any request that still hangs into a failing test, not a stuck run.
+validates what arrived. The LLM is the fake Messages API answering at once, so the
+`?wait=true` endpoints return as soon as the turn ends (200); REQUEST_TIMEOUT turns any
+request that still hangs into a failing test, not a stuck run.
 """
 
 from __future__ import annotations
 
+import itertools
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,14 +34,20 @@ from fastapi import FastAPI
 from hypothesis import HealthCheck, settings
 from schemathesis import GenerationMode
 from schemathesis.config import SchemathesisConfig
+from schemathesis.config._checks import NEGATIVE_DATA_REJECTION_EXPECTED_STATUSES
 from schemathesis.core.parameters import ParameterLocation
 
 from app.main import create_app
+from tests.fakes.messages_api import FakeMessagesAPI, Step, reply, text, tool_use
 
 OPENAPI = Path(__file__).resolve().parents[2] / "openapi" / "openapi.json"
 MAX_EXAMPLES = 10  # per operation, in the fuzzing phase (examples and coverage add their own)
 REQUEST_TIMEOUT = 10  # seconds: a request still unanswered by then fails its test
 STREAM_SECONDS = 2  # where an SSE stream that sends no event is cut
+
+KEY = "sk_fuzz_" + "f" * 32
+ACCEPTED_OR_422 = ["2xx", "3xx", "401", "403", "404", "409", "422", "429"]
+AUTH = {"Authorization": f"Bearer {KEY}"}
 
 CONFIG = SchemathesisConfig.from_dict(
     {
@@ -46,22 +56,15 @@ CONFIG = SchemathesisConfig.from_dict(
             "max-examples": MAX_EXAMPLES,
             "deterministic": True,
             "database": "none",
-            # No API key is configured, so every caller is the local tenant and there is
-            # no credential to get right or wrong: generating `Authorization` headers
-            # would only test that design.
-            "with-security-parameters": False,
         },
-        # The stateful phase needs OpenAPI links; the document declares none.
-        "phases": {"stateful": {"enabled": False}},
+        # The server has a key, which every request carries; the checks that leave it out
+        # or get it wrong expect the 401 they get. Every check is on.
+        "headers": AUTH,
         "checks": {
-            # Both assume that leaving `Authorization` out must get a 401; without keys
-            # the server answers every caller as the local tenant, by design.
-            "ignored_auth": {"enabled": False},
-            "missing_required_header": {"enabled": False},
-            # Flags any 4xx for a request the schema allows, but a schema cannot say
-            # "that session must exist" or "not merged into itself": such answers are
-            # declared 404/409/422 problems, which the conformance checks do verify.
-            "positive_data_acceptance": {"enabled": False},
+            # an oversize body is refused with the 413 the document declares
+            "negative_data_rejection": {
+                "expected-statuses": [*NEGATIVE_DATA_REJECTION_EXPECTED_STATUSES, "413"]
+            },
         },
         "request-timeout": REQUEST_TIMEOUT,
         "operations": [
@@ -77,14 +80,34 @@ CONFIG = SchemathesisConfig.from_dict(
                 # /jobs/{id}/files/input/{path} is also /jobs/{id}/files/{area}/{path}, so
                 # its truthful `Allow: GET, PUT` names a method that the document lists
                 # under the other template; the check compares with one template only.
+                # A workspace path the file system refuses (a segment over 255 bytes, `..`
+                # out of the workspace) is a 422 no pattern can say exactly.
                 "include-path-regex": "/files/",
-                "checks": {"allow_header_conformance": {"enabled": False}},
+                "checks": {
+                    "allow_header_conformance": {"enabled": False},
+                    "positive_data_acceptance": {"expected-statuses": ACCEPTED_OR_422},
+                },
+            },
+            {
+                # A reference the document cannot check: `continues_from` names a session
+                # that must exist, `piece` one the server loaded, `into` another session
+                # than this one. Each is a 422 naming its field.
+                "include-path-regex": "^/sessions$|^/jobs$|/merge$",
+                "include-method": "POST",
+                "checks": {"positive_data_acceptance": {"expected-statuses": ACCEPTED_OR_422}},
             },
         ],
     }
 )
 
 schema = schemathesis.openapi.from_path(OPENAPI, config=CONFIG)
+
+# Hypothesis warns when the global `random` state moves while it draws a case; here the app's
+# own background work (its runner, on the test client's thread) moves it, not a strategy.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Do not use the `random` module inside strategies"
+    ":hypothesis.errors.HypothesisDeprecationWarning"
+)
 
 
 class Existing:
@@ -130,7 +153,7 @@ class Existing:
         }
 
     def _call(self, path: str, method: str, **kwargs: Any) -> dict[str, Any]:
-        case = schema[path][method].Case(**kwargs)
+        case = schema[path][method].Case(headers=dict(AUTH), **kwargs)
         response = case.call(app=self.app)
         assert response.status_code < 300, (path, response.status_code, response.text)
         body: dict[str, Any] = response.json()
@@ -145,22 +168,39 @@ class Existing:
                 case.path_parameters[name] = self.ids[name]
 
 
+def _answer(body: dict[str, Any]) -> Step:
+    """Every LLM request gets an answer at once: a piece's movement completes, a chat
+    turn or a summary is one line of text."""
+    if any(tool.get("name") == "transition" for tool in body.get("tools", [])):
+        return reply(tool_use("transition", {"next_step": "COMPLETE", "summary": "done"}))
+    return reply(text("ok"))
+
+
 @pytest.fixture
-def live_app(make_settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[FastAPI]:
+def live_app(
+    make_settings: Any, monkeypatch: pytest.MonkeyPatch, fake_llm: FakeMessagesAPI
+) -> Iterator[FastAPI]:
     """A fresh app on this test's own migrated database; Schemathesis runs its lifespan.
 
-    The in-process runner and webhook dispatcher run as in `strata serve`. Nothing
-    leaves the machine: without an Anthropic key LLM jobs fail before any request,
-    webhook URLs are not resolved (`webhook_allow_private`: a generated host name
-    would be a DNS query, and its answer not deterministic), and the dispatcher's
-    HTTP client goes through a proxy on a closed loopback port.
+    The in-process runner and webhook dispatcher run as in `strata serve`, the LLM is the
+    fake Messages API answering everything at once. Nothing leaves the machine: webhook
+    URLs are not resolved (`webhook_allow_private`: a generated host name would be a DNS
+    query, and its answer not deterministic), and the dispatcher's HTTP client goes
+    through a proxy on a closed loopback port.
     """
+    fake_llm.always(_answer)
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
         monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv(name.lower(), raising=False)
     monkeypatch.setenv("ALL_PROXY", "http://127.0.0.1:9")  # one proxy: each costs an SSL context
     yield create_app(
-        make_settings(webhook_allow_private=True, worker_poll_seconds=0.05, chat_wait_seconds=2.0)
+        make_settings(
+            api_keys=f"fuzz:{KEY}",
+            anthropic_base_url=fake_llm.url,
+            webhook_allow_private=True,
+            worker_poll_seconds=0.05,
+            chat_wait_seconds=2.0,
+        )
     )
 
 
@@ -169,8 +209,21 @@ def existing(live_app: FastAPI) -> Existing:
     return Existing(live_app)
 
 
+_KEYS = itertools.count()
+
+
+def fresh_idempotency_key(case: schemathesis.Case) -> None:
+    """A generated Idempotency-Key is kept (its header is fuzzed like any other) but made
+    unique to the case: generation reuses values, and one key sent with two different
+    bodies is rightly a 422, which no schema can say."""
+    headers = case.headers or {}
+    if "Idempotency-Key" in headers:
+        headers["Idempotency-Key"] = f"{headers['Idempotency-Key']}#{next(_KEYS)}"
+
+
 @schema.parametrize()
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_api(case: schemathesis.Case, live_app: FastAPI, existing: Existing) -> None:
     existing.use_in(case)
+    fresh_idempotency_key(case)
     case.call_and_validate(app=live_app)

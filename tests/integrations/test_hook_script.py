@@ -1,5 +1,6 @@
-"""integrations/claude-code: the hook script run as Claude Code runs it, and the settings
-snippet. The script talks to a tiny local HTTP server that records what it gets."""
+"""integrations/claude-code: the hook script run as Claude Code runs it, and the plugin's files.
+The script talks to a tiny local HTTP server that records what it gets. Stop and SubagentStop
+hand their post to a detached process and return at once, so their tests wait for the post."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,7 +20,8 @@ from typing import Any
 import pytest
 
 INTEGRATION = Path(__file__).resolve().parents[2] / "integrations" / "claude-code"
-SCRIPT = INTEGRATION / "strata-hook.py"
+SCRIPT = INTEGRATION / "scripts" / "strata-hook.py"
+DELIVERED_WITHIN = 30.0
 MEMORY = "## Strata: session memory\n[14:23:05] [user]: hello"
 SESSION_START_ANSWER = {
     "hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": MEMORY}
@@ -34,6 +37,14 @@ class Recorder:
     def bodies(self) -> list[dict[str, Any]]:
         return [body for _, _, body in self.posts]
 
+    def wait_for(self, count: int) -> list[dict[str, Any]]:
+        """The bodies once `count` posts have arrived (bounded wait)."""
+        deadline = time.monotonic() + DELIVERED_WITHIN
+        while len(self.posts) < count:
+            assert time.monotonic() < deadline, f"{len(self.posts)} posts, expected {count}"
+            time.sleep(0.02)
+        return self.bodies
+
 
 @pytest.fixture
 def strata() -> Iterator[Recorder]:
@@ -48,6 +59,7 @@ def strata() -> Iterator[Recorder]:
             answer = SESSION_START_ANSWER if body.get("hook_event_name") == "SessionStart" else {}
             data = json.dumps(answer).encode()
             self.send_response(200)
+            self.send_header("Strata-Session", "ses_recorded")
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
@@ -69,12 +81,19 @@ def strata() -> Iterator[Recorder]:
 
 
 def run_hook(
-    payload: dict[str, Any], *, url: str, state: Path, key: str | None = None
+    payload: dict[str, Any],
+    *,
+    url: str,
+    state: Path,
+    key: str | None = None,
+    env_file: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STRATA_", "CLAUDE_"))}
     env.update(STRATA_URL=url, STRATA_HOOK_STATE=str(state))
     if key is not None:
         env["STRATA_API_KEY"] = key
+    if env_file is not None:
+        env["CLAUDE_ENV_FILE"] = str(env_file)
     return subprocess.run(
         [sys.executable, str(SCRIPT)],
         input=json.dumps(payload),
@@ -122,7 +141,11 @@ def test_session_start_prints_strata_s_answer(strata: Recorder, tmp_path: Path) 
         "source": "startup",
     }
 
-    done = run_hook(payload, url=strata.url, state=tmp_path / "state", key="sk-test")
+    env_file = tmp_path / "session-env.sh"
+
+    done = run_hook(
+        payload, url=strata.url, state=tmp_path / "state", key="sk-test", env_file=env_file
+    )
 
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == SESSION_START_ANSWER
@@ -130,6 +153,8 @@ def test_session_start_prints_strata_s_answer(strata: Recorder, tmp_path: Path) 
     assert path == "/hooks/claude-code"
     assert body == payload
     assert headers["Authorization"] == "Bearer sk-test"
+    # Claude Code sources it before the session's shell commands: /sc-detail finds its session
+    assert env_file.read_text() == "export STRATA_SESSION_ID=ses_recorded\n"
 
 
 def test_stop_posts_only_the_lines_written_since_the_last_call(
@@ -140,14 +165,22 @@ def test_stop_posts_only_the_lines_written_since_the_last_call(
     state = tmp_path / "state"
 
     first = run_hook(stop_payload(transcript), url=strata.url, state=state)
+    strata.wait_for(1)
     with transcript.open("a") as f:
         f.write(entry(4) + "\n" + entry(5) + "\n")
     second = run_hook(stop_payload(transcript), url=strata.url, state=state)
+    strata.wait_for(2)
     third = run_hook(stop_payload(transcript), url=strata.url, state=state)
+    fourth = run_hook(stop_payload(transcript, "SubagentStop"), url=strata.url, state=state)
+    with transcript.open("a") as f:
+        f.write(entry(6) + "\n")
+    run_hook(stop_payload(transcript), url=strata.url, state=state)
 
-    assert (first.returncode, second.returncode, third.returncode) == (0, 0, 0)
-    assert len(strata.posts) == 2  # the third call had nothing new to send
-    one, two = strata.bodies
+    # a post after the third and fourth calls: they had nothing new, and waited their turn
+    *_, last = strata.wait_for(3)
+    assert {d.returncode for d in (first, second, third, fourth)} == {0}
+    assert lines_of(last) == [entry(6)]
+    one, two, _ = strata.bodies
     assert lines_of(one) == [entry(1), entry(2), entry(3)]
     assert one["transcript_first_line"] == 1
     assert lines_of(two) == [entry(4), entry(5)]
@@ -163,10 +196,11 @@ def test_a_partially_written_last_line_is_held_back(strata: Recorder, tmp_path: 
     state = tmp_path / "state"
 
     run_hook(stop_payload(transcript), url=strata.url, state=state)
+    strata.wait_for(1)
     transcript.write_text(entry(1) + "\n" + entry(2) + "\n" + entry(3) + "\n")
     run_hook(stop_payload(transcript), url=strata.url, state=state)
 
-    one, two = strata.bodies
+    one, two = strata.wait_for(2)
     assert lines_of(one) == [entry(1), entry(2)]
     assert lines_of(two) == [entry(3)]
     assert two["transcript_first_line"] == 3
@@ -185,10 +219,11 @@ def test_a_partial_line_with_a_unicode_line_separator_is_held_back_whole(
     state = tmp_path / "state"
 
     run_hook(stop_payload(transcript), url=strata.url, state=state)
+    strata.wait_for(1)
     transcript.write_text(entry(1) + "\n" + line + "\n" + entry(3) + "\n", encoding="utf-8")
     run_hook(stop_payload(transcript), url=strata.url, state=state)
 
-    one, two = strata.bodies
+    one, two = strata.wait_for(2)
     assert one["transcript"] == entry(1) + "\n"
     assert two["transcript"] == line + "\n" + entry(3) + "\n"
     assert two["transcript_first_line"] == 2
@@ -204,7 +239,7 @@ def test_subagent_stop_posts_the_agent_transcript(strata: Recorder, tmp_path: Pa
     done = run_hook(payload, url=strata.url, state=tmp_path / "state")
 
     assert done.returncode == 0, done.stderr
-    [body] = strata.bodies
+    [body] = strata.wait_for(1)
     assert lines_of(body) == [entry(7, "Warmup")]
 
 
@@ -233,26 +268,40 @@ def test_a_server_that_is_down_never_blocks_claude_code(strata: Recorder, tmp_pa
     failed_stop = run_hook(stop_payload(transcript), url=down, state=state)
     later = run_hook(stop_payload(transcript), url=strata.url, state=state)
 
-    for done in (failed_start, failed_stop):
-        assert done.returncode == 0
-        assert done.stdout == ""
-        assert done.stderr.startswith("strata-hook:")
+    assert failed_start.returncode == 0
+    assert failed_start.stdout == ""
+    assert failed_start.stderr.startswith("strata-hook:")
+    assert (failed_stop.returncode, failed_stop.stdout, failed_stop.stderr) == (0, "", "")
     assert later.returncode == 0
-    [body] = strata.bodies  # the lines a failed post did not deliver are sent next time
+    # the lines the failed delivery did not deliver are sent by the next one
+    [body] = strata.wait_for(1)
     assert lines_of(body) == [entry(1)]
+    assert "URLError" in (state / "delivery.log").read_text()
 
 
-def test_the_settings_snippet_runs_session_start_as_a_command_and_stop_async() -> None:
-    settings = json.loads((INTEGRATION / "settings.json").read_text())
+def test_the_plugin_runs_its_hooks_as_commands_that_do_not_hold_claude_code() -> None:
+    plugin = json.loads((INTEGRATION / ".claude-plugin" / "plugin.json").read_text())
+    hooks = json.loads((INTEGRATION / "hooks" / "hooks.json").read_text())["hooks"]
 
-    hooks = settings["hooks"]
-    start = [h for group in hooks["SessionStart"] for h in group["hooks"]]
-    assert start and all(h["type"] == "command" for h in start)
-    assert all("strata-hook.py" in h["command"] for h in start)
-    assert not any(h.get("async") for h in start)  # its answer is the context: wait for it
-    for event in ("Stop", "SubagentStop"):
-        handlers = [h for group in hooks[event] for h in group["hooks"]]
-        assert handlers
-        assert all(h["type"] == "command" and h["async"] is True for h in handlers)
-        assert all("strata-hook.py" in h["command"] for h in handlers)
-    assert "STRATA_URL" in settings["env"]
+    assert plugin["name"] == "strata"
+    command = 'python3 "${CLAUDE_PLUGIN_ROOT}/scripts/strata-hook.py"'
+    for event in ("SessionStart", "Stop", "SubagentStop"):
+        [handler] = [h for group in hooks[event] for h in group["hooks"]]
+        assert handler["type"] == "command" and handler["command"] == command
+        # `async: true` was killed when `claude -p` exited: the script returns at once itself
+        assert "async" not in handler
+        assert handler["timeout"] <= 20
+
+
+def test_the_sc_detail_command_runs_the_script_with_its_arguments() -> None:
+    text = (INTEGRATION / "commands" / "sc-detail.md").read_text()
+    front, body = text.split("---\n", 2)[1:]
+
+    fields = dict(line.split(": ", 1) for line in front.strip().splitlines())
+    assert fields["allowed-tools"] == "Bash(python3:*)"  # Claude can run it, not only the user
+    assert "/sc-detail 14:23:05" in fields["description"]
+    assert "--page" in fields["argument-hint"] and "--grep" in fields["argument-hint"]
+    assert (
+        "!`python3 \"${CLAUDE_PLUGIN_ROOT}/scripts/strata-hook.py\" detail '$ARGUMENTS'`"
+        in body.splitlines()
+    )

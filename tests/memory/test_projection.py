@@ -80,7 +80,13 @@ def test_representative_turn_projects_to_exact_l2_and_l3() -> None:
             Detail("image", "item:1:image:1", None, "[image]"),
             Detail("system", "item:2", None, "Hook PostToolUse: ruff passed"),
             Detail("tool_input", "toolu_1", "Bash", '{"command":"pytest -q","t":60}'),
-            Detail("tool_output", "toolu_1:result", "Bash", "F\n1 failed: FileNotFoundError"),
+            Detail(
+                "tool_output",
+                "toolu_1:result",
+                "Bash",
+                "F\n1 failed: FileNotFoundError",
+                is_error=True,
+            ),
             Detail("image", "item:5:image:1", None, "[image]"),
         ],
     )

@@ -1,4 +1,5 @@
-"""The memory block (seed 003's injection format): L2 window, L1 summaries, detail hint."""
+"""The memory block (seed 003's injection format within a budget): L2 window, L1 summaries,
+the count of what was left out, the detail guide line."""
 
 from __future__ import annotations
 
@@ -6,21 +7,42 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from app.memory.render import MemoryTurn, memory_counts, render_memory_block
+from app.memory.render import (
+    LINE_MAX,
+    MIN_BLOCK_CHARS,
+    DetailHint,
+    MemoryTurn,
+    RenderedBlock,
+    render_memory_block,
+)
 
 UTC_ZONE = ZoneInfo("UTC")
 T0 = datetime(2026, 4, 16, 13, 2, 11, tzinfo=UTC)
+BUDGET = 9_500
 
 
-def render(turns: list[MemoryTurn], *, window: int = 20, tz: ZoneInfo = UTC_ZONE) -> str:
-    return render_memory_block(turns, window=window, tz=tz, detail_hint_session="sess_1")
+def block(
+    turns: list[MemoryTurn],
+    *,
+    window: int = 20,
+    tz: ZoneInfo = UTC_ZONE,
+    max_chars: int = BUDGET,
+    hint: DetailHint = DetailHint.detail_tool,
+) -> RenderedBlock:
+    return render_memory_block(turns, window=window, tz=tz, max_chars=max_chars, hint=hint)
 
 
-def numbered(count: int) -> list[MemoryTurn]:
-    """Turns a minute apart, each with L2 and an L1 summary."""
+def render(turns: list[MemoryTurn], **options: object) -> str:
+    return block(turns, **options).text  # type: ignore[arg-type]
+
+
+def numbered(count: int, *, step: timedelta = timedelta(minutes=1)) -> list[MemoryTurn]:
+    """Turns `step` apart, each with L2 and an L1 summary."""
     return [
-        MemoryTurn(T0 + timedelta(minutes=i), f"question {i}", f"answer {i}", f"summary {i}")
+        MemoryTurn(T0 + i * step, f"question {i}", f"answer {i}", f"summary {i}")
         for i in range(count)
     ]
 
@@ -48,13 +70,21 @@ def test_small_block_has_the_exact_shape() -> None:
         "```\n"
         "[15:47:12] [assistant]: All green now.\n"
         "\n"
-        "### Earlier turns (summaries)\n"
+        "### Earlier turns (summaries, newest first)\n"
         "[13:02:11] Set up CI with a GitHub workflow.\n"
         "\n"
         "---\n"
-        "Fetch a turn's details (tool inputs and outputs, system messages, images) by its time "
-        "with the `Detail` tool or `GET /sessions/sess_1/detail/<time>` "
-        "(e.g. `15:47:12`, a range `13:02-15:47`)."
+        "A turn's details (tool inputs and outputs, system messages, images) by its time: "
+        "the `Detail` tool, e.g. time `15:47:12` or a range `13:02-15:47`."
+    )
+
+
+def test_for_claude_code_the_guide_line_names_sc_detail_with_a_time_from_the_block() -> None:
+    text = render(numbered(3), hint=DetailHint.sc_detail)
+    assert text.splitlines()[-1] == (
+        "A turn's details (tool inputs and outputs, system messages, images) by its time: "
+        "`/sc-detail 13:04:11`, a range `/sc-detail 13:02-13:04` "
+        "(add `--kind tool_output`, `--grep TEXT`, `--page N`)."
     )
 
 
@@ -66,27 +96,37 @@ def test_turns_with_nothing_to_show_render_no_block() -> None:
     assert render([MemoryTurn(T0, "", "", None)]) == ""
 
 
-def test_the_last_20_of_25_turns_are_shown_whole_and_5_as_summaries() -> None:
-    block = render(numbered(25))
-    recent, earlier = block.split("### Earlier turns (summaries)")
+def test_the_last_20_of_25_turns_are_shown_whole_and_5_as_summaries_newest_first() -> None:
+    rendered = block(numbered(25))
+    recent, earlier = rendered.text.split("### Earlier turns (summaries, newest first)")
     assert [f"question {i}\n" in recent for i in range(25)] == [False] * 5 + [True] * 20
-    assert [f"summary {i}\n" in earlier for i in range(25)] == [True] * 5 + [False] * 20
+    assert [earlier.index(f"summary {i}\n") for i in (4, 3, 2, 1, 0)] == sorted(
+        earlier.index(f"summary {i}\n") for i in range(5)
+    )
     assert "question" not in earlier
-
-
-def test_counts_for_25_turns_are_20_whole_and_5_summaries() -> None:
-    assert memory_counts(numbered(25), 20) == {"l2_turns": 20, "l1_turns": 5, "total_turns": 25}
+    assert vars(rendered.counts) == {
+        "l2_turns": 20,
+        "l1_turns": 5,
+        "omitted_turns": 0,
+        "total_turns": 25,
+    }
 
 
 def test_a_chain_within_the_window_has_no_summary_section() -> None:
-    block = render(numbered(3))
-    assert "### Recent turns" in block
-    assert "### Earlier turns" not in block
+    text = render(numbered(3))
+    assert "### Recent turns" in text
+    assert "### Earlier turns" not in text
+
+
+def test_recent_turns_are_shown_in_time_order() -> None:
+    turns = numbered(3)
+    text = render([turns[2], turns[0], turns[1]])
+    assert text.index("question 0") < text.index("question 1") < text.index("question 2")
 
 
 def test_an_older_turn_without_l1_falls_back_to_its_l2_text() -> None:
-    turns = [MemoryTurn(T0, "first q", "first a", None), *numbered(20)[1:], numbered(21)[-1]]
-    earlier = render(turns).split("### Earlier turns (summaries)\n")[1]
+    turns = [MemoryTurn(T0, "first q", "first a", None), *numbered(21)[1:]]
+    earlier = render(turns).split("### Earlier turns (summaries, newest first)\n")[1]
     assert earlier.startswith("[13:02:11] user: first q / assistant: first a\n")
 
 
@@ -99,43 +139,26 @@ def test_a_chain_of_imported_summaries_shows_only_the_summaries_section() -> Non
     turns = [
         MemoryTurn(T0 + timedelta(minutes=i), "", "", f"imported summary {i}") for i in range(3)
     ]
-    assert render(turns) == (
+    rendered = block(turns)
+    assert rendered.text == (
         "## Strata: session memory\n"
         "\n"
-        "### Earlier turns (summaries)\n"
-        "[13:02:11] imported summary 0\n"
-        "[13:03:11] imported summary 1\n"
+        "### Earlier turns (summaries, newest first)\n"
         "[13:04:11] imported summary 2\n"
+        "[13:03:11] imported summary 1\n"
+        "[13:02:11] imported summary 0\n"
         "\n"
         "---\n"
-        "Fetch a turn's details (tool inputs and outputs, system messages, images) by its time "
-        "with the `Detail` tool or `GET /sessions/sess_1/detail/<time>` "
-        "(e.g. `13:04:11`, a range `13:02-13:04`)."
+        "A turn's details (tool inputs and outputs, system messages, images) by its time: "
+        "the `Detail` tool, e.g. time `13:04:11` or a range `13:02-13:04`."
     )
-
-
-def test_counts_for_imported_summaries_are_all_l1() -> None:
-    turns = [MemoryTurn(T0 + timedelta(minutes=i), "", "", "s") for i in range(3)]
-    assert memory_counts(turns, 20) == {"l2_turns": 0, "l1_turns": 3, "total_turns": 3}
-
-
-def test_a_summary_only_turn_among_recent_turns_shows_its_l1_alone() -> None:
-    turns = [MemoryTurn(T0, "", "", "imported: set up CI"), *numbered(3)[1:]]
-    block = render(turns)
-    assert "### Recent turns\n[13:02:11] imported: set up CI\n[13:03:11] [user]:" in block
-    assert memory_counts(turns, 20) == {"l2_turns": 2, "l1_turns": 1, "total_turns": 3}
+    assert (rendered.counts.l2_turns, rendered.counts.l1_turns) == (0, 3)
 
 
 def test_times_are_shown_in_the_display_time_zone() -> None:
-    block = render(numbered(1), tz=ZoneInfo("Asia/Tokyo"))
-    assert "[22:02:11] [user]: question 0" in block
-    assert "(e.g. `22:02:11`, a range `22:02-22:02`)" in block
-
-
-def test_turns_are_shown_in_time_order() -> None:
-    turns = numbered(3)
-    block = render([turns[2], turns[0], turns[1]])
-    assert block.index("question 0") < block.index("question 1") < block.index("question 2")
+    text = render(numbered(1), tz=ZoneInfo("Asia/Tokyo"))
+    assert "[22:02:11] [user]: question 0" in text
+    assert "e.g. time `22:02:11` or a range `22:02-22:02`" in text
 
 
 def test_a_negative_window_is_rejected() -> None:
@@ -143,7 +166,129 @@ def test_a_negative_window_is_rejected() -> None:
         render(numbered(1), window=-1)
 
 
+def test_a_budget_below_the_minimum_is_rejected() -> None:
+    with pytest.raises(ValueError, match="max_chars"):
+        render(numbered(1), max_chars=MIN_BLOCK_CHARS - 1)
+
+
 def test_a_naive_time_is_rejected() -> None:
     naive = datetime(2026, 4, 16, 13, 2, 11)  # noqa: DTZ001
     with pytest.raises(ValueError, match="timezone-aware"):
         render([MemoryTurn(naive, "q", "a", None)])
+
+
+# --- the budget ------------------------------------------------------------------------------
+
+
+def test_eight_sessions_of_long_turns_fit_under_claude_codes_inline_limit() -> None:
+    # the issue's case: 66,789 characters after eight sessions of one project
+    turns = [
+        MemoryTurn(T0 + timedelta(minutes=5 * i), "q" * 400, "a" * 2_500, f"summary {i}")
+        for i in range(160)
+    ]
+    rendered = block(turns)
+    assert len(rendered.text) <= BUDGET < 10_000
+    assert rendered.counts.l2_turns > 0 and rendered.counts.l1_turns > 0
+
+
+def test_a_turn_longer_than_its_share_is_cut_with_a_marker_naming_its_time() -> None:
+    long = MemoryTurn(T0, "paste: " + "x" * 50_000, "It is a log.", None)
+    text = render([long, *numbered(3, step=timedelta(hours=1))[1:]])
+    line = next(line for line in text.splitlines() if line.startswith("[13:02:11] [user]: paste"))
+    assert line.endswith(" [… cut; the whole turn: detail of 13:02:11]")
+    assert "[13:02:11] [assistant]: It is a log." in text  # the short side is whole
+    assert len(text) <= BUDGET
+
+
+def test_short_turns_take_what_they_need_and_long_ones_share_the_rest() -> None:
+    turns = [
+        MemoryTurn(T0, "x" * 20_000, "long one", None),
+        MemoryTurn(T0 + timedelta(minutes=1), "y" * 20_000, "long two", None),
+        MemoryTurn(T0 + timedelta(minutes=2), "short", "ok", None),
+    ]
+    lines = render(turns).splitlines()
+    x = next(line for line in lines if "[user]: xxx" in line)
+    y = next(line for line in lines if "[user]: yyy" in line)
+    assert "[13:04:11] [user]: short" in lines
+    assert abs(len(x) - len(y)) <= 2
+    assert len(x) > 3_000
+
+
+def test_older_turns_keep_a_share_of_the_block_when_recent_turns_are_long() -> None:
+    old = [MemoryTurn(T0 + timedelta(minutes=i), "q", "a", f"summary {i}") for i in range(30)]
+    recent = [
+        MemoryTurn(T0 + timedelta(hours=1, minutes=i), "u" * 3_000, "v" * 3_000, None)
+        for i in range(20)
+    ]
+    rendered = block(old + recent)
+    assert rendered.counts.l2_turns == 20
+    assert rendered.counts.l1_turns == 30
+
+
+def test_what_does_not_fit_is_counted_with_its_span_and_how_to_get_it() -> None:
+    turns = numbered(2_000, step=timedelta(minutes=7))
+    rendered = block(turns, hint=DetailHint.sc_detail)
+    counts = rendered.counts
+    assert counts.omitted_turns > 0
+    assert counts.l2_turns + counts.l1_turns + counts.omitted_turns == 2_000
+    lines = rendered.text.splitlines()
+    first_left_out = turns[counts.omitted_turns - 1].ended_at
+    assert lines[-2] == (
+        f"{counts.omitted_turns:,} earlier turns are not shown here, from 2026-04-16 13:02 "
+        f"to {first_left_out:%Y-%m-%d %H:%M}; fetch them by time as below."
+    )
+    # shown: the newest, contiguous; left out: the oldest
+    assert f"summary {counts.omitted_turns}\n" in rendered.text
+    assert f"summary {counts.omitted_turns - 1}\n" not in rendered.text
+
+
+def test_a_summary_line_is_cut_to_a_line() -> None:
+    turns = [MemoryTurn(T0, "q", "a", "s" * 5_000), *numbered(21)[1:]]
+    line = next(line for line in render(turns).splitlines() if line.startswith("[13:02:11] s"))
+    assert len(line) == LINE_MAX and line.endswith("…")
+
+
+def test_turns_over_several_days_get_a_date_line_per_day_and_a_dated_guide() -> None:
+    turns = numbered(3, step=timedelta(hours=12))  # 04-16 13:02, 04-17 01:02, 04-17 13:02
+    text = render(turns, hint=DetailHint.sc_detail)
+    lines = text.splitlines()
+    assert lines[lines.index("#### 2026-04-16") + 1] == "[13:02:11] [user]: question 0"
+    assert lines[lines.index("#### 2026-04-17") + 1] == "[01:02:11] [user]: question 1"
+    assert text.count("#### 2026-04-17") == 1
+    assert "`/sc-detail 2026-04-17 13:02:11`" in lines[-1]
+    assert "`/sc-detail 2026-04-17 01:02-13:02`" in lines[-1]
+
+
+def test_turns_of_one_day_get_no_date_line() -> None:
+    assert "####" not in render(numbered(30))
+
+
+_texts = st.one_of(
+    st.just(""), st.text(max_size=30), st.integers(0, 30_000).map(lambda n: "w " * (n // 2))
+)
+_turns = st.builds(
+    MemoryTurn,
+    ended_at=st.integers(0, 10 * 24 * 3600).map(lambda s: T0 + timedelta(seconds=s)),
+    user_text=_texts,
+    assistant_text=_texts,
+    l1=st.one_of(st.none(), _texts),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    turns=st.lists(_turns, max_size=60),
+    max_chars=st.integers(MIN_BLOCK_CHARS, 20_000),
+    window=st.integers(0, 25),
+    zone=st.sampled_from(["UTC", "Asia/Tokyo", "America/New_York"]),
+    hint=st.sampled_from(list(DetailHint)),
+)
+def test_the_block_never_exceeds_its_budget_and_counts_every_turn(
+    turns: list[MemoryTurn], max_chars: int, window: int, zone: str, hint: DetailHint
+) -> None:
+    rendered = block(turns, window=window, tz=ZoneInfo(zone), max_chars=max_chars, hint=hint)
+    counts = rendered.counts
+    assert len(rendered.text) <= max_chars
+    assert counts.total_turns == len(turns)
+    assert counts.l2_turns <= window
+    assert counts.l2_turns + counts.l1_turns + counts.omitted_turns <= len(turns)

@@ -123,3 +123,27 @@ def test_matching_a_naive_moment_is_rejected() -> None:
 def test_bounds_of_different_kinds_are_rejected() -> None:
     with pytest.raises(ValueError, match="both"):
         TimeRef(time(14, 23), utc(16, 14, 23))
+
+
+def test_a_date_and_time_as_the_block_shows_it_is_read_in_the_display_zone() -> None:
+    ref = parse_time_ref("2026-04-16 23:23:05", ZoneInfo("Asia/Tokyo"))
+    assert ref == TimeRef(utc(16, 14, 23, 5), utc(16, 14, 23, 5))
+
+
+def test_a_date_and_minute_is_that_whole_minute_of_that_day() -> None:
+    ref = parse_time_ref("2026-04-16 14:23")
+    assert ref == TimeRef(utc(16, 14, 23, 0), utc(16, 14, 23, 59))
+    assert not ref.matches(utc(17, 14, 23, 5), UTC_ZONE)
+
+
+def test_a_dated_range_is_that_span_of_that_day_and_wraps_past_midnight() -> None:
+    assert parse_time_ref("2026-04-16 14:23-14:30") == TimeRef(
+        utc(16, 14, 23, 0), utc(16, 14, 30, 59)
+    )
+    assert parse_time_ref("2026-04-16 23:58-00:02") == TimeRef(
+        utc(16, 23, 58, 0), utc(17, 0, 2, 59)
+    )
+
+
+def test_an_iso_offset_after_a_t_is_still_an_offset_not_a_range() -> None:
+    assert parse_time_ref("2026-04-16T23:58-00:02").start == utc(17, 0, 0, 0)

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import anthropic
+import httpx
 import pytest
 
 from tests.fakes.messages_api import (
@@ -473,3 +474,15 @@ def make_sync_request(fake: FakeMessagesAPI) -> socket.socket:
     client.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
     assert client.recv(4096).startswith(b"HTTP/1.1 404")
     return client
+
+
+async def test_a_connection_warm_up_at_the_root_is_no_request(fake_llm: FakeMessagesAPI) -> None:
+    async with httpx.AsyncClient(base_url=fake_llm.url) as client:
+        warm = await client.head("/")
+        other = await client.head("/v1/models")
+
+    assert warm.status_code == 200
+    assert fake_llm.warmups == 1
+    assert other.status_code == 404  # any other HEAD is still an unexpected request
+    assert [u.request.path for u in fake_llm.unexpected] == ["/v1/models"]
+    fake_llm.reset()

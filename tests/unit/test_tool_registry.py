@@ -156,3 +156,12 @@ async def test_any_other_exception_is_an_error_with_its_type_name(
     assert output.is_error
     assert output.content == "crash failed: KeyError: 'missing'"
     assert any("tool crash failed" in r.getMessage() for r in caplog.records)
+
+
+def test_a_registry_builds_each_tool_spec_once(registry: ToolRegistry) -> None:
+    """A turn's requests (and every turn's) share one spec per tool, so its JSON schema and
+    request JSON are built once per process."""
+    first = registry.specs(["add", "whoami"])
+    second = registry.specs(["whoami", "add"])
+
+    assert first[0] is second[1] and first[1] is second[0]

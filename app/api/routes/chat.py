@@ -4,6 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.api.deps import (
@@ -15,13 +16,14 @@ from app.api.deps import (
     SettingsDep,
     replayed,
 )
-from app.api.errors import problem_responses
+from app.api.errors import TYPE_PREFIX, problem_response, problem_responses
 from app.api.routes.sessions import SessionId
 from app.api.schemas.jobs import JobPublic, MessageAccepted, MessageCreate, MessageReply
 from app.db.models import Job
 from app.domain.jobs import TERMINAL
 from app.services.chat import IfBusy, enqueue_compaction, send_message
 from app.services.idempotency import Replay
+from app.services.jobs import turn_failure
 from app.services.waiting import wait_for_job
 from app.settings import Settings
 from app.wiring import Runtime
@@ -41,6 +43,25 @@ async def _ended_or_timed_out(
     )
 
 
+def _ended(job: Job, success: BaseModel) -> JSONResponse:
+    """200 with `success` when the job succeeded, else the job's own problem with the status
+    that names its cause (`turn_failure`), and the job itself as `job`."""
+    if job.status == "succeeded":
+        return JSONResponse(success.model_dump(mode="json"), status_code=200)
+    status, problem = turn_failure(job)
+    own = {"type", "title", "detail", "status", "instance"}
+    extensions = {k: v for k, v in problem.items() if k not in own}
+    return problem_response(
+        status,
+        str(problem.get("detail") or f"the job ended {job.status}"),
+        slug=str(problem["type"]).removeprefix(TYPE_PREFIX),
+        title=str(problem.get("title") or "") or None,
+        **extensions,
+        job_id=job.id,
+        job=JobPublic.of(job).model_dump(mode="json"),
+    )
+
+
 router = APIRouter(
     prefix="/sessions/{session_id}", tags=["chat"], responses=problem_responses(401, 503)
 )
@@ -57,13 +78,19 @@ router = APIRouter(
         "transaction (202). A message sent while a turn runs is queued behind it "
         "(`if_busy=enqueue`, its user item is appended when its turn starts) or refused "
         "with 409 (`if_busy=reject`). With `wait=true` the request blocks until the turn "
-        "ends (200 with the reply) or `timeout` seconds pass (202). A tenant with "
+        "ends or `timeout` seconds pass (then 202, as without `wait`): 200 with the reply "
+        "when it succeeded, else the job's problem (`job` holds the job): 503 "
+        "`llm-not-configured`, 502 for an LLM failure (`llm-rate-limited`, "
+        "`llm-overloaded`, `llm-timeout`, ...), 409 `job-cancelled` or "
+        "`context-exhausted` (the session's context cannot hold the next request even "
+        "after compaction), 500 `job-crashed`. "
+        "A tenant with "
         "STRATA_TENANT_MAX_CONCURRENT_HEAVY such requests (or hook posts, or job "
         "submissions) in flight gets 429 with `Retry-After`."
     ),
     responses={
-        200: {"model": MessageReply, "description": "The turn ended while waiting."},
-        **problem_responses(404, 409, 413, 422, 429),
+        200: {"model": MessageReply, "description": "The turn succeeded while waiting."},
+        **problem_responses(404, 409, 413, 422, 429, 500, 502),
     },
     dependencies=[HEAVY],
 )
@@ -98,7 +125,7 @@ async def send(
             text=(job.result or {}).get("text"),
             job=JobPublic.of(job),
         )
-        return JSONResponse(reply.model_dump(mode="json"), status_code=200)
+        return _ended(job, reply)
     return MessageAccepted(job_id=job.id, turn=job.turn, job=JobPublic.of(job))
 
 
@@ -113,11 +140,12 @@ async def send(
         "the current segment (it sees the whole task list but cannot change it) and a new "
         "segment starts with the summary, the full task snapshot and a TaskList call with "
         "its result. On failure (after 2 retries) the job fails and nothing changes. "
-        "With `wait=true`, answers 200 once the job ended."
+        "With `wait=true`, answers 200 once the job succeeded, or the job's problem as "
+        "`POST /sessions/{session_id}/messages` does."
     ),
     responses={
-        200: {"model": JobPublic, "description": "The compaction ended."},
-        **problem_responses(404, 422),
+        200: {"model": JobPublic, "description": "The compaction succeeded."},
+        **problem_responses(404, 409, 422, 500, 502),
     },
 )
 async def compact(
@@ -132,5 +160,5 @@ async def compact(
     if wait:
         job = await _ended_or_timed_out(runtime, settings, tenant, job.id, None)
         if job.status in TERMINAL:
-            return JSONResponse(JobPublic.of(job).model_dump(mode="json"), status_code=200)
+            return _ended(job, JobPublic.of(job))
     return JobPublic.of(job)

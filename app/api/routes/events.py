@@ -1,77 +1,89 @@
+"""The two Server-Sent Event streams. Served as a plain streaming response, so that the
+keep-alive comment is ours alone (one per STRATA_SSE_KEEPALIVE_SECONDS of quiet)."""
+
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header
-from fastapi.sse import EventSourceResponse, ServerSentEvent
+from fastapi import APIRouter, Header
+from fastapi.responses import StreamingResponse
+from fastapi.sse import format_sse_event
 
 from app.api.deps import CurrentTenant, DatabaseDep, RuntimeDep, SettingsDep
 from app.api.errors import problem_responses
 from app.api.routes.jobs import JobId
 from app.api.routes.sessions import SessionId
+from app.api.schemas.events import STREAM_DESCRIPTION, stream_responses
 from app.api.schemas.items import item_public
-from app.db.models import Job
+from app.observability.metrics import OPEN_STREAMS
 from app.services.jobs import get_job
 from app.services.sessions import get_session
-from app.services.streams import StreamEvent, event_stream, parse_last_event_id
+from app.services.streams import (
+    StreamEvent,
+    event_stream,
+    job_has_ended,
+    parse_last_event_id,
+)
 from app.settings import Settings
 from app.wiring import Runtime
 
 router = APIRouter(tags=["events"], responses=problem_responses(401, 503))
 
-LastEventId = Annotated[str | None, Header(alias="Last-Event-ID", max_length=100)]
+LastEventId = Annotated[
+    str | None,
+    Header(
+        alias="Last-Event-ID",
+        max_length=30,
+        pattern=r"^(0|[1-9][0-9]{0,17})(\.[1-9][0-9]{0,8})?$",
+        description="The `id` of the last event received (`N` or `N.M`): the stream "
+        "replays the durable events after it. A browser's EventSource sends it itself.",
+    ),
+]
+KEEPALIVE = b": keep-alive\n\n"
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
-STREAM_DESCRIPTION = (
-    "Server-Sent Events: `item.appended` (data: the item), `job.status`, `usage`, and live "
-    "`text.delta`, `tool.started`, `tool.finished`. Reconnect with `Last-Event-ID` to "
-    "replay the durable events you missed."
-)
 
-
-def _sse(event: StreamEvent | None) -> ServerSentEvent:
+def _frame(event: StreamEvent | None) -> bytes:
     if event is None:
-        return ServerSentEvent(comment="keep-alive")
+        return KEEPALIVE
     data: dict[str, Any] = dict(event.data)
     if "item" in data:
         data["item"] = item_public(data["item"]).model_dump(mode="json")
-    return ServerSentEvent(id=event.id, event=event.type, data=data)
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return format_sse_event(data_str=payload, event=event.type, id=event.id)
 
 
-async def _stream(
+def _respond(
     runtime: Runtime,
     settings: Settings,
+    tenant: str,
     session_id: str,
     job_id: str | None,
-    last_event_id: str | None,
-) -> AsyncIterator[ServerSentEvent]:
-    """A session's events, or one job's until it ends."""
-    async for event in event_stream(
-        runtime.database,
-        runtime.hub,
-        session_id=session_id,
-        job_id=job_id,
-        last_event_id=parse_last_event_id(last_event_id),
-        poll_seconds=settings.worker_poll_seconds,
-        keepalive_seconds=settings.sse_keepalive_seconds,
-        until_job_ends=job_id is not None,
-    ):
-        yield _sse(event)
+    last_event_id: int,
+) -> StreamingResponse:
+    kind = "job" if job_id is not None else "session"
+    ended = job_has_ended(runtime.database, tenant, job_id) if job_id is not None else None
 
+    async def frames() -> AsyncIterator[bytes]:
+        OPEN_STREAMS.labels(kind).inc()
+        try:
+            async for event in event_stream(
+                runtime.database,
+                runtime.hub,
+                session_id=session_id,
+                job_id=job_id,
+                last_event_id=last_event_id,
+                poll_seconds=settings.worker_poll_seconds,
+                keepalive_seconds=settings.sse_keepalive_seconds,
+                job_ended=ended,
+            ):
+                yield _frame(event)
+        finally:
+            OPEN_STREAMS.labels(kind).dec()
 
-# The look-ups are dependencies, so an unknown id is a 404 before the stream starts:
-# in the generator's body it would fail after the 200 has been sent.
-async def _existing_session(
-    session_id: SessionId, database: DatabaseDep, tenant: CurrentTenant
-) -> str:
-    async with database.read() as db:
-        await get_session(db, tenant, session_id)
-    return session_id
-
-
-async def _existing_job(job_id: JobId, database: DatabaseDep, tenant: CurrentTenant) -> Job:
-    async with database.read() as db:
-        return await get_job(db, tenant, job_id)
+    return StreamingResponse(frames(), media_type="text/event-stream", headers=SSE_HEADERS)
 
 
 @router.get(
@@ -79,32 +91,42 @@ async def _existing_job(job_id: JobId, database: DatabaseDep, tenant: CurrentTen
     name="session_stream",
     summary="Stream a session's events",
     description=STREAM_DESCRIPTION,
-    response_class=EventSourceResponse,
-    responses=problem_responses(404, 422),
+    response_class=StreamingResponse,
+    responses={**stream_responses(), **problem_responses(404, 422)},
 )
 async def session_events(
-    session_id: Annotated[str, Depends(_existing_session)],
+    session_id: SessionId,
+    database: DatabaseDep,
     runtime: RuntimeDep,
     settings: SettingsDep,
+    tenant: CurrentTenant,
     last_event_id: LastEventId = None,
-) -> AsyncIterator[ServerSentEvent]:
-    async for event in _stream(runtime, settings, session_id, None, last_event_id):
-        yield event
+) -> StreamingResponse:
+    after = parse_last_event_id(last_event_id)
+    async with database.read() as db:  # an unknown session is a 404 before the stream starts
+        await get_session(db, tenant, session_id)
+    return _respond(runtime, settings, tenant, session_id, None, after)
 
 
 @router.get(
     "/jobs/{job_id}/events",
     name="job_stream",
     summary="Stream a job's events until it ends",
-    description=STREAM_DESCRIPTION,
-    response_class=EventSourceResponse,
-    responses=problem_responses(404, 422),
+    description=STREAM_DESCRIPTION
+    + "\n\nThe stream ends once the job has ended and every event after `Last-Event-ID` "
+    "was sent, whatever that id is.",
+    response_class=StreamingResponse,
+    responses={**stream_responses(), **problem_responses(404, 422)},
 )
 async def job_events(
-    job: Annotated[Job, Depends(_existing_job)],
+    job_id: JobId,
+    database: DatabaseDep,
     runtime: RuntimeDep,
     settings: SettingsDep,
+    tenant: CurrentTenant,
     last_event_id: LastEventId = None,
-) -> AsyncIterator[ServerSentEvent]:
-    async for event in _stream(runtime, settings, job.session_id, job.id, last_event_id):
-        yield event
+) -> StreamingResponse:
+    after = parse_last_event_id(last_event_id)
+    async with database.read() as db:
+        job = await get_job(db, tenant, job_id)
+    return _respond(runtime, settings, tenant, job.session_id, job.id, after)

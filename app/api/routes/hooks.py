@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.deps import HEAVY, CurrentTenant, DatabaseDep, SettingsDep
 from app.api.errors import problem_responses
-from app.domain.errors import InvalidInput
+from app.domain.errors import Forbidden, InvalidInput
 from app.services.claude_code import (
     ingest_transcript,
     session_start,
@@ -27,16 +27,39 @@ class ClaudeCodeHook(BaseModel):
     """A Claude Code hook payload as it arrives on a hook's stdin or an `http` hook's body,
     plus Strata's optional `transcript` (the new JSONL lines) for command hooks."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "examples": [
+                {
+                    "hook_event_name": "SessionStart",
+                    "session_id": "9f0c2a7e-4b1d-4c8e-9a51-3d2f6b7c8e10",
+                    "cwd": "/home/me/project",
+                    "source": "startup",
+                    "transcript_path": "/home/me/.claude/projects/project/9f0c2a7e.jsonl",
+                }
+            ]
+        },
+    )
 
     hook_event_name: str = Field(max_length=100)
     session_id: str = Field(min_length=1, max_length=150)
     cwd: str | None = Field(default=None, max_length=4096)
+    project_root: str | None = Field(
+        default=None,
+        max_length=4096,
+        description=(
+            "The git root of `cwd`, sent by Strata's hook script: sessions started in "
+            "different folders of one repository share a chain."
+        ),
+    )
     source: str | None = Field(default=None, max_length=50)
     transcript_path: str | None = Field(default=None, max_length=4096)
     agent_transcript_path: str | None = Field(default=None, max_length=4096)
     transcript: str | None = Field(default=None, description="New transcript lines (JSONL).")
-    transcript_first_line: int = Field(default=1, ge=1, description="Line number of the first.")
+    transcript_first_line: int = Field(
+        default=1, ge=1, le=2**31, description="Line number of the first."
+    )
 
 
 class HookSpecificOutput(BaseModel):
@@ -52,12 +75,21 @@ class HookAnswer(BaseModel):
 
 
 def _read_transcript(settings: Settings, hook: ClaudeCodeHook) -> str | None:
-    """Only for a server on the same machine, and only when a setting allows it."""
+    """Only for a server on the same machine, only when a setting allows it, and only files
+    under the configured roots (`STRATA_HOOK_TRANSCRIPT_ROOTS`, `~/.claude/projects`): an
+    API client must not make the server read whatever file it names (403 otherwise; the
+    path is resolved first, so neither `..` nor a symlink leads out)."""
     path_text = hook.agent_transcript_path if hook.hook_event_name == "SubagentStop" else None
     path_text = path_text or hook.transcript_path
     if not settings.hook_read_transcript_path or not path_text:
         return None
-    path = Path(path_text).expanduser()
+    path = Path(path_text).expanduser().resolve()
+    if not any(path.is_relative_to(root) for root in settings.transcript_roots):
+        raise Forbidden(
+            "transcript_path is outside the folders the server reads transcripts from "
+            "(STRATA_HOOK_TRANSCRIPT_ROOTS)",
+            field="transcript_path",
+        )
     if not path.is_file():
         raise InvalidInput(
             f"transcript_path {path_text!r} is not a readable file", field="transcript_path"
@@ -77,15 +109,19 @@ def _read_transcript(settings: Settings, hook: ClaudeCodeHook) -> str | None:
         "into memory, in transactions of at most `STRATA_IMPORT_CHUNK_ITEMS` items: if the "
         "answer is an error, what was committed stays and posting the same lines again "
         "finishes the import. Malformed lines are skipped and reported in `systemMessage`. "
-        "`SessionStart` (`startup`, `clear`, `compact`; `resume` keeps the session) links the "
-        "session to the latest one of the same project (`cwd`) and answers the memory block "
-        "as `hookSpecificOutput.additionalContext`. Other events are accepted and ignored. "
+        "A session first seen by any of these hooks continues the newest session of its "
+        "project (`cwd`, or the kit's `project_root`) that nothing continues yet; items for "
+        "a session merged away land in its target. `SessionStart` answers the memory block "
+        "(at most `STRATA_MEMORY_BLOCK_MAX_CHARS`) as `hookSpecificOutput.additionalContext`. "
+        "With `STRATA_HOOK_READ_TRANSCRIPT_PATH` the server may read `transcript_path` "
+        "itself, only under `STRATA_HOOK_TRANSCRIPT_ROOTS` (403 otherwise). "
+        "Other events are accepted and ignored. "
         "The answer's `Strata-Session` header names the mirrored session. A tenant with "
         "STRATA_TENANT_MAX_CONCURRENT_HEAVY such posts (or messages, or job submissions) "
         "in flight gets 429 with `Retry-After`."
     ),
     response_model_exclude_none=True,
-    responses=problem_responses(413, 422, 429),
+    responses=problem_responses(403, 413, 422, 429),
     dependencies=[HEAVY],
 )
 async def claude_code(

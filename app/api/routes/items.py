@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 
-from app.api.deps import AfterCursor, CurrentTenant, DatabaseDep, PageLimit, SessionDep
+from app.api.deps import CurrentTenant, DatabaseDep, PageLimit, SeqCursor, SessionDep
 from app.api.errors import problem_responses
 from app.api.routes.sessions import SessionId
 from app.api.schemas.items import ItemCreate, ItemList, ItemPublic, item_public
@@ -25,7 +25,7 @@ async def list_items(
     db: SessionDep,
     tenant: CurrentTenant,
     limit: PageLimit,
-    after: AfterCursor = None,
+    after: SeqCursor = None,
 ) -> ItemList:
     page = await service.list_items(db, tenant, session_id, limit=limit, after=after)
     return ItemList(data=[item_public(r) for r in page.data], next_cursor=page.next_cursor)
@@ -43,11 +43,17 @@ async def list_items(
     responses=problem_responses(404, 409, 413, 422),
 )
 async def append_item(
-    session_id: SessionId, body: ItemCreate, database: DatabaseDep, tenant: CurrentTenant
+    session_id: SessionId,
+    body: ItemCreate,
+    database: DatabaseDep,
+    tenant: CurrentTenant,
+    response: Response,
 ) -> ItemPublic:
     payload = user_text(body.text) if body.kind == "user_message" else SystemMessage(text=body.text)
     origin = Origin.user if body.kind == "user_message" else Origin.api
     row = await database.write(
         lambda db: service.append_client_item(db, tenant, session_id, payload, origin)
     )
+    # items have no URL of their own: the one-item page that holds it
+    response.headers["Location"] = f"/sessions/{session_id}/items?after={row.seq - 1}&limit=1"
     return item_public(row)

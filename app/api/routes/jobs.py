@@ -1,17 +1,18 @@
 from __future__ import annotations
 
 from typing import Annotated, Literal
+from urllib.parse import quote
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import FileResponse
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.api.deps import (
     HEAVY,
-    AfterCursor,
     CurrentTenant,
     DatabaseDep,
     IdempotencyDep,
+    JobCursor,
     PageLimit,
     RuntimeDep,
     SessionDep,
@@ -53,7 +54,7 @@ async def list_jobs(
     db: SessionDep,
     tenant: CurrentTenant,
     limit: PageLimit,
-    after: AfterCursor = None,
+    after: JobCursor = None,
     session_id: Annotated[str | None, Query(max_length=40)] = None,
     status: JobStatus | None = None,
     parent_job_id: Annotated[
@@ -149,7 +150,9 @@ async def create_job(
         )
         return JobPublic.of(job)
 
-    return await write_once(database, idempotency, 201, work)
+    return await write_once(
+        database, idempotency, 201, work, location=lambda job: f"/jobs/{job['id']}"
+    )
 
 
 @router.post(
@@ -186,7 +189,10 @@ async def comment(
         row = await comments.add_comment(db, tenant, job_id, body.body)
         return CommentPublic.model_validate(row, from_attributes=True)
 
-    return await write_once(database, idempotency, 201, work)
+    # comments have no URL of their own: the list they were added to
+    return await write_once(
+        database, idempotency, 201, work, location=lambda c: f"/jobs/{c['job_id']}/comments"
+    )
 
 
 @router.get(
@@ -224,7 +230,10 @@ async def list_files(
         "requestBody": {
             "required": True,
             "content": {
-                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+                "application/octet-stream": {
+                    "schema": {"type": "string", "format": "binary"},
+                    "example": "Notes the job should read.",
+                }
             },
         }
     },
@@ -233,6 +242,7 @@ async def put_input(
     job_id: JobId,
     path: Annotated[str, Path(max_length=1000)],
     request: Request,
+    response: Response,
     db: SessionDep,
     tenant: CurrentTenant,
     settings: SettingsDep,
@@ -240,6 +250,7 @@ async def put_input(
     job = await service.get_job(db, tenant, job_id)
     data = await request.body()
     stored = await workspaces.put_input_file(settings, job, path, data)
+    response.headers["Location"] = f"/jobs/{job.id}/files/{quote(stored)}"
     return StoredFile(path=stored, size=len(data))
 
 
@@ -251,7 +262,10 @@ async def put_input(
     responses={
         200: {
             "content": {
-                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+                "application/octet-stream": {
+                    "schema": {"type": "string", "format": "binary"},
+                    "example": "Notes the job should read.",
+                }
             }
         },
         **problem_responses(404, 422),

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Query
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.api.deps import CurrentTenant, DatabaseDep, SessionDep, SettingsDep
@@ -17,6 +17,8 @@ from app.api.schemas.memory import (
     TurnDetailPublic,
 )
 from app.api.schemas.sessions import SessionPublic
+from app.memory.details import DetailQuery
+from app.memory.render import MIN_BLOCK_CHARS
 from app.services import memory as service
 from app.services.sessions import status_of
 from app.services.summaries import enqueue_if_needed
@@ -25,11 +27,30 @@ router = APIRouter(
     prefix="/sessions/{session_id}", tags=["memory"], responses=problem_responses(401, 503)
 )
 
+_CLOCK = r"([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?"
+_DATE = r"(19|20)[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])"
+_ISO = (
+    _DATE
+    + "[T ]"
+    + _CLOCK.replace(")?", "([.,][0-9]{1,6})?)?")
+    + r"(Z|z|[+-]([01][0-9]|2[0-3])(:?[0-5][0-9])?)?"
+)
+_RANGE = rf"{_CLOCK} ?[-\u2013] ?{_CLOCK}"
+# the forms app.memory.timeref reads, within its ranges (days up to 28: every month has them)
+TIME_REF_PATTERN = rf"^({_CLOCK}|{_RANGE}|{_DATE} {_RANGE}|{_ISO})$"
+
+DetailKindParam = Literal[
+    "user", "assistant", "tool_input", "tool_output", "system", "image"
+]  # app.memory.details.PIECE_KINDS
 TimeRef = Annotated[
     str,
     Path(
         max_length=60,
-        description="`HH:MM:SS`, `HH:MM`, `HH:MM:SS-HH:MM:SS`, `HH:MM-HH:MM` or an ISO timestamp.",
+        pattern=TIME_REF_PATTERN,
+        description=(
+            "`HH:MM:SS`, `HH:MM`, `HH:MM:SS-HH:MM:SS`, `HH:MM-HH:MM`, a date and time "
+            "`YYYY-MM-DD HH:MM[:SS]` or `YYYY-MM-DD HH:MM-HH:MM`, or an ISO timestamp."
+        ),
     ),
 ]
 
@@ -39,22 +60,33 @@ TimeRef = Annotated[
     name="get",
     summary="The memory block a continuation of this session starts with",
     description=(
-        "The predecessor chain's last 20 turns whole (L2), older turns as one-line "
-        "summaries (L1), times as `[HH:MM:SS]` in the display time zone, and a last line "
-        "saying how to fetch details. The session's own turns are not in it."
+        "At most `max_chars` characters (default `STRATA_MEMORY_BLOCK_MAX_CHARS`, 9,500): "
+        "the predecessor chain's newest turns whole (L2, up to 20, oldest first; a turn "
+        "longer than its share cut with a marker), then older turns as one-line summaries "
+        "(L1, newest first), then a line counting the turns left out and the guide line "
+        "naming the detail look-up with a real time from the block (`/sc-detail` for a "
+        "Claude Code session, the `Detail` tool otherwise). Times are `[HH:MM:SS]` in the "
+        "display time zone, with a date line per day when the turns span several days. "
+        "The session's own turns are not in it."
     ),
     responses=problem_responses(404, 422),
 )
 async def get_memory(
-    session_id: SessionId, db: SessionDep, tenant: CurrentTenant, settings: SettingsDep
+    session_id: SessionId,
+    db: SessionDep,
+    tenant: CurrentTenant,
+    settings: SettingsDep,
+    max_chars: Annotated[
+        int | None,
+        Query(ge=MIN_BLOCK_CHARS, le=1_000_000, description="The block's length at most."),
+    ] = None,
 ) -> MemoryPublic:
-    block = await service.memory_block(
-        db, tenant, session_id, window=settings.memory_l2_window_turns, tz=settings.zone
-    )
+    limits = service.BlockLimits.of(settings, max_chars)
+    block = await service.memory_block(db, tenant, session_id, limits=limits, tz=settings.zone)
     return MemoryPublic(
         session_id=block.session_id,
         text=block.text,
-        counts=MemoryCounts.model_validate(block.counts),
+        counts=MemoryCounts.model_validate(vars(block.counts)),
         chain=block.chain,
     )
 
@@ -62,11 +94,18 @@ async def get_memory(
 @router.get(
     "/detail/{time}",
     name="detail",
-    summary="L2 and L3 of the turns at a time, across the chain",
+    summary="L2 and L3 of the turns at a time, across the chain, a page at a time",
     description=(
         "A turn is addressed by the time it ended, as the memory block shows it. A time of "
         "day matches every day it occurs on (newest first); a range matches every turn "
-        "inside it. 404 when nothing matches, 422 for a malformed time."
+        "inside it; a date and time (`2026-04-16 14:23:05`, `2026-04-16 14:23-14:30`) "
+        "matches on that day, in the display time zone. The answer is one page of at most "
+        "`max_chars` characters (default `STRATA_DETAIL_PAGE_MAX_CHARS`, 8,000): the turns' "
+        "pieces newest first (user, assistant, then tool inputs, tool outputs, system "
+        "messages, images), a piece longer than what is left of a page continuing on the "
+        "next. `kind` keeps one kind of piece, `grep` only the lines containing a text "
+        "(case-insensitive, numbered `L<n>:`). 404 when no turn matches the time, 422 for a "
+        "malformed time or parameter; a page past the last is empty."
     ),
     responses=problem_responses(404, 422),
 )
@@ -76,8 +115,20 @@ async def get_detail(
     db: SessionDep,
     tenant: CurrentTenant,
     settings: SettingsDep,
+    page: Annotated[int, Query(ge=1, le=100_000, description="1 for the first page.")] = 1,
+    max_chars: Annotated[
+        int | None, Query(ge=1_000, le=1_000_000, description="The page's length at most.")
+    ] = None,
+    kind: Annotated[DetailKindParam | None, Query(description="Only this kind of piece.")] = None,
+    grep: Annotated[
+        str | None,
+        Query(min_length=1, max_length=200, description="Only lines containing this text."),
+    ] = None,
 ) -> DetailList:
-    turns = await service.detail(db, tenant, session_id, time, tz=settings.zone)
+    query = DetailQuery(
+        max_chars=max_chars or settings.detail_page_max_chars, page=page, kind=kind, grep=grep
+    )
+    found = await service.detail_page_of(db, tenant, session_id, time, query, tz=settings.zone)
     return DetailList(
         data=[
             TurnDetailPublic(
@@ -93,8 +144,14 @@ async def get_detail(
                     for kind, entries in t.details.items()
                 },
             )
-            for t in turns
-        ]
+            for t in found.turns
+        ],
+        text=found.text,
+        page=found.page,
+        pages=found.pages,
+        next_page=found.page + 1 if found.page < found.pages else None,
+        matched_turns=found.matched_turns,
+        total_chars=found.total_chars,
     )
 
 

@@ -1,18 +1,20 @@
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Response
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.api.deps import (
-    AfterCursor,
     CurrentTenant,
     DatabaseDep,
     IdempotencyDep,
     PageLimit,
     RuntimeDep,
+    SessionCursor,
     SessionDep,
+    SettingsDep,
     write_once,
 )
 from app.api.errors import problem_responses
@@ -23,6 +25,7 @@ from app.api.schemas.sessions import (
     SessionStatus,
     SessionUpdate,
 )
+from app.services import session_deletion as deletion
 from app.services import sessions as service
 
 router = APIRouter(prefix="/sessions", tags=["sessions"], responses=problem_responses(401, 503))
@@ -59,7 +62,9 @@ async def create_session(
         )
         return SessionPublic.of(row, SessionStatus.idle)  # nothing runs in it yet
 
-    return await write_once(database, idempotency, 201, work)
+    return await write_once(
+        database, idempotency, 201, work, location=lambda body: f"/sessions/{body['id']}"
+    )
 
 
 @router.get(
@@ -75,7 +80,7 @@ async def list_sessions(
     db: SessionDep,
     tenant: CurrentTenant,
     limit: PageLimit,
-    after: AfterCursor = None,
+    after: SessionCursor = None,
     q: Annotated[
         str | None, Query(max_length=500, description="Part of the title, any case.")
     ] = None,
@@ -122,3 +127,25 @@ async def update_session(
         return SessionPublic.of(row, await service.status_of(db, row))
 
     return await database.write(work)
+
+
+@router.delete(
+    "/{session_id}",
+    status_code=204,
+    name="delete",
+    summary="Delete a session and everything in it",
+    description=(
+        "Cancels the session's jobs (a running one stops at once in its runner's process, "
+        "else at its next step) and removes its event log, tasks, memory (L1/L2/L3), "
+        "events, job comments and workspace files, and the sessions of its subagents. "
+        "Sessions that continued from it or were merged into it stay, unlinked from it. "
+        "204; the session is 404 afterwards."
+    ),
+    responses=problem_responses(404, 422),
+)
+async def delete_session(
+    session_id: SessionId, database: DatabaseDep, settings: SettingsDep, tenant: CurrentTenant
+) -> Response:
+    job_ids = await database.write(lambda db: deletion.delete_session(db, tenant, session_id))
+    await asyncio.to_thread(deletion.remove_workspaces, settings, job_ids)
+    return Response(status_code=204)

@@ -4,7 +4,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path
 
-from app.api.deps import CurrentTenant, DatabaseDep, IdempotencyDep, SessionDep, write_once
+from app.api.deps import (
+    INT64_MAX,
+    CurrentTenant,
+    DatabaseDep,
+    IdempotencyDep,
+    SessionDep,
+    write_once,
+)
 from app.api.errors import problem_responses
 from app.api.routes.sessions import SessionId
 from app.api.schemas.tasks import Task, TaskCreate, TaskList, TaskPatch
@@ -15,7 +22,7 @@ router = APIRouter(
     prefix="/sessions/{session_id}/tasks", tags=["tasks"], responses=problem_responses(401, 503)
 )
 
-TaskId = Annotated[int, Path(ge=1, description="The task's id in its session.")]
+TaskId = Annotated[int, Path(ge=1, le=INT64_MAX, description="The task's id in its session.")]
 
 RECORDED = (
     " The change is recorded in the session's log as a task event (origin `api`), "
@@ -46,6 +53,7 @@ async def create_task(
         idempotency,
         201,
         lambda db: service.change_task(db, tenant, session_id, "TaskCreate", args),
+        location=lambda task: f"/sessions/{session_id}/tasks/{task['taskid']}",
     )
 
 

@@ -7,12 +7,13 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Response
 
 from app.api.deps import (
-    AfterCursor,
     CurrentTenant,
     DatabaseDep,
+    DeliveryCursor,
     PageLimit,
     SessionDep,
     SettingsDep,
+    WebhookCursor,
 )
 from app.api.errors import problem_responses
 from app.api.schemas.webhooks import (
@@ -25,6 +26,7 @@ from app.api.schemas.webhooks import (
     WebhookUpdate,
 )
 from app.services import webhooks as service
+from app.services.webhook_targets import check_target
 
 router = APIRouter(prefix="/webhooks", tags=["webhooks"], responses=problem_responses(401, 503))
 
@@ -47,9 +49,13 @@ SIGNING = (
     responses=problem_responses(413, 422),
 )
 async def create_webhook(
-    body: WebhookCreate, database: DatabaseDep, tenant: CurrentTenant, settings: SettingsDep
+    body: WebhookCreate,
+    database: DatabaseDep,
+    tenant: CurrentTenant,
+    settings: SettingsDep,
+    response: Response,
 ) -> WebhookCreated:
-    url = await service.check_target(body.url, allow_private=settings.webhook_allow_private)
+    url = await check_target(body.url, allow_private=settings.webhook_allow_private)
     row = await database.write(
         lambda db: service.create_subscription(
             db,
@@ -59,6 +65,7 @@ async def create_webhook(
             description=body.description,
         )
     )
+    response.headers["Location"] = f"/webhooks/{row.id}"
     return WebhookCreated.of(row)
 
 
@@ -69,7 +76,7 @@ async def create_webhook(
     responses=problem_responses(422),
 )
 async def list_webhooks(
-    db: SessionDep, tenant: CurrentTenant, limit: PageLimit, after: AfterCursor = None
+    db: SessionDep, tenant: CurrentTenant, limit: PageLimit, after: WebhookCursor = None
 ) -> WebhookList:
     page = await service.list_subscriptions(db, tenant, limit=limit, after=after)
     return WebhookList(data=[WebhookPublic.of(r) for r in page.data], next_cursor=page.next_cursor)
@@ -104,7 +111,7 @@ async def update_webhook(
 ) -> WebhookPublic:
     changes = body.model_dump(exclude_unset=True)
     if changes.get("url") is not None:  # resolved before the write, never inside it
-        changes["url"] = await service.check_target(
+        changes["url"] = await check_target(
             changes["url"], allow_private=settings.webhook_allow_private
         )
     row = await database.write(
@@ -138,7 +145,7 @@ async def list_deliveries(
     db: SessionDep,
     tenant: CurrentTenant,
     limit: PageLimit,
-    after: AfterCursor = None,
+    after: DeliveryCursor = None,
 ) -> DeliveryList:
     page = await service.list_deliveries(db, tenant, webhook_id, limit=limit, after=after)
     return DeliveryList(

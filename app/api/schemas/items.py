@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -18,6 +19,17 @@ from app.domain.items import (
     ToolResult,
     UserMessage,
 )
+
+
+class ItemKind(StrEnum):
+    """What an item of the log is (its `kind`)."""
+
+    user_message = "user_message"
+    assistant_message = "assistant_message"
+    tool_result = "tool_result"
+    system = "system"
+    compact_summary = "compact_summary"
+    task_event = "task_event"
 
 
 class ItemMeta(BaseModel):
@@ -83,7 +95,12 @@ def item_public(row: Item | AppendedItem) -> ItemPublic:
 class ItemCreate(BaseModel):
     """An item a client appends itself, for clients that drive their own agent loop."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"kind": "user_message", "text": "Please summarise the log so far."}]
+        },
+    )
 
     kind: Literal["user_message", "system"]
     text: str = Field(min_length=1, max_length=1_000_000)

@@ -4,7 +4,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.schemas.sessions import usage_of
 from app.db.models import Job
@@ -95,6 +95,11 @@ class JobList(BaseModel):
 
 
 class MessageCreate(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"text": "What changed in the last release?"}]},
+    )
+
     text: str = Field(min_length=1, max_length=1_000_000)
 
 
@@ -116,6 +121,18 @@ class MessageReply(BaseModel):
 
 
 class JobCreate(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "instruction": "Write a one-line status report into output/report.md.",
+                    "piece": "default",
+                }
+            ]
+        },
+    )
+
     instruction: str = Field(min_length=1, max_length=200_000)
     piece: str = Field(default="default", min_length=1, max_length=100)
     session_id: str | None = Field(
@@ -132,6 +149,10 @@ class JobCreate(BaseModel):
 
 
 class CommentCreate(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"body": "Plain text, please."}]}
+    )
+
     body: str = Field(min_length=1, max_length=100_000)
 
 

@@ -6,8 +6,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class MemoryCounts(BaseModel):
-    l2_turns: int = Field(description="Turns shown whole (the newest 20 of the chain).")
+    l2_turns: int = Field(description="Turns shown whole (of the newest 20 of the chain).")
     l1_turns: int = Field(description="Older turns shown as one-line summaries.")
+    omitted_turns: int = Field(description="Older turns the budget left out of the block.")
     total_turns: int
 
 
@@ -21,7 +22,14 @@ class MemoryPublic(BaseModel):
 class DetailEntryPublic(BaseModel):
     source_id: str
     tool_name: str | None
-    text: str
+    is_error: bool = Field(description="A tool output of a call that failed.")
+    text: str = Field(
+        description="The entry's text on this page (with `grep`: its lines that match)."
+    )
+    offset: int = Field(description="Where `text` starts in the entry's whole text.")
+    length: int | None = Field(
+        description="The whole text's length when this page holds only a part of it."
+    )
 
 
 class TurnDetailPublic(BaseModel):
@@ -31,8 +39,8 @@ class TurnDetailPublic(BaseModel):
     time: str = Field(
         description="`HH:MM:SS` in the display time zone, as the memory block shows it."
     )
-    user_text: str
-    assistant_text: str
+    user_text: str = Field(description="The user's text on this page (empty if not on it).")
+    assistant_text: str = Field(description="The assistant's text on this page.")
     l1: str | None
     details: dict[str, list[DetailEntryPublic]] = Field(
         description="L3 by kind: tool_input, tool_output, system, image."
@@ -40,10 +48,20 @@ class TurnDetailPublic(BaseModel):
 
 
 class DetailList(BaseModel):
-    data: list[TurnDetailPublic] = Field(description="Matching turns, newest first.")
+    data: list[TurnDetailPublic] = Field(
+        description="The turns on this page, newest first, each with only its parts on the page."
+    )
+    text: str = Field(description="This page as text, at most `max_chars` characters.")
+    page: int
+    pages: int = Field(description="How many pages the look-up has (with these filters).")
+    next_page: int | None = Field(description="The page to ask for next; null on the last.")
+    matched_turns: int = Field(description="Turns with something left after the filters.")
+    total_chars: int = Field(description="The characters of every page together.")
 
 
 class MergeRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"into": "ses_01KBFQ7ZD4R3YJ8W2N5T6V9XAC"}]}
+    )
 
     into: str = Field(min_length=1, max_length=40, description="The session that takes the turns.")

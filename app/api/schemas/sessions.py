@@ -15,7 +15,18 @@ ToolName = Annotated[str, Field(min_length=1, max_length=100)]
 
 
 class SessionCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "title": "Release notes",
+                    "system_prompt": "Be brief.",
+                    "metadata": {"project": "strata"},
+                }
+            ]
+        },
+    )
 
     title: str | None = Field(default=None, max_length=500)
     system_prompt: str | None = Field(default=None, max_length=200_000)
@@ -27,6 +38,7 @@ class SessionCreate(BaseModel):
     continues_from: str | None = Field(
         default=None,
         max_length=40,
+        pattern=r"^ses_[0-9A-HJKMNP-TV-Z]{26}$",
         description=(
             "A predecessor session: this session's requests start with the memory block "
             "of the predecessor chain (its last 20 turns whole, older ones as summaries)."
@@ -37,7 +49,9 @@ class SessionCreate(BaseModel):
 class SessionUpdate(BaseModel):
     """Only the fields sent are changed; `metadata` and `tools` are replaced whole."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"title": "Release notes (final)"}]}
+    )
 
     title: str | None = Field(default=None, max_length=500)
     metadata: dict[str, Any] | None = None

@@ -16,12 +16,44 @@ EVENTS_DESCRIPTION = (
 )
 
 
+# what `check_target` takes apart without refusing it: http(s), a host name, an IPv4 address
+# or a bracketed IPv6 one, a port in range, then any path and query
+_H = "[0-9A-Fa-f]{1,4}"
+_IPV4 = r"(25[0-5]|(2[0-4]|1?[0-9])?[0-9])(\.(25[0-5]|(2[0-4]|1?[0-9])?[0-9])){3}"
+_IPV6 = "|".join(
+    [
+        f"({_H}:){{7}}{_H}",
+        f"({_H}:){{1,7}}:",
+        *(f"({_H}:){{1,{7 - n}}}(:{_H}){{1,{n}}}" for n in range(1, 7)),
+        f":((:{_H}){{1,7}}|:)",
+        f"::ffff:{_IPV4}",
+    ]
+)
+URL_PATTERN = (
+    rf"^https?://([A-Za-z0-9._~%!$&'()*+,;=-]+|\[({_IPV6})\])"
+    r"(:(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}))?"
+    r"([/?#][^\s]*)?$"
+)
+
+
 class WebhookCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "url": "https://example.com/hooks/strata",
+                    "events": ["job.succeeded", "job.failed"],
+                    "description": "CI notifications",
+                }
+            ]
+        },
+    )
 
     url: str = Field(
         min_length=1,
         max_length=2000,
+        pattern=URL_PATTERN,
         description="An http(s) URL. Hosts resolving to private, loopback, link-local, "
         "multicast or reserved addresses are refused unless STRATA_WEBHOOK_ALLOW_PRIVATE=true.",
     )
@@ -32,9 +64,9 @@ class WebhookCreate(BaseModel):
 class WebhookUpdate(BaseModel):
     """Only the fields sent change. `enabled: true` also clears `disabled_reason`."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"enabled": False}]})
 
-    url: str | None = Field(default=None, min_length=1, max_length=2000)
+    url: str | None = Field(default=None, min_length=1, max_length=2000, pattern=URL_PATTERN)
     events: list[EventName] | None = Field(default=None, min_length=1, max_length=20)
     description: str | None = Field(default=None, max_length=500)
     enabled: bool | None = None

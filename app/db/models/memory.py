@@ -2,7 +2,17 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Column, ForeignKey, Index, String, Text, UniqueConstraint, text
+from sqlalchemy import (
+    Boolean,
+    Column,
+    ForeignKey,
+    Index,
+    String,
+    Text,
+    UniqueConstraint,
+    false,
+    text,
+)
 from sqlmodel import Field, SQLModel
 
 from app.db.types import BigIntPK, UTCDateTime, utcnow
@@ -63,4 +73,7 @@ class MemoryDetail(SQLModel, table=True):
     kind: str = Field(max_length=20)
     source_id: str = Field(max_length=200)
     tool_name: str | None = Field(default=None, max_length=100)
+    is_error: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default=false())
+    )
     text: str = Field(sa_column=Column(Text, nullable=False))

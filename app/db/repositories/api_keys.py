@@ -1,6 +1,9 @@
 from __future__ import annotations
 
-from sqlmodel import select
+from datetime import datetime
+
+from sqlalchemy import update
+from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import ApiKey
@@ -15,10 +18,30 @@ class ApiKeyRepository:
         await self.db.flush()
         return row
 
-    async def tenant_for_hash(self, key_hash: str) -> str | None:
-        result = await self.db.exec(select(ApiKey.tenant).where(ApiKey.key_hash == key_hash))
-        return result.first()
+    async def grant_for_hash(self, key_hash: str) -> tuple[str, datetime | None] | None:
+        """(tenant, expires_at) of a key that was not revoked, None for any other."""
+        query = select(ApiKey.tenant, ApiKey.expires_at).where(
+            ApiKey.key_hash == key_hash, col(ApiKey.revoked_at).is_(None)
+        )
+        row = (await self.db.exec(query)).first()
+        return None if row is None else (row[0], row[1])
 
     async def any_exist(self) -> bool:
         result = await self.db.exec(select(ApiKey.id).limit(1))
         return result.first() is not None
+
+    async def list_all(self) -> list[ApiKey]:
+        query = select(ApiKey).order_by(col(ApiKey.tenant), col(ApiKey.created_at))
+        return list((await self.db.exec(query)).all())
+
+    async def revoke(self, key_id: str, at: datetime) -> ApiKey | None:
+        """Marks the key revoked (once: the first time stays); None when there is no such key."""
+        await self.db.exec(
+            update(ApiKey)
+            .where(col(ApiKey.id) == key_id, col(ApiKey.revoked_at).is_(None))
+            .values(revoked_at=at)
+        )
+        result = await self.db.exec(
+            select(ApiKey).where(ApiKey.id == key_id).execution_options(populate_existing=True)
+        )
+        return result.first()

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 import orjson
 from sqlalchemy import Text, cast, insert
+from sqlalchemy import select as core_select
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -31,6 +32,38 @@ def _parse_json(text: str) -> Any:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
         return json.loads(text)
+
+
+class ItemRow(NamedTuple):
+    """An item as a running job and the memory projection read it: plain values, the
+    payload parsed with orjson (no ORM object, no stdlib JSON decode per row)."""
+
+    seq: int
+    turn: int
+    kind: str
+    payload: dict[str, Any]
+    source_id: str | None
+    created_at: datetime
+
+
+def _rows() -> Any:
+    # SQLAlchemy's select: SQLModel's is typed for at most four columns
+    return core_select(
+        col(Item.seq),
+        col(Item.turn),
+        col(Item.kind),
+        cast(Item.payload, Text),
+        col(Item.source_id),
+        col(Item.created_at),
+    )
+
+
+async def _item_rows(db: AsyncSession, query: Any) -> list[ItemRow]:
+    rows = (await db.exec(query)).all()
+    return [
+        ItemRow(seq, turn, kind, _parse_json(payload), source_id, created_at)
+        for seq, turn, kind, payload, source_id, created_at in rows
+    ]
 
 
 _COLUMNS = tuple(c.name for c in Item.__table__.columns if c.name != "id")  # type: ignore[attr-defined]
@@ -57,15 +90,15 @@ class ItemRepository:
         )
         return list((await self.db.exec(query)).all())
 
-    async def segment(self, session_id: str, segment: int, *, after_seq: int = 0) -> list[Item]:
+    async def segment(self, session_id: str, segment: int, *, after_seq: int = 0) -> list[ItemRow]:
         query = (
-            select(Item)
+            _rows()
             .where(
                 Item.session_id == session_id, Item.segment == segment, col(Item.seq) > after_seq
             )
             .order_by(col(Item.seq))
         )
-        return list((await self.db.exec(query)).all())
+        return await _item_rows(self.db, query)
 
     async def get(self, session_id: str, seq: int) -> Item | None:
         query = select(Item).where(Item.session_id == session_id, Item.seq == seq)
@@ -97,13 +130,13 @@ class ItemRepository:
             for _, kind, payload, created_at in rows
         ]
 
-    async def of_turns(self, session_id: str, turns: Sequence[int]) -> list[Item]:
+    async def of_turns(self, session_id: str, turns: Sequence[int]) -> list[ItemRow]:
         query = (
-            select(Item)
+            _rows()
             .where(Item.session_id == session_id, col(Item.turn).in_(turns))
             .order_by(col(Item.seq))
         )
-        return list((await self.db.exec(query)).all())
+        return await _item_rows(self.db, query)
 
     async def known_source_ids(self, session_id: str, source_ids: Sequence[str]) -> set[str]:
         found: set[str] = set()

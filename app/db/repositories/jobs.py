@@ -97,7 +97,9 @@ class JobRepository:
 
     async def take(self, job: Job, owner: str, until: datetime) -> None:
         """Lease the job to `owner`. The lease token names the attempt too, so a runner
-        that claims the same job again later never mistakes an old lease for its own."""
+        that claims the same job again later never mistakes an old lease for its own.
+
+        Nothing is flushed: the claim's `set_status` writes the row, in one UPDATE."""
         now = utcnow()
         job.status = "running"
         job.attempts += 1
@@ -106,7 +108,6 @@ class JobRepository:
         job.started_at = job.started_at or now
         job.updated_at = now
         self.db.add(job)
-        await self.db.flush()
 
     async def renew_leases(
         self, leases: dict[str, str], until: datetime

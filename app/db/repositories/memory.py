@@ -5,8 +5,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import Text, and_, bindparam, cast, func, literal, or_, update
+from sqlalchemy import Text, and_, bindparam, case, cast, func, literal, or_, update
 from sqlalchemy import select as sa_select
+from sqlalchemy.orm import aliased
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 from sqlmodel.sql.expression import SelectOfScalar
@@ -25,6 +26,25 @@ class TurnText(NamedTuple):
     user_text: str
     assistant_text: str
     l1: str | None
+
+
+class NewestText(NamedTuple):
+    """A turn as the budgeted memory block reads it: texts cut to what it could show."""
+
+    ended_at: datetime
+    id: int
+    user_text: str
+    assistant_text: str
+    l1: str | None
+
+
+class ChainSpan(NamedTuple):
+    """A session's turns: the end of its first and last one it owns (None when it owns
+    none), and how many happened in it (counted by turn number)."""
+
+    first: datetime | None
+    last: datetime | None
+    turns: int
 
 
 class TimeWindow(NamedTuple):
@@ -135,6 +155,86 @@ class MemoryRepository:
             .order_by(col(MemoryTurn.ended_at), col(MemoryTurn.id))
         )
         return [TurnText(*row) for row in (await self.db.exec(query)).all()]
+
+    async def newest_texts(
+        self,
+        session_id: str,
+        *,
+        before: tuple[datetime, int] | None,
+        limit: int,
+        max_chars: int,
+        wide_rows: int = 0,
+        wide_chars: int = 0,
+    ) -> list[NewestText]:
+        """A session's turns newest first (by `ended_at`, then `id`), after the keyset
+        `before` when given, at most `limit`: the first `wide_rows` of them with texts cut
+        to `wide_chars` characters, the others to `max_chars`.
+
+        One range of the `(session_id, ended_at)` index however long the session: the
+        memory block reads about as many turns, and characters, as it can show, in one
+        round trip for the turns it may show whole and the first summaries after them."""
+        rank = func.row_number().over(
+            order_by=(col(MemoryTurn.ended_at).desc(), col(MemoryTurn.id).desc())
+        )
+        cut = [
+            case(
+                (rank <= wide_rows, func.substr(column, 1, wide_chars)),
+                else_=func.substr(column, 1, max_chars),
+            )
+            if wide_rows
+            else func.substr(column, 1, max_chars)
+            for column in (MemoryTurn.user_text, MemoryTurn.assistant_text, MemoryTurn.l1)
+        ]
+        query: Any = sa_select(col(MemoryTurn.ended_at), col(MemoryTurn.id), *cut).where(
+            col(MemoryTurn.session_id) == session_id
+        )
+        if before is not None:
+            at, turn_id = before
+            query = query.where(
+                or_(
+                    col(MemoryTurn.ended_at) < at,
+                    and_(col(MemoryTurn.ended_at) == at, col(MemoryTurn.id) < turn_id),
+                )
+            )
+        query = query.order_by(col(MemoryTurn.ended_at).desc(), col(MemoryTurn.id).desc())
+        rows = (await self.db.exec(query.limit(limit))).all()
+        return [NewestText(*row) for row in rows]
+
+    async def chain_spans(self, chain: Sequence[str]) -> dict[str, ChainSpan]:
+        """Per session owning turns of the chain (the chain's sessions and every session
+        merged into one of them, directly or through others, as `ChainRepository.with_merged`
+        finds them): its first and last end time (as `time_spans`) and how many turns
+        happened in it by their numbers (its highest turn number less its lowest plus one,
+        from the unique `(origin_session_id, turn)` index), in one statement of index
+        probes however many turns there are.
+
+        The count is exact while every turn of a session was projected (a number is dealt
+        to each turn that has items): the memory block counts what it leaves out of a long
+        chain with it instead of counting the chain's rows."""
+        if not chain:
+            return {}
+        merged = aliased(Session)
+        owners: Any = sa_select(col(Session.id).label("id")).where(col(Session.id).in_(list(chain)))
+        owners_cte = owners.cte("owners", recursive=True)
+        owners_cte = owners_cte.union(
+            sa_select(col(merged.id)).join(owners_cte, col(merged.merged_into) == owners_cte.c.id)
+        )
+        owner = owners_cte.c.id
+        owned = MemoryTurn.session_id == owner
+        origin = MemoryTurn.origin_session_id == owner
+        # five columns: more than sqlmodel's `select` types, so a Core select
+        query: Any = sa_select(
+            owner,
+            select(func.min(MemoryTurn.ended_at)).where(owned).scalar_subquery(),
+            select(func.max(MemoryTurn.ended_at)).where(owned).scalar_subquery(),
+            select(func.min(MemoryTurn.turn)).where(origin).scalar_subquery(),
+            select(func.max(MemoryTurn.turn)).where(origin).scalar_subquery(),
+        )
+        spans: dict[str, ChainSpan] = {}
+        for session_id, first, last, low, high in (await self.db.exec(query)).all():
+            turns = high - low + 1 if low is not None and high is not None else 0
+            spans[session_id] = ChainSpan(first, last, turns)
+        return spans
 
     async def time_spans(self, session_ids: Sequence[str]) -> dict[str, tuple[datetime, datetime]]:
         """The first and last end time of each session's turns (sessions with none left out).
@@ -296,19 +396,27 @@ class ChainRepository:
         return found
 
     async def latest_in_project(
-        self, tenant: str, source: str, project: str, exclude: str
+        self, tenant: str, source: str, projects: Sequence[str]
     ) -> Session | None:
+        """The newest session of the project (any of `projects`: a folder and its git root)
+        that is the end of its chain: not merged away, no subagent's thread, and continued
+        by no other session (that is not merged away itself)."""
+        later = aliased(Session)
+        successor = sa_select(literal(1)).where(
+            col(later.continues_from) == col(Session.id),
+            col(later.merged_into).is_(None),  # a merged-away session continues nothing now
+        )
         query = (
             select(Session)
             .where(
                 Session.tenant == tenant,
                 Session.source == source,
-                Session.project == project,
-                col(Session.id) != exclude,
+                col(Session.project).in_(list(projects)),
                 col(Session.merged_into).is_(None),
                 col(Session.parent_session_id).is_(None),  # a subagent's thread is no successor
+                ~successor.exists(),
             )
-            .order_by(col(Session.id).desc())
+            .order_by(col(Session.created_at).desc(), col(Session.id).desc())
             .limit(1)
         )
         return (await self.db.exec(query)).first()

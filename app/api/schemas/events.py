@@ -1,0 +1,216 @@
+"""What the two event streams send: one schema per event `type`, a union on `type`.
+
+These models document the wire (the OpenAPI document and generated clients); the stream
+itself sends the recorded data as it is (`app.services.streams`).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from app.api.schemas.items import ItemKind, ItemPublic
+from app.domain.jobs import JobKind, JobStatus
+
+
+class StreamEventType(StrEnum):
+    item_appended = "item.appended"
+    job_status = "job.status"
+    job_comment = "job.comment"
+    job_subtask_waiting = "job.subtask_waiting"
+    usage = "usage"
+    task_updated = "task.updated"
+    session_compacted = "session.compacted"
+    compaction_failed = "compaction.failed"
+    context_warn = "context.warn"
+    context_prompt = "context.prompt"
+    context_force_transition = "context.force_transition"
+    context_exhausted = "context.exhausted"
+    text_delta = "text.delta"
+    tool_started = "tool.started"
+    tool_finished = "tool.finished"
+
+
+class _Event(BaseModel):
+    session_id: str
+    job_id: str | None
+
+
+class _JobEvent(_Event):
+    job_id: str
+
+
+class ItemAppended(_Event):
+    type: Literal["item.appended"]
+    job_id: str | None = Field(None, description="The job whose turn appended it, if any.")
+    seq: int
+    kind: ItemKind
+    item: ItemPublic
+
+
+class JobStatusEvent(_JobEvent):
+    """The same fields as the `job.<status>` webhooks' `data`."""
+
+    type: Literal["job.status"]
+    status: JobStatus
+    kind: JobKind
+    piece: str | None = Field(description="The piece a `piece` job runs; null for other kinds.")
+    turn: int | None
+    attempt: int
+    parent_job_id: str | None
+    error: dict[str, Any] | None = Field(description="The problem, once the job failed.")
+
+
+class JobCommentEvent(_JobEvent):
+    type: Literal["job.comment"]
+    comment_id: int
+    author: str
+
+
+class JobSubtaskWaiting(_JobEvent):
+    """On every job above a subtask that asks a human; a comment on the child answers it."""
+
+    type: Literal["job.subtask_waiting"]
+    child_job_id: str
+    movement: str | None
+    question: str
+
+
+class UsageEvent(_JobEvent):
+    type: Literal["usage"]
+    input_tokens: int
+    output_tokens: int
+    cache_read_input_tokens: int
+    cache_creation_input_tokens: int
+
+
+class TaskUpdatedEvent(_Event):
+    """The same fields as the `task.updated` webhook's `data`."""
+
+    type: Literal["task.updated"]
+    job_id: str | None = Field(description="The job whose agent changed it (origin `llm`).")
+    taskid: int
+    op: Literal["TaskCreate", "TaskUpdate"]
+    origin: Literal["llm", "api"]
+    status: str
+    subject: str
+
+
+class SessionCompacted(_Event):
+    type: Literal["session.compacted"]
+    job_id: str | None
+    segment: int
+    summarized_items: int
+    tasks: int
+
+
+class CompactionFailed(_Event):
+    type: Literal["compaction.failed"]
+    job_id: str | None
+    segment: int
+
+
+class ContextEvent(_JobEvent):
+    type: Literal["context.warn", "context.prompt", "context.force_transition", "context.exhausted"]
+    movement: str
+    ratio: float = Field(description="Context used, as a share of the window.")
+
+
+class TextDelta(_JobEvent):
+    """Live only (never replayed): text of the answer being written."""
+
+    type: Literal["text.delta"]
+    index: int = Field(description="The content block of the LLM response it belongs to.")
+    text: str
+
+
+class ToolStarted(_JobEvent):
+    """Live only: a tool call began."""
+
+    type: Literal["tool.started"]
+    tool_use_id: str
+    name: str
+
+
+class ToolFinished(_JobEvent):
+    """Live only: a tool call ended."""
+
+    type: Literal["tool.finished"]
+    tool_use_id: str
+    name: str
+    is_error: bool
+
+
+StreamEventData = Annotated[
+    ItemAppended
+    | JobStatusEvent
+    | JobCommentEvent
+    | JobSubtaskWaiting
+    | UsageEvent
+    | TaskUpdatedEvent
+    | SessionCompacted
+    | CompactionFailed
+    | ContextEvent
+    | TextDelta
+    | ToolStarted
+    | ToolFinished,
+    Field(discriminator="type"),
+]
+
+STREAM_DESCRIPTION = """\
+Server-Sent Events. Each event's `event:` is its type, its `id:` the position to resume
+from (send it back as `Last-Event-ID`), its `data:` one JSON object (`StreamEventData`)
+with `type`, `session_id` and `job_id` (null when it concerns no job):
+
+| type | data | replayed |
+| --- | --- | --- |
+| `item.appended` | `seq`, `kind`, `item` (the log item) | yes |
+| `job.status` | `status`, `kind`, `piece`, `turn`, `attempt`, `parent_job_id`, `error` (1) | yes |
+| `job.comment` | `comment_id`, `author` | yes |
+| `job.subtask_waiting` | `child_job_id`, `movement`, `question` of a subtask asking a human | yes |
+| `usage` | the tokens of one LLM response | yes |
+| `task.updated` | `taskid`, `op`, `origin`, `status`, `subject` (2) | yes |
+| `session.compacted` / `compaction.failed` | `segment`, … | yes |
+| `context.warn` / `.prompt` / `.force_transition` / `.exhausted` | `movement`, `ratio` | yes |
+| `text.delta` | `index` (content block), `text` | no: live only |
+| `tool.started` / `tool.finished` | `tool_use_id`, `name` (`is_error`) | no: live only |
+
+(1) the `data` of the `job.<status>` webhooks; (2) the `data` of the `task.updated`
+webhook. A comment line (`: keep-alive`) is sent after STRATA_SSE_KEEPALIVE_SECONDS without an
+event. Live events have ids `N.M` (the M-th after durable event N); reconnecting with any
+id replays the durable events after N."""
+
+# named schemas the document gets beside the routes' own (app.api.openapi)
+STREAM_SCHEMAS: dict[str, Any] = {
+    "StreamEventData": StreamEventData,
+    "StreamEventType": StreamEventType,
+}
+
+
+def stream_responses() -> dict[int | str, dict[str, Any]]:
+    return {
+        200: {
+            "description": "The event stream (`text/event-stream`); each `data:` line is "
+            "one `StreamEventData` object.",
+            "content": {
+                "text/event-stream": {
+                    # OpenAPI 3.2's description of an event stream; keep-alive comment
+                    # frames carry none of the fields
+                    "itemSchema": {
+                        "type": "object",
+                        "properties": {
+                            "event": {"$ref": "#/components/schemas/StreamEventType"},
+                            "id": {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?$"},
+                            "data": {
+                                "type": "string",
+                                "contentMediaType": "application/json",
+                                "contentSchema": {"$ref": "#/components/schemas/StreamEventData"},
+                            },
+                        },
+                    },
+                }
+            },
+        }
+    }

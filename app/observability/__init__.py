@@ -1,0 +1,1 @@
+"""What operators see of a running Strata: log lines, metrics, traces."""

@@ -1,0 +1,38 @@
+"""The `data` of events that both the streams and the webhooks carry, built in one place so
+that one event name means one payload everywhere (`job.status` on a stream and the
+`job.<status>` webhooks; `task.updated` on both)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.db.models import Job
+from app.domain.tasks import Task
+
+
+def job_status_data(job: Job, *, error: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "job_id": job.id,
+        "session_id": job.session_id,
+        "kind": job.kind,
+        "piece": job.piece,
+        "status": job.status,
+        "turn": job.turn,
+        "attempt": job.attempts,
+        "parent_job_id": job.parent_job_id,
+        "error": error if error is not None else job.error,
+    }
+
+
+def task_updated_data(
+    session_id: str, task: Task, *, op: str, origin: str, job_id: str | None
+) -> dict[str, Any]:
+    return {
+        "session_id": session_id,
+        "taskid": task.taskid,
+        "op": op,
+        "origin": origin,
+        "job_id": job_id,
+        "status": task.status,
+        "subject": task.subject,
+    }

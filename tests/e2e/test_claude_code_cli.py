@@ -1,0 +1,153 @@
+"""The Claude Code kit with the real Claude Code CLI, headless, against the fake Messages API.
+
+The CLI comes from tests/e2e/claude-code-cli/package-lock.json (a pinned version), installed by
+`make test` (the `cc-cli` target runs `npm ci`), never by the test. Each `claude -p` runs in an
+isolated HOME into which `strata claude-code install --user` installed the kit, against a real
+`strata serve`, with Claude Code's own traffic switched off. Three sessions of one project:
+
+1. runs a Bash tool;
+2. starts with session 1's memory in its first request to the model;
+3. runs `/sc-detail <time of session 1's turn>`, which brings that turn's tool output into the
+   request the model gets.
+
+Marked `sqlite_only`: what is tested is the kit and the CLI, not the database.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.claude_code import wait_for_turns
+from tests.e2e.conftest import REPO_ROOT, StrataProcesses, StrataServer
+from tests.fakes.messages_api import FakeMessagesAPI, Step, reply, text, tool_use
+
+pytestmark = pytest.mark.sqlite_only
+
+CLI = REPO_ROOT / "tests" / "e2e" / "claude-code-cli" / "node_modules" / ".bin" / "claude"
+RUN_WITHIN = 180.0  # seconds for one `claude -p`; about 5 s on an idle machine
+MARKER = "STRATA-MARKER-7f3a"
+PROMPT = "Please print the build marker."
+
+
+def _cli() -> Path:
+    if not CLI.exists():
+        pytest.fail(
+            f"{CLI.relative_to(REPO_ROOT)} is missing: install the pinned Claude Code CLI with "
+            "`make cc-cli` (`make test` does it), i.e. `npm ci` in tests/e2e/claude-code-cli",
+            pytrace=False,
+        )
+    return CLI
+
+
+def _last_user_text(body: dict[str, Any]) -> str:
+    message = body["messages"][-1]
+    content = message["content"]
+    if isinstance(content, str):
+        return content
+    return "\n".join(str(b.get("text", "")) + json.dumps(b.get("content", "")) for b in content)
+
+
+def _answer(body: dict[str, Any]) -> Step:
+    """The model: run the marker command for the first prompt, then say what it printed;
+    any other request (a new session's first one, the CLI's own side requests) gets text."""
+    last = _last_user_text(body)
+    results = (
+        [
+            b
+            for b in body["messages"][-1]["content"]
+            if isinstance(b, dict) and b.get("type") == "tool_result"
+        ]
+        if isinstance(body["messages"][-1]["content"], list)
+        else []
+    )
+    if results:
+        return reply(text("The command printed the build marker."))
+    if PROMPT in last and len(body["messages"]) == 1:
+        return reply(tool_use("Bash", {"command": f"echo {MARKER}", "description": "marker"}))
+    return reply(text("Noted."))
+
+
+def _claude(home: Path, project: Path, fake: FakeMessagesAPI, prompt: str) -> dict[str, Any]:
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "ANTHROPIC_BASE_URL": fake.url,
+        "ANTHROPIC_API_KEY": "sk-ant-test-fake",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_AUTOUPDATER": "1",
+    }
+    done = subprocess.run(
+        [str(_cli()), "-p", prompt, "--output-format", "json", "--allowedTools", "Bash"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=RUN_WITHIN,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, f"claude exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    result: dict[str, Any] = json.loads(done.stdout)
+    assert result["is_error"] is False, result
+    return result
+
+
+def _install(home: Path, server: StrataServer) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STRATA_", "ANTHROPIC_"))}
+    env.update(HOME=str(home), PYTHONPATH=str(REPO_ROOT))
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", "claude-code", "install", "--user", "--url", server.url],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return done.stdout
+
+
+def _first_request_of(fake: FakeMessagesAPI, session_id: str) -> dict[str, Any]:
+    for request in fake.requests:
+        metadata = json.loads(request.body.get("metadata", {}).get("user_id", "{}"))
+        if metadata.get("session_id") == session_id:
+            return request.body
+    raise AssertionError(f"no request of session {session_id}")
+
+
+def test_the_kit_gives_claude_code_its_memory_and_sc_detail(
+    strata_procs: StrataProcesses, fake_llm: FakeMessagesAPI, tmp_path: Path
+) -> None:
+    server = strata_procs.serve()
+    home = tmp_path / "home"
+    project = tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    installed = _install(home, server)
+    assert "hooks.SessionStart" in installed and "sc-detail.md" in installed
+    fake_llm.always(_answer)
+
+    one = _claude(home, project, fake_llm, PROMPT)
+    wait_for_turns(server, one["session_id"], 2)
+    two = _claude(home, project, fake_llm, "What did we do last time?")
+
+    first = json.dumps(_first_request_of(fake_llm, two["session_id"]))
+    assert "## Strata: session memory" in first
+    assert PROMPT in first and "The command printed the build marker." in first
+    assert MARKER not in first  # a tool output is L3: only a detail look-up brings it
+    stamp = re.search(r"\[(\d\d:\d\d:\d\d)\] \[user\]: " + re.escape(PROMPT), first)
+    assert stamp is not None, first
+
+    three = _claude(home, project, fake_llm, f"/sc-detail {stamp.group(1)}")
+
+    detail = json.dumps(_first_request_of(fake_llm, three["session_id"]))
+    assert re.search(r"### tool_output\\n- Bash \(toolu_\w+:result\): " + MARKER, detail), detail
+    assert fake_llm.unexpected == []

@@ -1,0 +1,170 @@
+"""The OpenAPI document is as strict and as plain as the server (app/api/openapi_contract.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from app.api.openapi import NAMED_ENUMS
+from app.api.openapi_contract import HTTP_METHODS, SPARSE_SCHEMAS
+from app.memory.timeref import parse_time_ref
+from tests.support.apps import serve
+from tests.support.chat import new_session
+
+DOCUMENT: dict[str, Any] = json.loads(
+    (Path(__file__).resolve().parents[1] / "openapi" / "openapi.json").read_text("utf-8")
+)
+SCHEMAS: dict[str, Any] = DOCUMENT["components"]["schemas"]
+
+
+def _operations() -> Iterator[tuple[str, str, dict[str, Any]]]:
+    for path, item in DOCUMENT["paths"].items():
+        for method in HTTP_METHODS:
+            if method in item:
+                yield path, method, item[method]
+
+
+def _nodes(node: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _nodes(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _nodes(value)
+
+
+def test_every_request_body_has_an_example() -> None:
+    for path, method, operation in _operations():
+        for media, content in operation.get("requestBody", {}).get("content", {}).items():
+            ref = content.get("schema", {}).get("$ref", "").rsplit("/", 1)[-1]
+            has = (
+                "example" in content or "examples" in content or "examples" in SCHEMAS.get(ref, {})
+            )
+            assert has, f"{method.upper()} {path} ({media}) has no example"
+
+
+def test_every_operation_declares_500_and_every_201_its_location() -> None:
+    for path, method, operation in _operations():
+        responses = operation["responses"]
+        assert "500" in responses, f"{method.upper()} {path}"
+        if "201" in responses:
+            assert "Location" in responses["201"].get("headers", {}), f"{method.upper()} {path}"
+
+
+def test_the_heavy_operations_declare_429() -> None:
+    heavy = [
+        ("post", "/sessions/{session_id}/messages"),
+        ("post", "/jobs"),
+        ("post", "/hooks/claude-code"),
+    ]
+    for method, path in heavy:
+        assert "429" in DOCUMENT["paths"][path][method]["responses"], path
+
+
+def test_a_bearer_key_is_declared_once_and_optional() -> None:
+    assert DOCUMENT["security"] == [{"HTTPBearer": []}, {}]
+    assert all("security" not in operation for _, _, operation in _operations())
+
+
+def test_shared_enums_are_named_schemas_used_everywhere() -> None:
+    for name, values in NAMED_ENUMS.items():
+        assert SCHEMAS[name]["enum"] == list(values)
+    inline = [
+        node["enum"]
+        for key, schema in [("paths", DOCUMENT["paths"]), *SCHEMAS.items()]
+        if key not in NAMED_ENUMS
+        for node in _nodes(schema)
+        if isinstance(node.get("enum"), list)
+        and frozenset(node["enum"]) in {frozenset(v) for v in NAMED_ENUMS.values()}
+    ]
+    assert inline == []
+
+
+def test_fields_every_answer_has_are_required() -> None:
+    for name in ("SessionPublic", "JobPublic", "Task", "AssistantMessageItem", "Usage", "Health"):
+        schema = SCHEMAS[name]
+        assert set(schema["required"]) == set(schema["properties"]), name
+    assert "instance" not in SCHEMAS["Problem"].get("required", [])
+    assert not SPARSE_SCHEMAS & {"SessionPublic", "JobPublic"}
+
+
+def test_cursors_and_stream_positions_say_their_form() -> None:
+    parameters = {
+        (path, p["name"]): p["schema"]
+        for path, _, operation in _operations()
+        for p in operation.get("parameters", [])
+    }
+    for path in ("/sessions", "/jobs", "/webhooks", "/sessions/{session_id}/items"):
+        schema = parameters[(path, "after")]
+        patterns = [s.get("pattern") for s in schema.get("anyOf", [schema])]
+        assert any(patterns), path
+    stream = parameters[("/jobs/{job_id}/events", "Last-Event-ID")]
+    assert any(s.get("pattern") for s in stream.get("anyOf", [stream]))
+
+
+@pytest.mark.parametrize(
+    "reference",
+    [
+        "14:23:05",
+        "14:23",
+        "14:23-14:30",
+        "23:58:00 \u2013 00:02",
+        "2026-04-16 14:23:05",
+        "2026-04-16 14:23",
+        "2026-04-16 23:58-00:02",
+        "2026-04-16 23:58:00-00:02:30",
+        "2026-04-16T14:23:05Z",
+        "2026-04-16T14:23:05.250+09:00",
+    ],
+)
+def test_the_detail_path_declares_every_time_reference_the_server_reads(reference: str) -> None:
+    (detail,) = [p for p in DOCUMENT["paths"] if p.endswith("/detail/{time}")]
+    (time,) = [p for p in DOCUMENT["paths"][detail]["get"]["parameters"] if p["name"] == "time"]
+
+    parse_time_ref(reference)  # the server reads it
+    assert re.fullmatch(time["schema"]["pattern"], reference), reference
+
+
+@pytest.mark.parametrize("replay", [False, True])
+async def test_created_resources_carry_their_location(
+    client: httpx.AsyncClient, replay: bool
+) -> None:
+    headers = {"Idempotency-Key": "k-1"} if replay else {}
+    session = await client.post("/sessions", json={}, headers=headers)
+    if replay:
+        session = await client.post("/sessions", json={}, headers=headers)
+        assert session.headers["idempotent-replayed"] == "true"
+    session_id = session.json()["id"]
+
+    assert session.headers["location"] == f"/sessions/{session_id}"
+    assert (await client.get(session.headers["location"])).json()["id"] == session_id
+
+
+async def test_every_create_answers_with_a_location_that_reads_it(make_settings: Any) -> None:
+    settings = make_settings(webhook_allow_private=True, run_worker_in_server=False)
+    async with serve(settings) as (_, client):
+        session_id = await new_session(client)
+        task = await client.post(f"/sessions/{session_id}/tasks", json={"subject": "s"})
+        item = await client.post(
+            f"/sessions/{session_id}/items", json={"kind": "system", "text": "note"}
+        )
+        job = await client.post("/jobs", json={"instruction": "x", "session_id": session_id})
+        comment = await client.post(f"/jobs/{job.json()['id']}/comments", json={"body": "c"})
+        hook = await client.post("/webhooks", json={"url": "http://127.0.0.1:9/h", "events": ["*"]})
+        read = {
+            name: (await client.get(answer.headers["location"])).json()
+            for name, answer in {"task": task, "item": item, "job": job, "comment": comment}.items()
+        }
+
+    assert read["task"]["taskid"] == 1
+    assert read["item"]["data"][0]["text"] == "note"
+    assert read["job"]["id"] == job.json()["id"]
+    assert read["comment"]["data"][0]["body"] == "c"
+    assert hook.headers["location"] == f"/webhooks/{hook.json()['id']}"
