@@ -228,18 +228,18 @@ class JobFeed(Feed):
         if region == "summary":
             html = self.renderer.fragment("partials/job_summary.html", job=job, csrf=self.csrf)
             return oob("job-summary", html, "innerHTML")
+        # the lists only: a form the person may be filling in is never rendered again
         if region == "comments":
             comments = (await self.api.get(f"{path}/comments"))["data"]
-            html = self.renderer.fragment(
-                "partials/comments.html", comments=comments, job=job, csrf=self.csrf
-            )
-            return oob("comments", html, "innerHTML")
+            html = self.renderer.fragment("partials/comments.html", comments=comments)
+            return oob("comment-list", html, "innerHTML")
         if region == "files":
             files = await self.api.get(f"{path}/files")
-            html = self.renderer.fragment(
-                "partials/files.html", files=files, job=job, csrf=self.csrf
-            )
-            return oob("files", html, "innerHTML")
+            html = self.renderer.fragment("partials/files.html", files=files, job=job)
+            listed = oob("files", html, "innerHTML")
+            if job.get("status") != "draft":  # files go into input/ before the start only
+                return listed + oob("upload-area", "", "innerHTML")
+            return listed
         children = await self.api.get("/jobs", parent_job_id=self.job_id, limit=200)
         html = self.renderer.fragment("partials/subtasks.html", children=children["data"])
         return oob("subtasks", html, "innerHTML")

@@ -80,8 +80,10 @@ class Renderer:
     def __init__(self, zone: ZoneInfo) -> None:
         self.env = environment(zone)
 
-    def fragment(self, name: str, **context: Any) -> str:
-        return self.env.get_template(name).render(**context)
+    def fragment(self, name: str, **context: Any) -> Markup:
+        """Rendered HTML, marked safe (the templates escape what they insert), so that
+        joining it with other markup never escapes it a second time."""
+        return Markup(self.env.get_template(name).render(**context))
 
     def page(
         self, request: Request, name: str, *, status_code: int = 200, **context: Any

@@ -13,7 +13,7 @@ from fastapi.responses import RedirectResponse, Response, StreamingResponse
 from app.console import auth
 from app.console.api import ApiError, ApiResponse, PublicApi
 from app.console.live import JobFeed, q, relay
-from app.console.web import Api, Form, Templates, done, flash, text, upload
+from app.console.web import Api, Form, Templates, done, flash, fragment, is_htmx, text, upload
 
 router = APIRouter(prefix="/console/jobs")
 
@@ -140,14 +140,11 @@ async def cancel(
 async def reply(
     job_id: str, request: Request, api: Api, templates: Templates, form: Form
 ) -> Response:
-    await api.send("POST", f"/jobs/{q(job_id)}/comments", {"body": text(form, "body")})
     path = f"/jobs/{q(job_id)}"
-    job = await api.get(path)
+    await api.send("POST", f"{path}/comments", {"body": text(form, "body")})
     comments = (await api.get(f"{path}/comments"))["data"]
-    html = templates.fragment(
-        "partials/comments.html", comments=comments, job=job, csrf=auth.csrf_token(request)
-    )
-    return done(request, f"/console/jobs/{q(job_id)}#comments", html)
+    html = templates.fragment("partials/comments.html", comments=comments)
+    return done(request, f"/console/jobs/{q(job_id)}#comments-section", html)
 
 
 @router.post("/{job_id}/files")
@@ -157,8 +154,10 @@ async def put_file(
     """A file from the upload form into the job's `input/` (under the name given, else the
     file's own), through `PUT /jobs/{id}/files/input/{path}`."""
     sent = upload(form, "file")
-    if sent is None:
-        return done(request, f"/console/jobs/{q(job_id)}#files", flash("Choose a file first."))
+    if sent is None or not sent.filename:
+        if is_htmx(request):  # the message goes to the alert line, the list stays
+            return fragment(flash("Choose a file first."), **{"HX-Reswap": "none"})
+        return RedirectResponse(f"/console/jobs/{q(job_id)}#files-section", status_code=303)
     name = text(form, "path") or (sent.filename or "upload")
     content = await sent.read()
     path = "/".join(q(part) for part in name.split("/"))
@@ -171,10 +170,8 @@ async def put_file(
     answer.raise_for_status()
     files = await api.get(f"/jobs/{q(job_id)}/files")
     job = await api.get(f"/jobs/{q(job_id)}")
-    html = templates.fragment(
-        "partials/files.html", files=files, job=job, csrf=auth.csrf_token(request)
-    )
-    return done(request, f"/console/jobs/{q(job_id)}#files", html)
+    html = templates.fragment("partials/files.html", files=files, job=job)
+    return done(request, f"/console/jobs/{q(job_id)}#files-section", html)
 
 
 @router.get("/{job_id}/files/{area}/{path:path}")

@@ -17,9 +17,21 @@ from app.console.web import Api, Templates
 router = APIRouter(prefix="/console/pieces")
 
 
+class _BlockDumper(yaml.SafeDumper):
+    """Multi-line texts (instructions, system prompts) as `|` blocks, as piece files have them."""
+
+
+def _text(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_BlockDumper.add_representer(str, _text)
+
+
 def _yaml(piece: dict[str, Any]) -> str:
     """The piece as YAML, as it was loaded (defaults filled in): what a job will run."""
-    return yaml.safe_dump(piece, sort_keys=False, allow_unicode=True, width=88)
+    return yaml.dump(piece, Dumper=_BlockDumper, sort_keys=False, allow_unicode=True, width=88)
 
 
 @router.get("")

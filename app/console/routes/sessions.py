@@ -19,6 +19,10 @@ router = APIRouter(prefix="/console/sessions")
 STATUSES = ("idle", "running", "waiting")
 PAGE = 25
 TASK_FIELDS = ("status", "subject", "description")
+READS = (
+    "Not a time the look-up reads: give HH:MM:SS or HH:MM (14:23:05, 14:23), a range "
+    "(14:23-14:30), or either with its date (2026-12-03 14:23)."
+)
 
 
 @router.get("")
@@ -78,7 +82,9 @@ async def _detail(api: PublicApi, session_id: str, time: str) -> dict[str, Any]:
     except ApiError as exc:
         if exc.status not in (404, 422):
             raise
-        return {"time": time, "turns": None, "problem": exc.detail}
+        # a 422 names the path pattern the time failed: say what the look-up reads instead
+        problem = READS if exc.status == 422 else exc.detail
+        return {"time": time, "turns": None, "problem": problem}
     return {"time": time, "turns": found["data"], "problem": None}
 
 

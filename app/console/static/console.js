@@ -36,5 +36,13 @@
     if (box.value.trim() !== "") box.form.requestSubmit();
   });
 
+  // A form that sent what it held starts empty again (the answer went into the list).
+  document.addEventListener("htmx:afterRequest", function (event) {
+    const form = event.detail.elt;
+    if (event.detail.successful && form instanceof HTMLFormElement && form.hasAttribute("data-reset-after-send")) {
+      form.reset();
+    }
+  });
+
   document.querySelectorAll("[data-live]").forEach(connect);
 })();
