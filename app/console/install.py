@@ -28,6 +28,9 @@ def console_router() -> APIRouter:
 
 
 def install_console(app: FastAPI, settings: Settings) -> None:
+    """Mount the console (unless STRATA_CONSOLE_ENABLED is off)."""
+    if not settings.console_enabled:
+        return
     app.state.console_renderer = Renderer(settings.zone)
     app.include_router(console_router())
     app.mount("/console/static", StaticFiles(directory=STATIC), name="console-static")

@@ -43,6 +43,7 @@ class Feed:
     renderer: Renderer
     resumed: bool  # the browser reconnected: the page holds what earlier events rendered
     csrf: str = ""  # for the forms of re-rendered regions
+    page_size: int = 25  # rows of a re-rendered table (STRATA_CONSOLE_PAGE_SIZE)
     out: list[str] = field(default_factory=list)
     dirty: set[str] = field(default_factory=set)
     ended: bool = False
@@ -149,12 +150,12 @@ class SessionFeed(Feed):
             return oob("task-board", html, "innerHTML")
         if region == "usage":
             session = await self.api.get(path)
-            turns = await self.api.get("/jobs", session_id=self.session_id, limit=50)
+            turns = await self.api.get("/jobs", session_id=self.session_id, limit=self.page_size)
             html = self.renderer.fragment(
                 "partials/usage.html", session=session, jobs=turns["data"]
             )
             return oob("usage", html, "innerHTML")
-        turns = await self.api.get(f"{path}/turns", limit=50)
+        turns = await self.api.get(f"{path}/turns", limit=self.page_size)
         html = self.renderer.fragment("partials/timeline.html", turns=turns, **self._ids())
         return oob("timeline", html, "innerHTML")
 

@@ -15,6 +15,7 @@ from starlette.datastructures import FormData, UploadFile
 from app.console import auth
 from app.console.api import ApiError, PublicApi
 from app.console.render import SECURITY_HEADERS, Renderer, oob
+from app.settings import Settings
 
 
 class Forbidden(Exception):
@@ -30,8 +31,14 @@ def api_of(request: Request) -> PublicApi:
     return PublicApi(request.app, auth.key_of(request))
 
 
+def page_size_of(request: Request) -> int:
+    settings: Settings = request.app.state.settings
+    return settings.console_page_size
+
+
 Api = Annotated[PublicApi, Depends(api_of)]
 Templates = Annotated[Renderer, Depends(renderer_of)]
+PageSize = Annotated[int, Depends(page_size_of)]
 
 
 async def checked_form(request: Request) -> FormData:

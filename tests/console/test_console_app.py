@@ -123,3 +123,31 @@ def test_every_asset_is_the_consoles_own_or_vendored_with_its_licence_and_none_f
     for template in (CONSOLE / "templates").rglob("*.html"):
         for url in re.findall(r'(?:src|href)="([^"]+)"', template.read_text()):
             assert not re.match(r"(https?:)?//", url), (template.name, url)
+
+
+async def test_the_sessions_page_searches_titles_and_pages_with_the_apis_cursor(
+    make_settings: Any,
+) -> None:
+    settings = make_settings(console_page_size=2, run_worker_in_server=False)
+    async with serve(settings) as (_, client):
+        for title in ("alpha report", "beta report", "gamma notes"):
+            assert (await client.post("/sessions", json={"title": title})).status_code == 201
+        first = await client.get("/console/sessions")
+        older = re.search(r'href="(/console/sessions\?[^"]*after=[^"]+)" rel="next"', first.text)
+        assert older is not None
+        second = await client.get(older.group(1).replace("&amp;", "&"))
+        found = await client.get("/console/sessions", params={"q": "REPORT", "status": "idle"})
+
+    def titles(page: httpx.Response) -> list[str]:
+        return re.findall(r'<a href="/console/sessions/ses_\w+">([^<]+)</a>', page.text)
+
+    assert titles(first) == ["gamma notes", "beta report"]  # newest first, two a page
+    assert titles(second) == ["alpha report"]
+    assert titles(found) == ["beta report", "alpha report"]
+
+
+async def test_a_server_with_the_console_off_has_no_console_route(make_settings: Any) -> None:
+    settings = make_settings(console_enabled=False, run_worker_in_server=False)
+    async with serve(settings) as (_, client):
+        assert (await client.get("/console/sessions")).status_code == 404
+        assert (await client.get("/sessions")).status_code == 200

@@ -13,7 +13,18 @@ from fastapi.responses import RedirectResponse, Response, StreamingResponse
 from app.console import auth
 from app.console.api import ApiError, ApiResponse, PublicApi
 from app.console.live import JobFeed, q, relay
-from app.console.web import Api, Form, Templates, done, flash, fragment, is_htmx, text, upload
+from app.console.web import (
+    Api,
+    Form,
+    PageSize,
+    Templates,
+    done,
+    flash,
+    fragment,
+    is_htmx,
+    text,
+    upload,
+)
 
 router = APIRouter(prefix="/console/jobs")
 
@@ -28,15 +39,14 @@ STATUSES = (
     "aborted",
     "cancelled",
 )
-PAGE = 25
 
 
 @router.get("")
-async def jobs(request: Request, api: Api, templates: Templates) -> Response:
+async def jobs(request: Request, api: Api, templates: Templates, page: PageSize) -> Response:
     status = request.query_params.get("status", "")
     status = status if status in STATUSES else ""
     listed = await api.get(
-        "/jobs", limit=PAGE, after=request.query_params.get("after"), status=status
+        "/jobs", limit=page, after=request.query_params.get("after"), status=status
     )
     pieces = (await api.get("/pieces"))["data"]
     return templates.page(

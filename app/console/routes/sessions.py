@@ -12,12 +12,11 @@ from app.console import auth
 from app.console.api import ApiError, PublicApi
 from app.console.live import SessionFeed, q, relay
 from app.console.render import oob
-from app.console.web import Api, Form, Templates, done, fragment, is_htmx, text
+from app.console.web import Api, Form, PageSize, Templates, done, fragment, is_htmx, text
 
 router = APIRouter(prefix="/console/sessions")
 
 STATUSES = ("idle", "running", "waiting")
-PAGE = 25
 TASK_FIELDS = ("status", "subject", "description")
 READS = (
     "Not a time the look-up reads: give HH:MM:SS or HH:MM (14:23:05, 14:23), a range "
@@ -26,7 +25,7 @@ READS = (
 
 
 @router.get("")
-async def sessions(request: Request, api: Api, templates: Templates) -> Response:
+async def sessions(request: Request, api: Api, templates: Templates, page: PageSize) -> Response:
     filters = {
         "q": request.query_params.get("q", "").strip(),
         "status": request.query_params.get("status", ""),
@@ -34,7 +33,7 @@ async def sessions(request: Request, api: Api, templates: Templates) -> Response
     if filters["status"] not in STATUSES:
         filters["status"] = ""
     listed = await api.get(
-        "/sessions", limit=PAGE, after=request.query_params.get("after"), **filters
+        "/sessions", limit=page, after=request.query_params.get("after"), **filters
     )
     tools = (await api.get("/tools"))["data"]
     return templates.page(
@@ -60,7 +59,7 @@ async def create_session(request: Request, api: Api, form: Form) -> Response:
     return RedirectResponse(f"/console/sessions/{q(created['id'])}", status_code=303)
 
 
-async def _panels(api: PublicApi, session_id: str) -> dict[str, Any]:
+async def _panels(api: PublicApi, session_id: str, page: int) -> dict[str, Any]:
     path = f"/sessions/{q(session_id)}"
     session = await api.get(path)
     return {
@@ -68,8 +67,8 @@ async def _panels(api: PublicApi, session_id: str) -> dict[str, Any]:
         "session_id": session_id,
         "tasks": (await api.get(f"{path}/tasks"))["data"],
         "memory": await api.get(f"{path}/memory"),
-        "turns": await api.get(f"{path}/turns", limit=50),
-        "jobs": (await api.get("/jobs", session_id=session_id, limit=50))["data"],
+        "turns": await api.get(f"{path}/turns", limit=page),
+        "jobs": (await api.get("/jobs", session_id=session_id, limit=page))["data"],
     }
 
 
@@ -90,14 +89,14 @@ async def _detail(api: PublicApi, session_id: str, time: str) -> dict[str, Any]:
 
 @router.get("/{session_id}")
 async def session_page(
-    session_id: str, request: Request, api: Api, templates: Templates
+    session_id: str, request: Request, api: Api, templates: Templates, page: PageSize
 ) -> Response:
     time = request.query_params.get("time", "").strip()
     return templates.page(
         request,
         "session.html",
         detail=await _detail(api, session_id, time),
-        **await _panels(api, session_id),
+        **await _panels(api, session_id, page),
     )
 
 
@@ -114,11 +113,18 @@ async def detail(session_id: str, request: Request, api: Api, templates: Templat
 
 
 @router.get("/{session_id}/live")
-async def live(session_id: str, request: Request, api: Api, templates: Templates) -> Response:
+async def live(
+    session_id: str, request: Request, api: Api, templates: Templates, page: PageSize
+) -> Response:
     await api.get(f"/sessions/{q(session_id)}")  # a 404 (or 401) before the stream starts
     last = request.headers.get("last-event-id")
     feed = SessionFeed(
-        api, templates, resumed=bool(last), csrf=auth.csrf_token(request), session_id=session_id
+        api,
+        templates,
+        resumed=bool(last),
+        csrf=auth.csrf_token(request),
+        page_size=page,
+        session_id=session_id,
     )
     return StreamingResponse(
         relay(api, f"/sessions/{q(session_id)}/events", last, feed),

@@ -7,15 +7,14 @@ from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
 from app.console.live import q
-from app.console.web import Api, Form, Templates, done, text
+from app.console.web import Api, Form, PageSize, Templates, done, text
 
 router = APIRouter(prefix="/console/webhooks")
-PAGE = 25
 
 
 @router.get("")
-async def webhooks(request: Request, api: Api, templates: Templates) -> Response:
-    listed = await api.get("/webhooks", limit=PAGE, after=request.query_params.get("after"))
+async def webhooks(request: Request, api: Api, templates: Templates, page: PageSize) -> Response:
+    listed = await api.get("/webhooks", limit=page, after=request.query_params.get("after"))
     return templates.page(
         request,
         "webhooks.html",
@@ -26,13 +25,15 @@ async def webhooks(request: Request, api: Api, templates: Templates) -> Response
 
 
 @router.post("")
-async def create_webhook(request: Request, api: Api, templates: Templates, form: Form) -> Response:
+async def create_webhook(
+    request: Request, api: Api, templates: Templates, form: Form, page: PageSize
+) -> Response:
     events = [e.strip() for e in text(form, "events").split(",") if e.strip()]
     body = {"url": text(form, "url"), "events": events or ["*"]}
     if text(form, "description"):
         body["description"] = text(form, "description")
     created = await api.send("POST", "/webhooks", body)
-    listed = await api.get("/webhooks", limit=PAGE)
+    listed = await api.get("/webhooks", limit=page)
     # the secret is in this answer only: shown on this page, never again
     return templates.page(
         request,
@@ -46,7 +47,7 @@ async def create_webhook(request: Request, api: Api, templates: Templates, form:
 
 @router.get("/{webhook_id}")
 async def webhook_page(
-    webhook_id: str, request: Request, api: Api, templates: Templates
+    webhook_id: str, request: Request, api: Api, templates: Templates, page: PageSize
 ) -> Response:
     path = f"/webhooks/{q(webhook_id)}"
     return templates.page(
@@ -54,18 +55,18 @@ async def webhook_page(
         "webhook.html",
         webhook=await api.get(path),
         deliveries=await api.get(
-            f"{path}/deliveries", limit=PAGE, after=request.query_params.get("after")
+            f"{path}/deliveries", limit=page, after=request.query_params.get("after")
         ),
     )
 
 
 @router.post("/{webhook_id}/test")
 async def send_test(
-    webhook_id: str, request: Request, api: Api, templates: Templates, form: Form
+    webhook_id: str, request: Request, api: Api, templates: Templates, form: Form, page: PageSize
 ) -> Response:
     path = f"/webhooks/{q(webhook_id)}"
     await api.send("POST", f"{path}/test")
-    deliveries = await api.get(f"{path}/deliveries", limit=PAGE)
+    deliveries = await api.get(f"{path}/deliveries", limit=page)
     html = templates.fragment(
         "partials/deliveries.html", deliveries=deliveries, webhook_id=webhook_id
     )
