@@ -16,6 +16,8 @@ so no fragment ever names an element that is not there.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from html import escape
@@ -33,6 +35,13 @@ GAUGE_MARKS = (70, 85, 95, 99)
 
 def q(value: str) -> str:
     return quote(value, safe="")
+
+
+def digest(value: Any) -> str:
+    """A short fingerprint of what a region shows: the page sends the one it was rendered
+    with, and the stream renders the region again only when it changed."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -95,6 +104,7 @@ class SessionFeed(Feed):
     tools: set[str] = field(default_factory=set)
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     jobs_listed: bool = False
+    board: str = ""  # the digest of the tasks the page's board shows
 
     async def take(self, event: StreamEvent) -> None:
         data = event.json()
@@ -145,7 +155,12 @@ class SessionFeed(Feed):
     async def refresh(self, region: str) -> str:
         path = f"/sessions/{q(self.session_id)}"
         if region == "tasks":
+            # the board holds forms (a move chosen, an edit typed): it is rendered again
+            # only when the tasks changed, never because a replay named them
             tasks = (await self.api.get(f"{path}/tasks"))["data"]
+            shown, self.board = self.board, digest(tasks)
+            if shown == self.board:
+                return ""
             html = self.renderer.fragment("partials/task_board.html", tasks=tasks, **self._ids())
             return oob("task-board", html, "innerHTML")
         if region == "usage":

@@ -97,3 +97,26 @@ def _item_seqs(frame: str) -> list[int]:
         int(seq)
         for seq in re.findall(r'<li class="item [^"]+" id="item-\d+" data-seq="(\d+)"', frame)
     ]
+
+
+def test_the_replay_renders_the_task_board_again_only_when_the_tasks_changed(
+    console: Console, fake_llm: FakeMessagesAPI
+) -> None:
+    """The board holds forms a person may be filling in (a move chosen, an edit typed):
+    the replay a page opens with must not put a fresh board over them."""
+    with console.api() as api:
+        session_id = api.post("/sessions", json={"title": "board"}).json()["id"]
+        created = api.post(f"/sessions/{session_id}/tasks", json={"subject": "Keep me"})
+        assert created.status_code == 201
+    board = 'hx-swap-oob="innerHTML:#task-board"'
+
+    with _signed_in(console) as client:
+        page = client.get(f"/console/sessions/{session_id}")
+        live = re.search(r'data-live="([^"]+)"', page.text)
+        assert live is not None
+        _, current = _first_frame(client, live.group(1).replace("&amp;", "&"), None)
+        _, stale = _first_frame(client, f"/console/sessions/{session_id}/live?board=old", None)
+
+    assert "Keep me" in current  # the replayed log: the task's creation
+    assert board not in current
+    assert board in stale and "Keep me" in stale.split(board, 1)[1]

@@ -10,7 +10,7 @@ from fastapi.responses import RedirectResponse, Response, StreamingResponse
 
 from app.console import auth
 from app.console.api import ApiError, PublicApi
-from app.console.live import SessionFeed, q, relay
+from app.console.live import SessionFeed, digest, q, relay
 from app.console.render import oob
 from app.console.web import Api, Form, PageSize, Templates, done, fragment, is_htmx, text
 
@@ -62,10 +62,12 @@ async def create_session(request: Request, api: Api, form: Form) -> Response:
 async def _panels(api: PublicApi, session_id: str, page: int) -> dict[str, Any]:
     path = f"/sessions/{q(session_id)}"
     session = await api.get(path)
+    tasks = (await api.get(f"{path}/tasks"))["data"]
     return {
         "session": session,
         "session_id": session_id,
-        "tasks": (await api.get(f"{path}/tasks"))["data"],
+        "tasks": tasks,
+        "board": digest(tasks),
         "memory": await api.get(f"{path}/memory"),
         "turns": await api.get(f"{path}/turns", limit=page),
         "jobs": (await api.get("/jobs", session_id=session_id, limit=page))["data"],
@@ -125,6 +127,7 @@ async def live(
         csrf=auth.csrf_token(request),
         page_size=page,
         session_id=session_id,
+        board=request.query_params.get("board", ""),
     )
     return StreamingResponse(
         relay(api, f"/sessions/{q(session_id)}/events", last, feed),
