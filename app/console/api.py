@@ -87,11 +87,15 @@ class Streamed:
 
 
 class PublicApi:
-    """The public API as the holder of `key` (None: no key, as on a keyless server)."""
+    """The public API as the holder of `key` (None: no key, as on a keyless server), asked
+    on behalf of the browser at `client` (its address is what the API's logs show)."""
 
-    def __init__(self, app: ASGIApp, key: str | None) -> None:
+    def __init__(
+        self, app: ASGIApp, key: str | None, client: tuple[str, int] | None = None
+    ) -> None:
         self._app = app
         self._key = key
+        self._client = client
 
     async def request(
         self,
@@ -177,7 +181,7 @@ class PublicApi:
             "root_path": "",
             "query_string": urlencode(params or {}, doseq=True).encode(),
             "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in sent.items()],
-            "client": ("127.0.0.1", 0),
+            "client": self._client,
             "server": (HOST, 80),
         }
 

@@ -28,7 +28,11 @@ def renderer_of(request: Request) -> Renderer:
 
 
 def api_of(request: Request) -> PublicApi:
-    return PublicApi(request.app, auth.key_of(request))
+    return PublicApi(request.app, auth.key_of(request), client_of(request))
+
+
+def client_of(request: Request) -> tuple[str, int] | None:
+    return (request.client.host, request.client.port) if request.client else None
 
 
 def page_size_of(request: Request) -> int:

@@ -7,7 +7,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from app.console import auth
 from app.console.api import PublicApi
-from app.console.web import Form, Templates, text
+from app.console.web import Form, Templates, client_of, text
 
 router = APIRouter(prefix="/console")
 
@@ -21,7 +21,8 @@ def _next(request: Request, value: str | None) -> str:
 
 async def _works(request: Request, key: str | None) -> bool:
     """Whether the API takes this key (or, with None, needs none)."""
-    answer = await PublicApi(request.app, key).request("GET", "/sessions", params={"limit": 1})
+    api = PublicApi(request.app, key, client_of(request))
+    answer = await api.request("GET", "/sessions", params={"limit": 1})
     return answer.status == 200
 
 
