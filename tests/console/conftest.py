@@ -1,11 +1,12 @@
-"""The console in a real browser: one `strata serve` with two tenants' keys and one headless
-Chromium (the system's, driven by Playwright: no browser download) for the whole run.
+"""The console in a real browser: one `strata serve` with two tenants' keys for the whole run,
+and a headless Chromium (the system's, driven by Playwright: no browser download) per test.
 
-The server is started once (session scope: it takes seconds, a browser test a second or two)
-and every browser test gets a context of its own (its own cookies: signed out), a page, and
-at its end a screenshot under `test-artifacts/console/` and the check that the browser logged
-no error. The tests share the xdist group `console`, so one pytest worker runs them all and
-the server and browser start once per backend.
+The server is started once (session scope: it takes seconds, a browser test a second or two);
+every browser test starts Chromium (under a second) and gets a page of its own (its own
+cookies: signed out), and at its end a screenshot under `test-artifacts/console/` and the
+check that the browser logged no error. The tests share the xdist group `console`, so one
+pytest worker runs them all and the server starts once per backend. (The asyncio tests of
+this folder that run after the browser tests check that no browser outlives its test.)
 """
 
 from __future__ import annotations
@@ -21,12 +22,23 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Page, sync_playwright
+from playwright.sync_api import (
+    Browser,
+    BrowserContext,
+    ConsoleMessage,
+    Page,
+    expect,
+    sync_playwright,
+)
 
 from tests.conftest import DatabaseFactory
 from tests.e2e.conftest import REPO_ROOT, StrataProcesses, StrataServer, strata_environment
 from tests.fakes.messages_api import FakeMessagesAPI
 
+# how long an action or an expectation waits for the page to get there (a bound, not a
+# measure: a loaded 2-core machine runs a job's four model calls in seconds)
+WAIT_MS = 30_000
+expect.set_options(timeout=WAIT_MS)
 CHROMIUM = os.environ.get("STRATA_TEST_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "console"
 KEY_COOKIE_NAME = "strata_console_key"
@@ -46,6 +58,7 @@ movements:
 BROKEN = "name: broken\nmovements: [\n"
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the group into the node id
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
     for item in items:
@@ -97,8 +110,11 @@ def console(
         database_factory.release(database_url)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def browser() -> Iterator[Browser]:
+    """A browser for one test. Not shared: Playwright's sync API keeps an event loop
+    running in this thread while it is open, and every asyncio test after it on the same
+    worker would fail ("cannot be called from a running event loop")."""
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
         try:
@@ -159,7 +175,7 @@ def page(
     context: BrowserContext = browser.new_context(
         base_url=console.url, viewport={"width": 1366, "height": 900}
     )
-    context.set_default_timeout(20_000)
+    context.set_default_timeout(WAIT_MS)
     tab = context.new_page()
     log = browser_log
     tab.on("console", log.console)
