@@ -83,9 +83,28 @@ class Console:
 
 
 @pytest.fixture(scope="session")
+def console_messages_api() -> Iterator[FakeMessagesAPI]:
+    """The console server's own fake Messages API: the server outlives each test, so it
+    never shares the run's fake with the tests of other folders."""
+    server = FakeMessagesAPI().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def fake_llm(console_messages_api: FakeMessagesAPI) -> Iterator[FakeMessagesAPI]:
+    """The console server's fake, reset; every scripted step must be used by the end."""
+    console_messages_api.reset()
+    yield console_messages_api
+    console_messages_api.assert_all_consumed()
+
+
+@pytest.fixture(scope="session")
 def console(
     database_factory: DatabaseFactory,
-    _fake_messages_api_server: FakeMessagesAPI,
+    console_messages_api: FakeMessagesAPI,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Console]:
     if not Path(CHROMIUM).exists():
@@ -96,7 +115,7 @@ def console(
     (pieces / "ask-once.yaml").write_text(ASK_ONCE)
     (pieces / "broken.yaml").write_text(BROKEN)
     database_url = database_factory.migrated(workdir)
-    env = strata_environment(_fake_messages_api_server.url, database_url, workdir / "data")
+    env = strata_environment(console_messages_api.url, database_url, workdir / "data")
     env.update(
         STRATA_API_KEYS=",".join(f"{tenant}:{key}" for tenant, key in KEYS.items()),
         STRATA_PIECES_DIR=str(pieces),
