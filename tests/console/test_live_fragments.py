@@ -1,5 +1,6 @@
-"""What a job page's stream turns API events into: the timeline of transitions and the
-context gauge (rendered from the events alone, no API call)."""
+"""What a live page's stream turns API events into, rendered from the events alone (no API
+call): a job's timeline of transitions and its context gauge; a session's compaction
+markers and system notes."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from app.api.schemas.items import AssistantMessageItem
+from app.api.schemas.items import AssistantMessageItem, CompactSummaryItem, SystemItem
 from app.console.api import PublicApi
-from app.console.live import JobFeed
+from app.console.live import JobFeed, SessionFeed
 from app.console.render import Renderer
 from app.console.sse import StreamEvent
 from app.domain.items import Origin
@@ -62,3 +63,25 @@ async def test_a_transition_names_the_movement_it_left_and_the_next_one_starts_t
     assert "<strong>gather</strong> → <strong>write</strong>" in html
     assert "Counted 3 regions" in html and "Use input/a.csv" in html
     assert feed.movement == "write"
+
+
+async def test_a_compaction_is_marked_in_the_conversation_and_a_system_note_shown() -> None:
+    async def no_app(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("items need no API call")
+
+    feed = SessionFeed(PublicApi(no_app, None), Renderer(ZoneInfo("UTC")), resumed=False)
+    meta: dict[str, Any] = {
+        "session_id": "ses_1", "turn": 3, "segment": 2, "origin": Origin.system,
+        "created_at": datetime(2026, 12, 3, 14, 23, 5, tzinfo=UTC),
+    }  # fmt: skip
+    summary = CompactSummaryItem(seq=7, text="We planned the memo.", **meta)
+    note = SystemItem(seq=8, text="Tasks: [1] pending: Outline", **meta)
+
+    for item in (summary, note):
+        await feed.take(_event("item.appended", {"item": item.model_dump(mode="json")}))
+    html = await feed.flush()
+
+    assert "The conversation before this point was summarized" in html
+    assert "We planned the memo." in html
+    assert '<span class="who">System note</span>' in html
+    assert "Tasks: [1] pending: Outline" in html
