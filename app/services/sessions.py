@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Session
+from app.db.repositories.jobs import JobRepository
 from app.db.repositories.sessions import SessionRepository
 from app.db.types import utcnow
 from app.domain.errors import InvalidInput, NotFound
 from app.domain.ids import new_id
+from app.domain.sessions import SessionStatus, session_status
 from app.services.pagination import Page, page_of
 
 
@@ -79,10 +81,30 @@ async def get_session(
 
 
 async def list_sessions(
-    db: AsyncSession, tenant: str, *, limit: int, after: str | None
+    db: AsyncSession,
+    tenant: str,
+    *,
+    limit: int,
+    after: str | None,
+    title: str | None = None,
+    status: SessionStatus | None = None,
 ) -> Page[Session]:
-    rows = await SessionRepository(db).list_page(tenant, limit=limit + 1, before_id=after)
+    """Newest first; `title` keeps the sessions whose title contains it (any case),
+    `status` those in that status."""
+    rows = await SessionRepository(db).list_page(
+        tenant, limit=limit + 1, before_id=after, title_contains=title, status=status
+    )
     return page_of(rows, limit, lambda row: row.id)
+
+
+async def statuses_of(db: AsyncSession, rows: Sequence[Session]) -> dict[str, SessionStatus]:
+    """Each session's status, from one read of their unfinished jobs."""
+    found = await JobRepository(db).lane_statuses([row.id for row in rows])
+    return {row.id: session_status(found.get(row.id, ())) for row in rows}
+
+
+async def status_of(db: AsyncSession, row: Session) -> SessionStatus:
+    return (await statuses_of(db, [row]))[row.id]
 
 
 async def update_session(

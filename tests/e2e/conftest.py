@@ -170,8 +170,10 @@ class StrataProcesses:
             process.stop()
 
 
-@pytest.fixture
-def strata_env(fake_llm: FakeMessagesAPI, database_url: str, tmp_path: Path) -> dict[str, str]:
+def strata_environment(fake_url: str, database_url: str, data_dir: Path) -> dict[str, str]:
+    """The environment of a `strata` process under test: this checkout's code, the given
+    database and data folder, the SDK at the fake Messages API, short timings; none of the
+    developer's STRATA_/ANTHROPIC_ variables."""
     env = {
         name: value
         for name, value in os.environ.items()
@@ -183,8 +185,8 @@ def strata_env(fake_llm: FakeMessagesAPI, database_url: str, tmp_path: Path) -> 
             "PYTHONPATH": os.pathsep.join(pythonpath),
             "PYTHONUNBUFFERED": "1",
             "STRATA_DATABASE_URL": database_url,
-            "STRATA_DATA_DIR": str(tmp_path / "data"),
-            "ANTHROPIC_BASE_URL": fake_llm.url,
+            "STRATA_DATA_DIR": str(data_dir),
+            "ANTHROPIC_BASE_URL": fake_url,
             "STRATA_LLM_TIMEOUT_SECONDS": "20",
             "STRATA_JOB_HEARTBEAT_SECONDS": "0.2",
             "STRATA_JOB_LEASE_SECONDS": "1.5",
@@ -194,6 +196,11 @@ def strata_env(fake_llm: FakeMessagesAPI, database_url: str, tmp_path: Path) -> 
         }
     )
     return env
+
+
+@pytest.fixture
+def strata_env(fake_llm: FakeMessagesAPI, database_url: str, tmp_path: Path) -> dict[str, str]:
+    return strata_environment(fake_llm.url, database_url, tmp_path / "data")
 
 
 @pytest.fixture

@@ -68,7 +68,7 @@ def _fresh_venv(tmp_path: Path, wheel: Path) -> Path:
     return venv
 
 
-def test_the_wheel_carries_the_migrations_the_pieces_and_the_claude_code_kit(
+def test_the_wheel_carries_the_migrations_the_pieces_the_console_and_the_claude_code_kit(
     tmp_path: Path,
 ) -> None:
     names = set(zipfile.ZipFile(_build_wheel(tmp_path)).namelist())
@@ -78,6 +78,14 @@ def test_the_wheel_carries_the_migrations_the_pieces_and_the_claude_code_kit(
     assert {f"app/db/migrations/versions/{v}" for v in versions} <= names
     assert "app/pieces/default.yaml" in names
     assert "app/static/swagger-ui/swagger-ui-bundle.js" in names
+    console = REPO_ROOT / "app" / "console"
+    console_files = {
+        p.relative_to(REPO_ROOT).as_posix()
+        for folder in ("templates", "static")
+        for p in (console / folder).rglob("*")
+        if p.is_file()
+    }
+    assert console_files <= names  # every template and asset of the console
     kit = REPO_ROOT / "integrations" / "claude-code"
     kit_files = {p.relative_to(kit).as_posix() for p in kit.rglob("*") if p.is_file()}
     assert {f"app/integrations/claude-code/{f}" for f in kit_files} <= names

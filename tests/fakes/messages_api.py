@@ -952,6 +952,7 @@ class FakeMessagesAPI:
             self._generation += 1
             self._message_ids = itertools.count(1)
             self._request_ids = itertools.count(1)
+            self.warmups = 0
             self.validate_requests = self._default_validate
             self.context_window_tokens = DEFAULT_CONTEXT_WINDOW_TOKENS
             self.chars_per_token = CHARS_PER_TOKEN

@@ -42,7 +42,14 @@ router = APIRouter(prefix="/jobs", tags=["jobs"], responses=problem_responses(40
 JobId = Annotated[str, Path(max_length=40, description="A job id (`job_…`).")]
 
 
-@router.get("", name="list", summary="List jobs, newest first", responses=problem_responses(422))
+@router.get(
+    "",
+    name="list",
+    summary="List jobs, newest first",
+    description="`session_id`, `status` and `parent_job_id` (a job's subtasks) filter "
+    "before paging.",
+    responses=problem_responses(422),
+)
 async def list_jobs(
     db: SessionDep,
     tenant: CurrentTenant,
@@ -50,9 +57,18 @@ async def list_jobs(
     after: JobCursor = None,
     session_id: Annotated[str | None, Query(max_length=40)] = None,
     status: JobStatus | None = None,
+    parent_job_id: Annotated[
+        str | None, Query(max_length=40, description="Only the subtasks of this job.")
+    ] = None,
 ) -> JobList:
     page = await service.list_jobs(
-        db, tenant, limit=limit, after=after, session_id=session_id, status=status
+        db,
+        tenant,
+        limit=limit,
+        after=after,
+        session_id=session_id,
+        status=status,
+        parent_job_id=parent_job_id,
     )
     data = [JobPublic.of(j, await service.waiting_children(db, j)) for j in page.data]
     return JobList(data=data, next_cursor=page.next_cursor)

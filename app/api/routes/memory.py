@@ -17,10 +17,10 @@ from app.api.schemas.memory import (
     TurnDetailPublic,
 )
 from app.api.schemas.sessions import SessionPublic
-from app.db.models import Session
 from app.memory.details import DetailQuery
 from app.memory.render import MIN_BLOCK_CHARS
 from app.services import memory as service
+from app.services.sessions import status_of
 from app.services.summaries import enqueue_if_needed
 
 router = APIRouter(
@@ -178,16 +178,15 @@ async def merge(
 ) -> SessionPublic:
     chunk = max(1, settings.merge_chunk_turns)
 
-    async def decide(db: AsyncSession) -> tuple[Session, int]:
+    async def decide(db: AsyncSession) -> tuple[SessionPublic, int]:
         target, moved = await service.merge_sessions(db, tenant, session_id, body.into, chunk=chunk)
         # merged-in turns may push older ones out of the window: queue their summaries
         await enqueue_if_needed(db, target, settings.memory_l2_window_turns)
-        return target, moved
+        return SessionPublic.of(target, await status_of(db, target)), moved
 
     target, moved = await database.write(decide)
-    target_id = target.id
     while moved == chunk:
         moved = await database.write(
-            lambda db: service.move_merged_turns(db, session_id, target_id, chunk)
+            lambda db: service.move_merged_turns(db, session_id, target.id, chunk)
         )
-    return SessionPublic.of(target)
+    return target

@@ -3,7 +3,7 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Response
+from fastapi import APIRouter, Path, Query, Response
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.api.deps import (
@@ -18,7 +18,13 @@ from app.api.deps import (
     write_once,
 )
 from app.api.errors import problem_responses
-from app.api.schemas.sessions import SessionCreate, SessionList, SessionPublic, SessionUpdate
+from app.api.schemas.sessions import (
+    SessionCreate,
+    SessionList,
+    SessionPublic,
+    SessionStatus,
+    SessionUpdate,
+)
 from app.services import session_deletion as deletion
 from app.services import sessions as service
 
@@ -54,7 +60,7 @@ async def create_session(
             known_tools=runtime.tools.names,
             continues_from=body.continues_from,
         )
-        return SessionPublic.of(row)
+        return SessionPublic.of(row, SessionStatus.idle)  # nothing runs in it yet
 
     return await write_once(
         database, idempotency, 201, work, location=lambda body: f"/sessions/{body['id']}"
@@ -65,13 +71,27 @@ async def create_session(
     "",
     name="list",
     summary="List sessions, newest first",
+    description="`q` keeps the sessions whose title contains it (any case); `status` those "
+    "that are `idle`, `running` or `waiting` (see the session's `status`). Both apply "
+    "before paging, so every page is full until the last.",
     responses=problem_responses(422),
 )
 async def list_sessions(
-    db: SessionDep, tenant: CurrentTenant, limit: PageLimit, after: SessionCursor = None
+    db: SessionDep,
+    tenant: CurrentTenant,
+    limit: PageLimit,
+    after: SessionCursor = None,
+    q: Annotated[
+        str | None, Query(max_length=500, description="Part of the title, any case.")
+    ] = None,
+    status: SessionStatus | None = None,
 ) -> SessionList:
-    page = await service.list_sessions(db, tenant, limit=limit, after=after)
-    return SessionList(data=[SessionPublic.of(r) for r in page.data], next_cursor=page.next_cursor)
+    page = await service.list_sessions(db, tenant, limit=limit, after=after, title=q, status=status)
+    statuses = await service.statuses_of(db, page.data)
+    return SessionList(
+        data=[SessionPublic.of(r, statuses[r.id]) for r in page.data],
+        next_cursor=page.next_cursor,
+    )
 
 
 @router.get(
@@ -83,7 +103,8 @@ async def list_sessions(
 async def get_session(
     session_id: SessionId, db: SessionDep, tenant: CurrentTenant
 ) -> SessionPublic:
-    return SessionPublic.of(await service.get_session(db, tenant, session_id))
+    row = await service.get_session(db, tenant, session_id)
+    return SessionPublic.of(row, await service.status_of(db, row))
 
 
 @router.patch(
@@ -100,10 +121,12 @@ async def update_session(
     runtime: RuntimeDep,
 ) -> SessionPublic:
     changes = body.model_dump(exclude_unset=True)
-    row = await database.write(
-        lambda db: service.update_session(db, tenant, session_id, changes, runtime.tools.names)
-    )
-    return SessionPublic.of(row)
+
+    async def work(db: AsyncSession) -> SessionPublic:
+        row = await service.update_session(db, tenant, session_id, changes, runtime.tools.names)
+        return SessionPublic.of(row, await service.status_of(db, row))
+
+    return await database.write(work)
 
 
 @router.delete(

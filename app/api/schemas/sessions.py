@@ -6,7 +6,10 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.db.models import Job, Session
+from app.domain.sessions import SessionStatus
 from app.domain.usage import Usage
+
+__all__ = ["SessionStatus"]
 
 ToolName = Annotated[str, Field(min_length=1, max_length=100)]
 
@@ -82,6 +85,11 @@ class SessionPublic(BaseModel):
     )
     external_id: str | None = Field(description="The mirrored session's own id (Claude Code).")
     project: str | None = Field(description="The mirrored session's project folder (`cwd`).")
+    status: SessionStatus = Field(
+        description="`running` while a turn, compaction or piece movement of the session is "
+        "queued or running; `waiting` when none is and a job waits for a human or its "
+        "subtasks; else `idle`."
+    )
     item_count: int = Field(description="Items in the event log (the last `seq`).")
     turn_count: int
     segment: int = Field(description="The current segment: what the next LLM request sees.")
@@ -90,7 +98,7 @@ class SessionPublic(BaseModel):
     updated_at: datetime
 
     @classmethod
-    def of(cls, row: Session) -> SessionPublic:
+    def of(cls, row: Session, status: SessionStatus) -> SessionPublic:
         return cls(
             id=row.id,
             title=row.title,
@@ -104,6 +112,7 @@ class SessionPublic(BaseModel):
             source=row.source,
             external_id=row.external_id,
             project=row.project,
+            status=status,
             item_count=row.last_seq,
             turn_count=row.current_turn,
             segment=row.current_segment,

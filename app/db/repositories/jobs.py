@@ -12,9 +12,11 @@ from app.db.models import Job
 from app.db.prepared import Prepared
 from app.db.repositories.sessions import usage_params
 from app.db.types import utcnow
+from app.domain import jobs as domain_jobs
 from app.domain.usage import Usage
 
 ACTIVE = ("queued", "running")
+ACTIVE_OR_WAITING = domain_jobs.ACTIVE | domain_jobs.WAITING
 
 # built once: every agent step runs them (see app.db.repositories.sessions)
 _J = Job.__table__  # type: ignore[attr-defined]
@@ -159,16 +161,38 @@ class JobRepository:
         before_id: str | None,
         session_id: str | None,
         status: str | None,
+        parent_job_id: str | None = None,
     ) -> list[Job]:
         query = select(Job).where(Job.tenant == tenant)
         if session_id is not None:
             query = query.where(Job.session_id == session_id)
+        if parent_job_id is not None:
+            query = query.where(Job.parent_job_id == parent_job_id)
         if status is not None:
             query = query.where(Job.status == status)
         if before_id is not None:
             query = query.where(col(Job.id) < before_id)
         query = query.order_by(col(Job.id).desc()).limit(limit)
         return list((await self.db.exec(query)).all())
+
+    async def lane_statuses(self, session_ids: list[str]) -> dict[str, set[str]]:
+        """The distinct statuses of the session-lane jobs of these sessions that are still
+        queued, running or waiting (what `session_status` reads)."""
+        if not session_ids:
+            return {}
+        query = (
+            select(Job.session_id, Job.status)
+            .where(
+                col(Job.session_id).in_(session_ids),
+                col(Job.lane) == "session",
+                col(Job.status).in_(sorted(ACTIVE_OR_WAITING)),
+            )
+            .distinct()
+        )
+        found: dict[str, set[str]] = {}
+        for session_id, status in (await self.db.exec(query)).all():
+            found.setdefault(session_id, set()).add(status)
+        return found
 
     async def active_of_kind(self, session_id: str, kind: str) -> Job | None:
         query = select(Job).where(

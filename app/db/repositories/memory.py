@@ -362,6 +362,25 @@ class MemoryRepository:
         )
         return len(ids)
 
+    async def newest_turns(
+        self, session_ids: Sequence[str], *, limit: int, before: tuple[datetime, int] | None
+    ) -> list[MemoryTurn]:
+        """Turns owned by these sessions, newest first (by `ended_at`, then `id`), those
+        ordered before `before` when it is given: one range of the session index each."""
+        if not session_ids:
+            return []
+        query = select(MemoryTurn).where(col(MemoryTurn.session_id).in_(session_ids))
+        if before is not None:
+            ended, turn_id = before
+            query = query.where(
+                or_(
+                    col(MemoryTurn.ended_at) < ended,
+                    and_(col(MemoryTurn.ended_at) == ended, col(MemoryTurn.id) < turn_id),
+                )
+            )
+        query = query.order_by(col(MemoryTurn.ended_at).desc(), col(MemoryTurn.id).desc())
+        return list((await self.db.exec(query.limit(limit))).all())
+
 
 class ChainRepository:
     """Sessions linked by continuation and merges."""

@@ -1,9 +1,10 @@
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Boolean, bindparam, case, func, true, update
+from sqlalchemy import Boolean, bindparam, case, exists, func, true, update
 from sqlalchemy import select as core_select
 from sqlalchemy.exc import NoResultFound
 from sqlmodel import col, select
@@ -12,7 +13,9 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.db.models import Item, Job, Session
 from app.db.prepared import Prepared
 from app.db.types import utcnow
+from app.domain.jobs import ACTIVE, WAITING
 from app.domain.reminder import ReminderState
+from app.domain.sessions import SessionStatus
 from app.domain.usage import Usage
 
 
@@ -71,6 +74,27 @@ def usage_params(usage: Usage) -> dict[str, int]:
         "u_cache_read": usage.cache_read_input_tokens,
         "u_cache_creation": usage.cache_creation_input_tokens,
     }
+
+
+_LIKE_SPECIAL = re.compile(r"[\\%_]")
+
+
+def _jobs_in(statuses: frozenset[str]) -> Any:
+    """A session-lane job of the session being selected is in one of `statuses`."""
+    return exists().where(
+        col(Job.session_id) == col(Session.id),
+        col(Job.lane) == "session",
+        col(Job.status).in_(sorted(statuses)),
+    )
+
+
+def _status_is(status: SessionStatus) -> list[Any]:
+    """The conditions under which a session has `status` (see `session_status`)."""
+    if status is SessionStatus.running:
+        return [_jobs_in(ACTIVE)]
+    if status is SessionStatus.waiting:
+        return [~_jobs_in(ACTIVE), _jobs_in(WAITING)]
+    return [~_jobs_in(ACTIVE), ~_jobs_in(WAITING)]
 
 
 _COUNT_REQUEST = Prepared(
@@ -144,11 +168,25 @@ class SessionRepository:
             return None
         return row
 
-    async def list_page(self, tenant: str, *, limit: int, before_id: str | None) -> list[Session]:
-        """Newest first. Ids are time-ordered, so `id < cursor` is 'older than the cursor'."""
+    async def list_page(
+        self,
+        tenant: str,
+        *,
+        limit: int,
+        before_id: str | None,
+        title_contains: str | None = None,
+        status: SessionStatus | None = None,
+    ) -> list[Session]:
+        """Newest first. Ids are time-ordered, so `id < cursor` is 'older than the cursor'.
+        `title_contains` matches case-insensitively; `status` as `SessionStatus` defines it."""
         query = select(Session).where(Session.tenant == tenant)
         if before_id is not None:
             query = query.where(col(Session.id) < before_id)
+        if title_contains:
+            pattern = "%" + _LIKE_SPECIAL.sub(r"\\\g<0>", title_contains) + "%"
+            query = query.where(col(Session.title).ilike(pattern, escape="\\"))
+        if status is not None:
+            query = query.where(*_status_is(status))
         query = query.order_by(col(Session.id).desc()).limit(limit)
         return list((await self.db.exec(query)).all())
 

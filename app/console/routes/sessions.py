@@ -1,0 +1,182 @@
+"""Sessions: the list, a new session, and a session's page (conversation, message box,
+task board, memory, usage) with its live stream."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import RedirectResponse, Response, StreamingResponse
+
+from app.console import auth
+from app.console.api import ApiError, PublicApi
+from app.console.live import SessionFeed, digest, q, relay
+from app.console.render import oob
+from app.console.web import Api, Form, PageSize, Templates, done, fragment, is_htmx, text
+
+router = APIRouter(prefix="/console/sessions")
+
+STATUSES = ("idle", "running", "waiting")
+TASK_FIELDS = ("status", "subject", "description")
+READS = (
+    "Not a time the look-up reads: give HH:MM:SS or HH:MM (14:23:05, 14:23), a range "
+    "(14:23-14:30), or either with its date (2026-12-03 14:23)."
+)
+
+
+@router.get("")
+async def sessions(request: Request, api: Api, templates: Templates, page: PageSize) -> Response:
+    filters = {
+        "q": request.query_params.get("q", "").strip(),
+        "status": request.query_params.get("status", ""),
+    }
+    if filters["status"] not in STATUSES:
+        filters["status"] = ""
+    listed = await api.get(
+        "/sessions", limit=page, after=request.query_params.get("after"), **filters
+    )
+    tools = (await api.get("/tools"))["data"]
+    return templates.page(
+        request,
+        "sessions.html",
+        sessions=listed["data"],
+        next_cursor=listed["next_cursor"],
+        first_page=not request.query_params.get("after"),
+        filters=filters,
+        statuses=STATUSES,
+        tools=tools,
+    )
+
+
+@router.post("")
+async def create_session(request: Request, api: Api, form: Form) -> Response:
+    body: dict[str, Any] = {
+        name: text(form, name) for name in ("title", "system_prompt", "model") if text(form, name)
+    }
+    if text(form, "tools_mode") == "chosen":
+        body["tools"] = [str(v) for v in form.getlist("tools")]
+    created = await api.send("POST", "/sessions", body)
+    return RedirectResponse(f"/console/sessions/{q(created['id'])}", status_code=303)
+
+
+async def _panels(api: PublicApi, session_id: str, page: int) -> dict[str, Any]:
+    path = f"/sessions/{q(session_id)}"
+    session = await api.get(path)
+    tasks = (await api.get(f"{path}/tasks"))["data"]
+    return {
+        "session": session,
+        "session_id": session_id,
+        "tasks": tasks,
+        "board": digest(tasks),
+        "memory": await api.get(f"{path}/memory"),
+        "turns": await api.get(f"{path}/turns", limit=page),
+        "jobs": (await api.get("/jobs", session_id=session_id, limit=page))["data"],
+    }
+
+
+async def _detail(api: PublicApi, session_id: str, time: str) -> dict[str, Any]:
+    """The look-up's answer, or what the API said about the time."""
+    if not time:
+        return {"time": "", "turns": None, "problem": None}
+    try:
+        found = await api.get(f"/sessions/{q(session_id)}/detail/{q(time)}")
+    except ApiError as exc:
+        if exc.status not in (404, 422):
+            raise
+        # a 422 names the path pattern the time failed: say what the look-up reads instead
+        problem = READS if exc.status == 422 else exc.detail
+        return {"time": time, "turns": None, "problem": problem}
+    return {"time": time, "turns": found["data"], "problem": None}
+
+
+@router.get("/{session_id}")
+async def session_page(
+    session_id: str, request: Request, api: Api, templates: Templates, page: PageSize
+) -> Response:
+    time = request.query_params.get("time", "").strip()
+    return templates.page(
+        request,
+        "session.html",
+        detail=await _detail(api, session_id, time),
+        **await _panels(api, session_id, page),
+    )
+
+
+@router.get("/{session_id}/detail")
+async def detail(session_id: str, request: Request, api: Api, templates: Templates) -> Response:
+    time = request.query_params.get("time", "").strip()
+    if not is_htmx(request):  # the page itself is the link to a look-up
+        return RedirectResponse(
+            f"/console/sessions/{q(session_id)}?time={q(time)}#detail", status_code=303
+        )
+    found = await _detail(api, session_id, time)
+    html = templates.fragment("partials/detail.html", detail=found, session_id=session_id)
+    return fragment(html)
+
+
+@router.get("/{session_id}/live")
+async def live(
+    session_id: str, request: Request, api: Api, templates: Templates, page: PageSize
+) -> Response:
+    await api.get(f"/sessions/{q(session_id)}")  # a 404 (or 401) before the stream starts
+    last = request.headers.get("last-event-id")
+    feed = SessionFeed(
+        api,
+        templates,
+        resumed=bool(last),
+        csrf=auth.csrf_token(request),
+        page_size=page,
+        session_id=session_id,
+        board=request.query_params.get("board", ""),
+    )
+    return StreamingResponse(
+        relay(api, f"/sessions/{q(session_id)}/events", last, feed),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+@router.post("/{session_id}/messages")
+async def send_message(
+    session_id: str, request: Request, api: Api, templates: Templates, form: Form
+) -> Response:
+    accepted = await api.send(
+        "POST", f"/sessions/{q(session_id)}/messages", {"text": text(form, "text")}
+    )
+    job = accepted["job"]
+    status = f"turn {job['turn']}: {job['status']}"
+    html = templates.fragment(
+        "partials/message_form.html", session_id=session_id, csrf=auth.csrf_token(request)
+    ) + oob("activity", status, "innerHTML")
+    return done(request, f"/console/sessions/{q(session_id)}", html)
+
+
+async def _board(api: PublicApi, templates: Templates, request: Request, session_id: str) -> str:
+    tasks = (await api.get(f"/sessions/{q(session_id)}/tasks"))["data"]
+    return templates.fragment(
+        "partials/task_board.html",
+        tasks=tasks,
+        session_id=session_id,
+        csrf=auth.csrf_token(request),
+    )
+
+
+@router.post("/{session_id}/tasks")
+async def add_task(
+    session_id: str, request: Request, api: Api, templates: Templates, form: Form
+) -> Response:
+    body = {"subject": text(form, "subject"), "description": text(form, "description")}
+    await api.send("POST", f"/sessions/{q(session_id)}/tasks", body)
+    html = await _board(api, templates, request, session_id)
+    return done(request, f"/console/sessions/{q(session_id)}#tasks", html)
+
+
+@router.post("/{session_id}/tasks/{taskid}")
+async def change_task(
+    session_id: str, taskid: int, request: Request, api: Api, templates: Templates, form: Form
+) -> Response:
+    """Move (status) or edit (subject, description): the fields the form has."""
+    body = {name: text(form, name) for name in TASK_FIELDS if name in form}
+    await api.send("PATCH", f"/sessions/{q(session_id)}/tasks/{taskid}", body)
+    html = await _board(api, templates, request, session_id)
+    return done(request, f"/console/sessions/{q(session_id)}#tasks", html)

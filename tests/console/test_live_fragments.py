@@ -1,0 +1,87 @@
+"""What a live page's stream turns API events into, rendered from the events alone (no API
+call): a job's timeline of transitions and its context gauge; a session's compaction
+markers and system notes."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from app.api.schemas.items import AssistantMessageItem, CompactSummaryItem, SystemItem
+from app.console.api import PublicApi
+from app.console.live import JobFeed, SessionFeed
+from app.console.render import Renderer
+from app.console.sse import StreamEvent
+from app.domain.items import Origin
+
+
+def _feed() -> JobFeed:
+    async def no_app(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("the context gauge and transitions need no API call")
+
+    return JobFeed(
+        PublicApi(no_app, None), Renderer(ZoneInfo("UTC")), resumed=False, job_id="job_1",
+        movement="gather",
+    )  # fmt: skip
+
+
+def _event(name: str, data: dict[str, Any], event_id: str = "1") -> StreamEvent:
+    return StreamEvent(event_id, name, json.dumps(data))
+
+
+async def test_each_threshold_the_context_crosses_is_marked_on_the_gauge_with_its_movement() -> (
+    None
+):
+    feed = _feed()
+
+    await feed.take(_event("context.warn", {"movement": "gather", "ratio": 0.72}))
+    await feed.take(_event("context.prompt", {"movement": "gather", "ratio": 0.86}))
+    html = await feed.flush()
+
+    gauge = html.rsplit('hx-swap-oob="innerHTML:#context-gauge"', 1)[1]
+    assert 'value="86' in gauge
+    assert "70% warn · crossed in gather" in gauge
+    assert "85% wrap up · crossed in gather" in gauge
+    assert '<li class="">95% forced transition</li>' in gauge
+    assert "context 86.0% in gather: prompt" in html  # and a line in the timeline
+
+
+async def test_a_transition_names_the_movement_it_left_and_the_next_one_starts_there() -> None:
+    feed = _feed()
+    step = {"next_step": "write", "summary": "Counted 3 regions", "lessons": "Use input/a.csv"}
+    item = AssistantMessageItem(
+        session_id="ses_1", seq=4, turn=1, segment=1, origin=Origin.llm,
+        created_at=datetime(2026, 12, 3, 14, 23, 5, tzinfo=UTC),
+        content=[{"type": "tool_use", "id": "toolu_1", "name": "transition", "input": step}],
+    ).model_dump(mode="json")  # fmt: skip
+
+    await feed.take(_event("item.appended", {"item": item}))
+    html = await feed.flush()
+
+    assert "<strong>gather</strong> → <strong>write</strong>" in html
+    assert "Counted 3 regions" in html and "Use input/a.csv" in html
+    assert feed.movement == "write"
+
+
+async def test_a_compaction_is_marked_in_the_conversation_and_a_system_note_shown() -> None:
+    async def no_app(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("items need no API call")
+
+    feed = SessionFeed(PublicApi(no_app, None), Renderer(ZoneInfo("UTC")), resumed=False)
+    meta: dict[str, Any] = {
+        "session_id": "ses_1", "turn": 3, "segment": 2, "origin": Origin.system,
+        "created_at": datetime(2026, 12, 3, 14, 23, 5, tzinfo=UTC),
+    }  # fmt: skip
+    summary = CompactSummaryItem(seq=7, text="We planned the memo.", **meta)
+    note = SystemItem(seq=8, text="Tasks: [1] pending: Outline", **meta)
+
+    for item in (summary, note):
+        await feed.take(_event("item.appended", {"item": item.model_dump(mode="json")}))
+    html = await feed.flush()
+
+    assert "The conversation before this point was summarized" in html
+    assert "We planned the memo." in html
+    assert '<span class="who">System note</span>' in html
+    assert "Tasks: [1] pending: Outline" in html
