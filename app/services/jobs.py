@@ -219,7 +219,9 @@ def turn_failure(job: Job) -> tuple[int, dict[str, Any]]:
     LLM failure comes from upstream (502), a cancel and a session whose context cannot hold
     another request even after compaction are conflicts with the session's state (409: the
     client compacts, shortens the system prompt or continues in a new session; retrying as
-    is fails the same way), anything else is the server's fault (500)."""
+    is fails the same way), so is a turn stopped at STRATA_AGENT_MAX_ITERATIONS (409: its
+    calls so far are in the log, a new message continues it), anything else is the
+    server's fault (500)."""
     if job.status == JobStatus.cancelled:
         return 409, {
             "type": "urn:strata:problem:job-cancelled",
@@ -237,7 +239,7 @@ def turn_failure(job: Job) -> tuple[int, dict[str, Any]]:
         return 500, problem
     if slug == "llm-not-configured":
         return 503, problem
-    if slug == "context-exhausted":
+    if slug in ("context-exhausted", "agent-max-iterations"):
         return 409, problem
     if slug.startswith("llm-") or slug == "compaction-failed":  # the summary model failed
         return 502, problem

@@ -173,6 +173,7 @@ async def test_max_iterations_fail_the_job_with_a_clear_error(
             reply = await client.post(
                 f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": "loop"}
             )
+            assert reply.status_code == 409  # the limit is the session's state, not a fault
             job = reply.json()["job"]
             assert job["status"] == "failed"
             assert job["error"]["type"] == "urn:strata:problem:agent-max-iterations"
