@@ -124,6 +124,7 @@ class RequestSizer:
     100-message segment). The count is the same as counting everything afresh."""
 
     def __init__(self) -> None:
+        # by id, each with its object: holding it keeps the id from naming another one
         self._known: dict[int, tuple[object, int]] = {}
 
     def chars(self, request: LLMRequest) -> int:
@@ -133,14 +134,14 @@ class RequestSizer:
             total += self._count(counted, message, _message_chars)
         for tool in request.tools:
             total += self._count(counted, tool, _tool_chars)
-        self._known = counted  # held, so an id stays that of the object counted
+        self._known = counted
         return total
 
     def _count(
         self, counted: dict[int, tuple[object, int]], obj: T, count: Callable[[T], int]
     ) -> int:
-        entry = self._known.get(id(obj)) or counted.get(id(obj))
-        chars = entry[1] if entry is not None and entry[0] is obj else count(obj)
+        known = self._known.get(id(obj))
+        chars = known[1] if known is not None else count(obj)
         counted[id(obj)] = (obj, chars)
         return chars
 

@@ -74,6 +74,14 @@ def _windows_query(slots: int) -> SelectOfScalar[MemoryTurn]:
     return select(MemoryTurn).where(or_(*ranges))
 
 
+def _older_than(ended_at: Any, turn_id: Any) -> Any:
+    """A turn before the keyset `(ended_at, turn_id)` in the order newest first."""
+    return or_(
+        col(MemoryTurn.ended_at) < ended_at,
+        and_(col(MemoryTurn.ended_at) == ended_at, col(MemoryTurn.id) < turn_id),
+    )
+
+
 def _texts_of(chars: str) -> Any:
     """A session's turns, their texts cut to the parameter `chars` characters."""
     cut = [
@@ -100,14 +108,7 @@ def _newest_query(after_keyset: bool, wide: bool) -> Any:
         query = _texts_of(chars)
         if after_keyset:
             at = bindparam("before_at", type_=UTCDateTime)
-            query = query.where(
-                or_(
-                    col(MemoryTurn.ended_at) < at,
-                    and_(
-                        col(MemoryTurn.ended_at) == at, col(MemoryTurn.id) < bindparam("before_id")
-                    ),
-                )
-            )
+            query = query.where(_older_than(at, bindparam("before_id")))
         return query.order_by(*newest)
 
     narrow = part("narrow_chars").limit(bindparam("narrow_limit"))
@@ -371,13 +372,7 @@ class MemoryRepository:
             return []
         query = select(MemoryTurn).where(col(MemoryTurn.session_id).in_(session_ids))
         if before is not None:
-            ended, turn_id = before
-            query = query.where(
-                or_(
-                    col(MemoryTurn.ended_at) < ended,
-                    and_(col(MemoryTurn.ended_at) == ended, col(MemoryTurn.id) < turn_id),
-                )
-            )
+            query = query.where(_older_than(*before))
         query = query.order_by(col(MemoryTurn.ended_at).desc(), col(MemoryTurn.id).desc())
         return list((await self.db.exec(query.limit(limit))).all())
 

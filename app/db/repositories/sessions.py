@@ -218,8 +218,8 @@ class SessionRepository:
         await _ADD_USAGE.execute(self.db, {"s_id": session_id, **usage_params(usage)})
 
     async def lock(self, session_id: str) -> Session | None:
-        """Hold the session row for this transaction (a no-op on SQLite, whose writing
-        transactions are exclusive already)."""
+        """The session, its row held for this transaction (on SQLite a plain read: its
+        writing transactions are exclusive already)."""
         query = select(Session).where(col(Session.id) == session_id).with_for_update()
         return (await self.db.exec(query)).first()
 
