@@ -54,6 +54,21 @@ def test_results_carry_the_machine_and_every_section_in_suite_order() -> None:
     assert positions == sorted(positions)
 
 
+def test_a_section_says_the_run_it_was_measured_in() -> None:
+    """A benchmark rerun alone keeps the others' figures; each says its own date and
+    commit, so the last run's do not date them."""
+    earlier = {"date": "2026-12-01", "commit": "old1234"}
+    sections = {
+        "overhead": {"markdown": "## overhead", "measured": earlier},
+        "replay": {"markdown": "## replay"},  # measured in the run the header names
+    }
+
+    text = render({"date": "2026-12-02", "commit": "new5678"}, 5, sections)
+
+    assert "*Source: `bench/overhead.py`; measured 2026-12-01 at old1234.*" in text
+    assert "*Source: `bench/replay.py`; measured 2026-12-02 at new5678.*" in text
+
+
 @pytest.mark.sqlite_only  # no database of the suite's: the benchmark makes its own
 def test_the_memory_economy_benchmark_sizes_every_fixture_transcript(tmp_path: Path) -> None:
     section = asyncio.run(memory_economy.run(Context(runs=1, quick=True, workdir=tmp_path)))
