@@ -128,7 +128,7 @@ def _summary(turn: MemoryTurn) -> str | None:
     return text or None
 
 
-def _cut(text: str, room: int, marker: str) -> str:
+def cut(text: str, room: int, marker: str = "…") -> str:
     """`text` in at most `room` characters: whole, or its start and `marker`."""
     if len(text) <= room:
         return text
@@ -169,7 +169,7 @@ def _pair_lines(turn: MemoryTurn, stamp: str, room: int) -> list[str]:
         rooms[i] = min(sizes[i], fair)
         left -= rooms[i]
     marker = _cut_marker(stamp)
-    return [prefixes[i] + _cut(texts[i], rooms[i], marker) for i in sides]
+    return [prefixes[i] + cut(texts[i], rooms[i], marker) for i in sides]
 
 
 def _pair_need(turn: MemoryTurn, stamp: str) -> int:
@@ -260,7 +260,7 @@ class MemoryBlockBuilder:
             self._consumed += 1
             return True
         stamp = f"[{clock(turn.ended_at, self.tz)}] "
-        line = stamp + _cut(summary, LINE_MAX - len(stamp), "…")
+        line = stamp + cut(summary, LINE_MAX - len(stamp))
         heading = 0 if self._earlier else len(EARLIER_HEADING) + 2
         day = _local_day(turn.ended_at, self.tz)
         previous = self._earlier[-1].day if self._earlier else None

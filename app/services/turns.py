@@ -16,6 +16,8 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.db.models import MemoryTurn
 from app.db.repositories.memory import MemoryRepository
 from app.domain.errors import InvalidInput
+from app.memory.l1 import one_line
+from app.memory.render import cut
 from app.services.memory import owners_of, resolve
 from app.services.pagination import Page, page_of
 
@@ -52,8 +54,7 @@ def parse_cursor(value: str | None) -> tuple[datetime, int] | None:
 
 def preview_of(row: MemoryTurn, max_chars: int) -> str:
     """The turn's L1 summary when it has one, else the start of what the user said."""
-    text = " ".join((row.l1 or row.user_text or row.assistant_text).split())
-    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
+    return cut(one_line(row.l1 or row.user_text or row.assistant_text), max_chars)
 
 
 async def timeline(
