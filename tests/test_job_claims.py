@@ -27,6 +27,10 @@ from app.db.types import utcnow
 from app.settings import Settings
 
 HOLD_SECONDS = 0.5
+"""How long worker A keeps its claim open when B is expected to wait for it."""
+PATIENCE_SECONDS = 15.0
+"""How long A keeps it open when B is expected to finish first: B's claim ends
+A's hold as soon as it returns, so this only bounds a loaded machine's delay."""
 
 
 @pytest.fixture
@@ -77,7 +81,7 @@ async def _claim(
 
 
 async def _first_holds_while_second_claims(
-    database: Database,
+    database: Database, hold: float = HOLD_SECONDS
 ) -> tuple[str | None, str | None, bool]:
     """Worker A claims and keeps its transaction open; worker B claims meanwhile.
     Returns both claims and whether B finished while A still held its transaction."""
@@ -85,7 +89,7 @@ async def _first_holds_while_second_claims(
     first = asyncio.create_task(_claim(database, "worker-a", claimed=claimed, release=release))
     assert await asyncio.to_thread(claimed.wait, 5)
     second = asyncio.create_task(_claim(database, "worker-b"))
-    done, _ = await asyncio.wait({second}, timeout=HOLD_SECONDS)
+    done, _ = await asyncio.wait({second}, timeout=hold)
     release.set()
     return await first, await second, second in done
 
@@ -116,7 +120,9 @@ async def test_a_job_being_claimed_is_not_claimed_again(database: Database) -> N
 async def test_postgresql_skips_a_locked_job_instead_of_waiting(database: Database) -> None:
     await _seed(database, "ses_one", "ses_two")
 
-    first, second, without_waiting = await _first_holds_while_second_claims(database)
+    first, second, without_waiting = await _first_holds_while_second_claims(
+        database, hold=PATIENCE_SECONDS
+    )
 
     assert (first, second) == ("job_ses_one", "job_ses_two")
     assert without_waiting
