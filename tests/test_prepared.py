@@ -125,3 +125,18 @@ async def test_a_column_left_out_takes_its_scalar_default(database: Database) ->
     async with database.read() as db:
         row = await db.get(Session, "ses_defaults")
     assert row is not None and (row.last_seq, row.current_turn) == (0, 0)
+
+
+async def test_after_a_commit_a_prepared_statement_runs_in_the_sessions_next_transaction(
+    database: Database,
+) -> None:
+    """The driver connection is kept per transaction: a statement after the session's
+    commit must begin (and roll back with) the next one, not run outside any."""
+    async with database.read() as db:
+        await TITLE.execute(db, {"s_id": "ses_none"})
+        await db.commit()
+        await ADD.execute(db, add("ses_undone"))
+        await db.rollback()
+
+    async with database.read() as db:
+        assert (await TITLE.execute(db, {"s_id": "ses_undone"})).rows == []

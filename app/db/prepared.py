@@ -125,19 +125,39 @@ class Prepared:
 
     async def execute(self, db: AsyncSession, params: Mapping[str, Any]) -> Outcome:
         """Run in `db`'s transaction (begun here if it was not yet)."""
-        connection = await db.connection()
-        compiled = self.compiled(connection.dialect)
+        driver, dialect = await _driver_of(db)
+        compiled = self.compiled(dialect)
         stats = stats_of(db)
         if stats is not None:
             stats.statements += 1
-        sync = connection.sync_connection
-        assert sync is not None  # a connection handed out by the session is started
-        driver = sync.connection.driver_connection
         parameters = compiled.parameters(params)
         try:
             return await run_on(driver, compiled.sql, parameters)
         except Exception as exc:
             raise as_sqlalchemy_error(exc, compiled.sql, parameters) from exc
+
+
+_DRIVER = "strata.prepared.driver"
+
+
+async def _driver_of(db: AsyncSession) -> tuple[Any, Dialect]:
+    """The driver connection of `db`'s transaction, and its dialect.
+
+    Asking the session (`db.connection()`) goes through SQLAlchemy's greenlet bridge and
+    its transaction bookkeeping: ~0.08 ms of CPU a statement, twenty times what SQLite
+    spends on one of these. The answer cannot change while the session's transaction
+    lasts, so it is kept in the session's `info` beside that transaction and asked again
+    only in a new one (after a commit or a rollback)."""
+    transaction = db.sync_session.get_transaction()
+    kept = db.info.get(_DRIVER)
+    if transaction is not None and kept is not None and kept[0] is transaction:
+        return kept[1], kept[2]
+    connection = await db.connection()
+    sync = connection.sync_connection
+    assert sync is not None  # a connection handed out by the session is started
+    driver = sync.connection.driver_connection
+    db.info[_DRIVER] = (db.sync_session.get_transaction(), driver, connection.dialect)
+    return driver, connection.dialect
 
 
 def as_sqlalchemy_error(exc: Exception, sql: str, parameters: Any) -> Exception:
