@@ -94,12 +94,13 @@ async def _store_projection(db: AsyncSession, session_id: str, projection: TurnP
         changed = 1
     details = [_dedupe_key(d) for d in projection.details]
     known = await repo.detail_sources(session_id, [d.source_id for d in details])
+    new: list[MemoryDetail] = []
     for detail in details:
         if detail.source_id in known:
             continue
         known.add(detail.source_id)
         assert row.id is not None
-        await repo.add(
+        new.append(
             MemoryDetail(
                 turn_id=row.id,
                 origin_session_id=session_id,
@@ -110,6 +111,7 @@ async def _store_projection(db: AsyncSession, session_id: str, projection: TurnP
                 text=detail.text,
             )
         )
+    await repo.add_details(new)
     return changed
 
 
