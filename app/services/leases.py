@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
+from sqlalchemy import inspect
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
@@ -38,6 +39,23 @@ async def fence(db: AsyncSession, job: Job) -> None:
     """The first statement of each of `job`'s write transactions."""
     if job.lease_owner is None or not await JobRepository(db).still_owned(job.id, job.lease_owner):
         raise LeaseLost(job.id)
+
+
+async def held_job(db: AsyncSession, job: Job) -> Job:
+    """`job` as a fenced transaction of its runner may change it.
+
+    A chat job's copy is as the runner's last write left it: it is made part of `db`
+    without reading it again (after the fence nobody else writes the job's own columns;
+    a cancel request and the usage counters have statements of their own, which a flush
+    of other columns leaves alone), and being `db`'s, a rollback never touches the
+    runner's. A copy changed in memory since (a piece job's runner keeps its movement
+    there) is read again instead: its changes are not the database's."""
+    if not inspect(job).modified:
+        return await db.merge(job, load=False)
+    current = await JobRepository(db).get(job.id)
+    if current is None:
+        raise LeaseLost(job.id)
+    return current
 
 
 class JobDatabase:

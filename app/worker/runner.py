@@ -38,7 +38,7 @@ from app.engine.pieces import PieceCatalog
 from app.engine.tools import ToolRegistry
 from app.observability import context as log_context
 from app.services.jobs import set_status
-from app.services.leases import JobDatabase, LeaseLost, fence
+from app.services.leases import JobDatabase, LeaseLost, fence, held_job
 from app.services.live import LiveHub
 from app.settings import Settings
 from app.worker.handlers import Deps, Outcome, problem
@@ -287,8 +287,7 @@ class Runner:
 
         async def hand_back(db: AsyncSession) -> None:
             await fence(db, job)
-            current = await JobRepository(db).get(job.id)
-            assert current is not None
+            current = await held_job(db, job)
             current.lease_owner = None
             current.lease_expires_at = None
             await set_status(db, current, JobStatus.queued)
@@ -298,8 +297,7 @@ class Runner:
     async def _finish(self, job: Job, outcome: Outcome) -> None:
         async def finish(db: AsyncSession) -> None:
             await fence(db, job)
-            current = await JobRepository(db).get(job.id)
-            assert current is not None
+            current = await held_job(db, job)
             if outcome.also is not None:
                 await outcome.also(db)
             await set_status(
