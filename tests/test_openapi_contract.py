@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from collections.abc import Iterator
@@ -130,6 +131,27 @@ def test_the_detail_path_declares_every_time_reference_the_server_reads(referenc
 
     parse_time_ref(reference)  # the server reads it
     assert re.fullmatch(time["schema"]["pattern"], reference), reference
+
+
+def test_the_detail_path_admits_exactly_the_calendars_dates() -> None:
+    """Every real date, the 29th to the 31st and leap days included (a pattern that stopped
+    at the 28th refused a tenth of all days with a 422), and no impossible one."""
+    (detail,) = [p for p in DOCUMENT["paths"] if p.endswith("/detail/{time}")]
+    (time,) = [p for p in DOCUMENT["paths"][detail]["get"]["parameters"] if p["name"] == "time"]
+    pattern = re.compile(time["schema"]["pattern"])
+    for year in [1000, 1600, 1700, 1900, 1999, 2000, 2024, 2026, 2100, 2400, 8999]:
+        for month in range(1, 13):
+            for day in range(1, 33):
+                text = f"{year:04d}-{month:02d}-{day:02d} 10:00"
+                try:
+                    dt.date(year, month, day)
+                except ValueError:
+                    assert not pattern.fullmatch(text), text
+                else:
+                    assert pattern.fullmatch(text), text
+                    parse_time_ref(text)
+    assert not pattern.fullmatch("0999-01-01 10:00")
+    assert not pattern.fullmatch("9000-01-01 10:00")
 
 
 @pytest.mark.parametrize("replay", [False, True])

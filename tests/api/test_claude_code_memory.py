@@ -351,3 +351,21 @@ async def test_a_dated_time_matches_only_that_day(client: httpx.AsyncClient) -> 
 
     assert [t["user_text"] for t in any_day["data"]] == ["tuesday", "monday"]
     assert [t["user_text"] for t in tuesday["data"]] == ["tuesday"]
+
+
+async def test_a_turn_on_the_last_day_of_a_month_is_found_by_its_date(
+    client: httpx.AsyncClient,
+) -> None:
+    """The detail path's pattern once stopped at the 28th: `/sc-detail 2026-03-31 …` was a 422."""
+    last_day = datetime(2026, 3, 31, 9, 0, 0, tzinfo=UTC)
+    transcript = Transcript("cc-month-end")
+    transcript.turn(last_day, "quarter close", "closed")
+    await import_session(client, "cc-month-end", transcript.text())
+    head = (await _start(client, "cc-month-end-2", cwd="/work/project")).headers["Strata-Session"]
+
+    found = await client.get(f"/sessions/{head}/detail/2026-03-31 09:00")
+    iso = await client.get(f"/sessions/{head}/detail/2026-03-31T09:00:00Z")
+
+    assert found.status_code == 200, found.text
+    assert [t["user_text"] for t in found.json()["data"]] == ["quarter close"]
+    assert iso.status_code == 200, iso.text

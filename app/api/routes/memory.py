@@ -28,7 +28,15 @@ router = APIRouter(
 )
 
 _CLOCK = r"([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?"
-_DATE = r"(19|20)[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])"
+# Exactly the calendar's dates (leap days included) of the years 1000-8999: a date the
+# pattern admits is one the server reads, and no zone offset can carry it past the years
+# Python's datetime holds. (Days up to 28 only, as before, refused every 29th-31st.)
+_YEAR = "[1-8][0-9]{3}"
+_LEAP_YEAR = "([1-8][0-9](0[48]|[2468][048]|[13579][26])|(1[26]|[2468][048]|[357][26])00)"
+_DATE = (
+    f"({_LEAP_YEAR}-02-29|{_YEAR}-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])"
+    "|(0[469]|11)-(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8])))"
+)
 _ISO = (
     _DATE
     + "[T ]"
@@ -36,7 +44,7 @@ _ISO = (
     + r"(Z|z|[+-]([01][0-9]|2[0-3])(:?[0-5][0-9])?)?"
 )
 _RANGE = rf"{_CLOCK} ?[-\u2013] ?{_CLOCK}"
-# the forms app.memory.timeref reads, within its ranges (days up to 28: every month has them)
+# the forms app.memory.timeref reads, within its ranges
 TIME_REF_PATTERN = rf"^({_CLOCK}|{_RANGE}|{_DATE} {_RANGE}|{_ISO})$"
 
 DetailKindParam = Literal[
@@ -49,7 +57,8 @@ TimeRef = Annotated[
         pattern=TIME_REF_PATTERN,
         description=(
             "`HH:MM:SS`, `HH:MM`, `HH:MM:SS-HH:MM:SS`, `HH:MM-HH:MM`, a date and time "
-            "`YYYY-MM-DD HH:MM[:SS]` or `YYYY-MM-DD HH:MM-HH:MM`, or an ISO timestamp."
+            "`YYYY-MM-DD HH:MM[:SS]` or `YYYY-MM-DD HH:MM-HH:MM`, or an ISO timestamp "
+            "(dates of the years 1000-8999)."
         ),
     ),
 ]
