@@ -23,6 +23,7 @@ from app.services.pagination import Page, page_of
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
+_LATEST = datetime.max.replace(tzinfo=UTC)
 CURSOR_PATTERN = r"^[0-9]{1,18}\.[0-9]{1,18}$"
 _CURSOR = re.compile(CURSOR_PATTERN)
 
@@ -48,8 +49,10 @@ def parse_cursor(value: str | None) -> tuple[datetime, int] | None:
     micros, row_id = value.split(".")
     try:
         return _EPOCH + int(micros) * _MICROSECOND, int(row_id)
-    except OverflowError as exc:  # past the year 9999
-        raise InvalidInput("after: not a cursor of this list", field="after") from exc
+    except OverflowError:
+        # past the year 9999, which the pattern admits: later than every turn, so the
+        # page starts at the newest (as an item cursor past the end answers its page)
+        return _LATEST, int(row_id)
 
 
 def preview_of(row: MemoryTurn, max_chars: int) -> str:

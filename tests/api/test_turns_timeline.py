@@ -107,9 +107,24 @@ async def test_turns_times_are_in_the_display_zone(make_settings: Any) -> None:
 async def test_a_malformed_cursor_is_422(client: httpx.AsyncClient) -> None:
     session_id = (await client.post("/sessions", json={})).json()["id"]
 
-    for cursor in ("abc", "1.2.3", f"{'9' * 18}.1"):
+    for cursor in ("abc", "1.2.3", f"{'9' * 19}.1"):
         response = await client.get(f"/sessions/{session_id}/turns", params={"after": cursor})
         assert response.status_code == 422, (cursor, response.text)
+
+
+async def test_a_cursor_past_the_year_9999_pages_from_the_newest_turn(
+    client: httpx.AsyncClient,
+) -> None:
+    """The cursor's pattern admits 18 digits of microseconds, past what a datetime holds:
+    such a cursor is later than every turn (it was a 422, a schema-valid request refused)."""
+    transcript, times = many_turns("cc-far", 2, START)
+    session_id = await import_session(client, "cc-far", transcript.text())
+
+    far = f"{'9' * 18}.{'9' * 18}"
+    response = await client.get(f"/sessions/{session_id}/turns", params={"after": far})
+
+    assert response.status_code == 200, response.text
+    assert [t["time"] for t in response.json()["data"]] == [clock(t) for t in reversed(times)]
 
 
 async def test_turns_of_an_unknown_session_are_404(client: httpx.AsyncClient) -> None:
