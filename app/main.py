@@ -59,7 +59,6 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.runtime = parts
         app.state.database = parts.database
         await _warn_without_keys(app, parts.database)
-        _warn_without_llm(settings)
         yield
 
 
@@ -73,14 +72,6 @@ async def _warn_without_keys(app: FastAPI, database: Database) -> None:
         logger.warning(
             "no API key is configured: every request is the local tenant; "
             "serve on loopback only, or create a key with `strata keys create`"
-        )
-
-
-def _warn_without_llm(settings: Settings) -> None:
-    if not settings.llm_configured:
-        logger.warning(
-            "no LLM is configured: agent turns will fail with llm-not-configured; "
-            "set ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL) and restart"
         )
 
 

@@ -116,6 +116,12 @@ async def runtime(
     """Database, LLM, tools, hub — and a running runner and webhook dispatcher when asked."""
     database = Database(settings)
     owned_llm = AnthropicLLM(settings) if llm is None else None
+    if owned_llm is not None and not owned_llm.configured:
+        # every process that would call the LLM says so once: the API's and each worker's
+        logger.warning(
+            "no LLM is configured: agent turns will fail with llm-not-configured; "
+            "set ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL) and restart"
+        )
     hub = LiveHub()
     registry = tools or builtin_tools(settings)
     parts = Runtime(

@@ -6,6 +6,7 @@ import httpx
 
 import app as app_package
 from app.db.migrate import head_revision
+from app.wiring import runtime
 from tests.support.apps import serve
 
 PROBLEM = "application/problem+json"
@@ -112,3 +113,12 @@ async def test_start_up_says_once_that_no_llm_is_configured(
     lines = [r.getMessage() for r in caplog.records if "no LLM is configured" in r.getMessage()]
     assert len(lines) == 1
     assert "ANTHROPIC_API_KEY" in lines[0]
+
+
+async def test_a_worker_without_an_llm_says_so_at_start_up(make_settings: Any, caplog: Any) -> None:
+    """`strata worker` is the process that calls the LLM: it warns as the API does."""
+    async with runtime(make_settings(), with_runner=True):
+        pass
+
+    lines = [r.getMessage() for r in caplog.records if "no LLM is configured" in r.getMessage()]
+    assert len(lines) == 1
