@@ -103,10 +103,14 @@ def exposition(counts: JobCounts) -> tuple[bytes, str]:
 
 
 class _Forward(Collector):
-    """The process's default registry (the counters above and the process/GC metrics)."""
+    """Strata's own metrics of the process's default registry (the counters above): the
+    client library's process and GC metrics there are left out, so that every name a scrape
+    shows starts with `strata_`, with STRATA_METRICS_DIR or without."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self._registry = registry
 
     def collect(self) -> Iterator[Metric]:
-        yield from self._registry.collect()
+        for metric in self._registry.collect():
+            if metric.name.startswith("strata_"):
+                yield metric
