@@ -190,3 +190,16 @@ async def test_every_create_answers_with_a_location_that_reads_it(make_settings:
     assert read["job"]["id"] == job.json()["id"]
     assert read["comment"]["data"][0]["body"] == "c"
     assert hook.headers["location"] == f"/webhooks/{hook.json()['id']}"
+
+
+def test_every_item_kind_is_described_in_the_document() -> None:
+    """A client reading only the document learns what each item kind is (`task_event` was
+    explained only in the README)."""
+    schemas = DOCUMENT["components"]["schemas"]
+    for kind in schemas["ItemKind"]["enum"]:
+        described = [
+            schema.get("description", "")
+            for name, schema in schemas.items()
+            if name.endswith("Item") and schema.get("description", "").startswith(f"`{kind}`")
+        ]
+        assert described, kind

@@ -42,27 +42,29 @@ class ItemMeta(BaseModel):
 
 
 class UserMessageItem(ItemMeta, UserMessage):
-    pass
+    """`user_message`: what a user (or a client on its behalf) said; opens a turn."""
 
 
 class AssistantMessageItem(ItemMeta, AssistantMessage):
-    pass
+    """`assistant_message`: one LLM answer, its text, `tool_use` and thinking blocks."""
 
 
 class ToolResultItem(ItemMeta, ToolResult):
-    pass
+    """`tool_result`: the results of one answer's tool calls, in the order they were asked."""
 
 
 class SystemItem(ItemMeta, SystemMessage):
-    pass
+    """`system`: a note for the model, not said by the user: a client's (`POST …/items`),
+    a compaction's task snapshot, or what Claude Code's harness injected into a session."""
 
 
 class CompactSummaryItem(ItemMeta, CompactSummary):
-    pass
+    """`compact_summary`: the summary a compacted segment starts with."""
 
 
 class TaskEventItem(ItemMeta, TaskEvent):
-    pass
+    """`task_event`: a task change made through the REST task routes, recorded so that
+    replaying the log rebuilds the task list as the Task tools would have left it."""
 
 
 ItemPublic = Annotated[
