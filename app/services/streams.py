@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.db.engine import Database
-from app.db.models import Event
+from app.db.models import Event, Job
 from app.db.repositories.events import EventRepository
 from app.db.repositories.items import ItemRepository
 from app.domain.errors import InvalidInput, NotFound
@@ -79,6 +79,18 @@ async def _durable_after(
                     extra["item"] = item
             out.append(StreamEvent(id=str(row.id), type=row.type, data=_data(row, extra)))
         return out
+
+
+async def nothing_left_to_stream(database: Database, job: Job, after: int) -> bool:
+    """Whether `job` has ended and its stream holds nothing after `after`: such a stream
+    would end empty at once (the route answers 204 instead)."""
+    if job.status not in TERMINAL:
+        return False
+    async with database.read() as db:
+        rows = await EventRepository(db).after(
+            session_id=job.session_id, job_id=job.id, after_id=after, limit=1
+        )
+    return not rows
 
 
 JobEnded = Callable[[], Awaitable[bool]]

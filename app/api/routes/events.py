@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from fastapi.sse import format_sse_event
 
 from app.api.deps import CurrentTenant, DatabaseDep, RuntimeDep, SettingsDep
@@ -24,6 +24,7 @@ from app.services.streams import (
     StreamEvent,
     event_stream,
     job_has_ended,
+    nothing_left_to_stream,
     parse_last_event_id,
 )
 from app.settings import Settings
@@ -114,9 +115,14 @@ async def session_events(
     summary="Stream a job's events until it ends",
     description=STREAM_DESCRIPTION
     + "\n\nThe stream ends once the job has ended and every event after `Last-Event-ID` "
-    "was sent, whatever that id is.",
+    "was sent, whatever that id is. Asked again past the end of an ended job, it answers "
+    "`204 No Content`, which makes a browser's EventSource stop reconnecting.",
     response_class=StreamingResponse,
-    responses={**stream_responses(), **problem_responses(404, 422)},
+    responses={
+        **stream_responses(),
+        204: {"description": "The job has ended and nothing follows `Last-Event-ID`."},
+        **problem_responses(404, 422),
+    },
 )
 async def job_events(
     job_id: JobId,
@@ -125,8 +131,12 @@ async def job_events(
     settings: SettingsDep,
     tenant: CurrentTenant,
     last_event_id: LastEventId = None,
-) -> StreamingResponse:
+) -> Response:
     after = parse_last_event_id(last_event_id)
     async with database.read() as db:
         job = await get_job(db, tenant, job_id)
+    if await nothing_left_to_stream(database, job, after):
+        # an empty 200 would end at once, and a browser's EventSource reconnects to an
+        # ended stream every few seconds forever; a 204 tells it to stop
+        return Response(status_code=204)
     return _respond(runtime, settings, tenant, job.session_id, job.id, after)
