@@ -27,9 +27,9 @@ from urllib.parse import quote
 from app.console.api import ApiError, PublicApi
 from app.console.render import Renderer, oob
 from app.console.sse import KEEPALIVE, Comment, SseReader, StreamEvent, frame
+from app.domain.jobs import TERMINAL
 
 TASK_TOOLS = frozenset({"TaskCreate", "TaskUpdate"})
-TERMINAL = frozenset({"succeeded", "failed", "aborted", "cancelled"})
 GAUGE_MARKS = (70, 85, 95, 99)
 
 

@@ -11,9 +11,10 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.db import signals
 from app.db.models import Job
 from app.db.repositories.jobs import JobRepository
+from app.db.repositories.sessions import SessionRepository
 from app.db.types import utcnow
 from app.domain.errors import Conflict, NotFound
-from app.domain.jobs import TERMINAL, WAITING, JobStatus
+from app.domain.jobs import TERMINAL, WAITING, JobKind, JobStatus
 from app.services import webhooks
 from app.services.event_payloads import job_status_data
 from app.services.events import record_event
@@ -105,6 +106,7 @@ async def set_status(
         job.finished_at = now
         job.lease_owner = None
         job.lease_expires_at = None
+        await give_back_segment(db, job)  # whoever ends it: its runner, a cancel, …
     db.add(job)
     await db.flush()
     data = job_status_data(job, error=error)
@@ -116,6 +118,29 @@ async def set_status(
         await _requeue_if_children_ended(db, job)
     if status == JobStatus.waiting_human and job.parent_job_id is not None:
         await _tell_ancestors(db, job)
+
+
+async def give_back_segment(db: AsyncSession, job: Job) -> None:
+    """Make a piece job's session current in the segment it had before the job took it.
+
+    A piece job in a chat session works in segments of its own (`app.worker.movement`)
+    and keeps the chat's in its state while it holds the session. Whenever it stops
+    running its session must get that segment back, or the next chat turn works in the
+    job's segment and loses the earlier conversation. Its runner gives it back when it
+    asks, waits or ends; `set_status` does it for every job that ends, so a job ended
+    outside its runner (one handed back to the queue at a shutdown and then cancelled)
+    gives it back too. Once: the state no longer names the segment afterwards."""
+    if job.kind != JobKind.piece:
+        return
+    state: dict[str, Any] = dict(job.state or {})
+    segment = state.get("chat_segment")
+    if segment is None:
+        return
+    await SessionRepository(db).set_segment(job.session_id, int(segment))
+    state["chat_segment"] = None
+    state["open"] = None  # a new start (after ASK, a comment) builds a new prompt
+    job.state = state
+    db.add(job)
 
 
 async def _wake_parent(db: AsyncSession, parent_id: str) -> None:

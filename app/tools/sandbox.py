@@ -8,8 +8,12 @@ Every command gets, whatever the machine:
 * resource limits set before it starts: CPU seconds, address space, the largest file it
   may write, and processes (RLIMIT_NPROC counts every process of the user, and the
   kernel does not apply it to root);
-* its own process group, killed whole when the command ends, times out or is cancelled;
-  and a parent-death signal, so a server that dies takes the command with it.
+* its own process group, killed whole when the command ends, times out or is cancelled,
+  or when the server dies: the launcher stays alive as the group's leader, and the
+  parent-death signal it asked for makes it kill the whole group (a parent-death signal
+  reaches only the one process that asked for it, so an exec'd command's background
+  children used to outlive a crashed server). A process that leaves the group (`setsid`)
+  escapes both kills unless bwrap confines it.
 
 Where bubblewrap (`bwrap`) works, the command also runs in its own namespaces: it sees
 the system's programs and libraries read-only, a private /tmp and /dev, the job folder
@@ -17,8 +21,9 @@ the system's programs and libraries read-only, a private /tmp and /dev, the job 
 holds no capabilities, and dies with its whole process tree when Strata stops it.
 Without bwrap, the command can read what the server's user can read: the README says so.
 
-The limits are applied by a tiny launcher (`python -I -S -c …`) that sets them and
-execs the command, because `preexec_fn` is unsafe in a threaded server.
+The limits are applied by a tiny launcher (`python -I -S -c …`), because `preexec_fn` is
+unsafe in a threaded server: it forks the command, sets them in the child before the exec,
+waits, and ends as the command ended (its exit code, or the same signal).
 """
 
 from __future__ import annotations
@@ -52,21 +57,41 @@ _POLL_SECONDS = 0.05
 _LAUNCHER = """
 import ctypes, os, resource, signal, sys
 ppid, cpu, mem, fsize, nproc = (int(v) for v in sys.argv[1:6])
-# Python ignores SIGPIPE and SIGXFSZ; a shell and its commands expect the defaults
-signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
-ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
+def kill_all(*_):
+    os.killpg(0, signal.SIGKILL)  # the whole group, this launcher last
+signal.signal(signal.SIGTERM, kill_all)
+ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
 if os.getppid() != ppid:
-    os._exit(137)
-for which, value, extra in (
-    (resource.RLIMIT_CPU, cpu, 1),
-    (resource.RLIMIT_AS, mem, 0),
-    (resource.RLIMIT_FSIZE, fsize, 0),
-    (resource.RLIMIT_NPROC, nproc, 0),
-):
-    if value > 0:
-        resource.setrlimit(which, (value, value + extra))
-os.execv(sys.argv[6], sys.argv[6:])
+    kill_all()
+child = os.fork()
+if child == 0:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # Python ignores SIGPIPE and SIGXFSZ; a shell and its commands expect the defaults
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+    for which, value, extra in (
+        (resource.RLIMIT_CPU, cpu, 1),
+        (resource.RLIMIT_AS, mem, 0),
+        (resource.RLIMIT_FSIZE, fsize, 0),
+        (resource.RLIMIT_NPROC, nproc, 0),
+    ):
+        if value > 0:
+            resource.setrlimit(which, (value, value + extra))
+    try:
+        os.execv(sys.argv[6], sys.argv[6:])
+    finally:
+        os._exit(127)
+status = os.waitpid(child, 0)[1]
+if os.WIFSIGNALED(status):  # end the same way, so the server sees the same signal
+    number = os.WTERMSIG(status)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    try:
+        signal.signal(number, signal.SIG_DFL)  # SIGKILL's cannot be changed, nor needs to
+    except (OSError, ValueError):
+        pass
+    os.kill(os.getpid(), number)
+    os._exit(128 + number)
+os._exit(os.waitstatus_to_exitcode(status))
 """
 
 # What a confined command sees of /etc: the loader's cache, users, alternatives (awk,

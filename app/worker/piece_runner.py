@@ -19,17 +19,16 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Job
 from app.db.repositories.jobs import JobRepository
-from app.db.repositories.sessions import SessionRepository
 from app.db.types import utcnow
 from app.domain.jobs import ASK, COMPLETE, JobStatus, status_after
 from app.engine.pieces import Movement, Piece
 from app.engine.workspace import Workspace
+from app.services import jobs
 from app.services.comments import Author, post_comment
 from app.services.piece_jobs import workspace_of
 from app.services.tasks import load_store
@@ -190,22 +189,15 @@ def _ended(job: Job, outcome: Outcome) -> Outcome:
 
 
 def give_back_segment(job: Job) -> Also:
-    """Make the session's segment the one it had before the job took it, once."""
+    """The session's segment given back (`app.services.jobs.give_back_segment`) in the
+    transaction that stops the job, and the runner's copy of the state made to match."""
 
     async def give_back(db: AsyncSession) -> None:
         current = await JobRepository(db).get(job.id)
         if current is None:
             return
-        state: dict[str, Any] = dict(current.state)
-        segment = state.get("chat_segment")
-        if segment is None:
-            return
-        await SessionRepository(db).set_segment(current.session_id, int(segment))
-        state["chat_segment"] = None
-        state["open"] = None  # a new start (after ASK, a comment) builds a new prompt
-        current.state = state
-        db.add(current)
-        job.state = state
+        await jobs.give_back_segment(db, current)
+        job.state = current.state
 
     return give_back
 

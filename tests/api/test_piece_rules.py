@@ -19,10 +19,14 @@ import httpx
 import pytest
 from fastapi import FastAPI
 from pydantic import TypeAdapter
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.api.schemas.events import StreamEventData
+from app.db.repositories.jobs import JobRepository
+from app.db.repositories.sessions import SessionRepository
 from app.services.piece_jobs import workspace_of
 from app.settings import Settings
+from app.worker.piece_state import OpenMovement, PieceState
 from tests.api.test_pieces_flow import (  # noqa: F401  (fixtures)
     events_of,
     finish,
@@ -287,6 +291,40 @@ async def test_a_job_in_a_chat_session_leaves_the_next_turn_its_conversation(
     sent = json.dumps(chat_request["messages"])
     assert "EARLIER QUESTION" in sent and "EARLIER ANSWER" in sent
     assert "JOB SUMMARY" not in sent and "## Step:" not in sent
+
+
+async def test_a_queued_job_cancelled_after_a_hand_back_gives_the_chat_its_segment_back(
+    more_pieces: Path,
+    piece_settings: Callable[..., Settings],  # noqa: F811
+) -> None:
+    """A runner that stops (shutdown, a database outage) hands a piece job back to the
+    queue while its session still points at the job's segment, so it can resume there.
+    Cancelled while queued, the job ended without giving the segment back, and the next
+    chat turn worked in the job's segment instead of the chat's."""
+    async with serve(piece_settings(run_worker_in_server=False)) as (app, client):
+        session_id = await new_session(client)
+        job = await submit_job(client, piece="forced-done", session_id=session_id)
+
+        async def as_handed_back(db: AsyncSession) -> None:
+            segment = await SessionRepository(db).start_segment(session_id)
+            row = await JobRepository(db).get(job["id"])
+            assert row is not None
+            row.movement = "only"
+            row.state = PieceState(
+                movements_run=1,
+                open=OpenMovement("only", segment),
+                chat_segment=0,
+                last_segment=segment,
+            ).dump()
+            db.add(row)
+
+        await app.state.runtime.database.write(as_handed_back)
+        assert (await client.get(f"/sessions/{session_id}")).json()["segment"] == 1
+
+        cancelled = await client.post(f"/jobs/{job['id']}/cancel")
+
+        assert cancelled.json()["status"] == "cancelled"
+        assert (await client.get(f"/sessions/{session_id}")).json()["segment"] == 0
 
 
 # ------------------------------------------------------------------ subtasks

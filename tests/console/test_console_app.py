@@ -98,7 +98,9 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_the_console_reaches_strata_only_through_the_public_api() -> None:
-    inside = {"app.console", "app.settings"}
+    # app.domain.jobs: the job statuses the public API speaks, pure (no I/O), so the
+    # console's "has it ended" is the server's own set, not a second copy of it
+    inside = {"app.console", "app.settings", "app.domain.jobs"}
     reached = {
         (path.relative_to(REPO_ROOT).as_posix(), name)
         for path in CONSOLE.rglob("*.py")

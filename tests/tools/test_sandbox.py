@@ -110,15 +110,40 @@ def test_a_command_dies_with_the_server_that_started_it(tmp_path: Path) -> None:
     """Defect 11's side effect: a Bash child finished its work after its worker died."""
     root = tmp_path / "job"
     root.mkdir()
-    marker = root / "side-effect"
+
+    _crash_mid_command(root, "echo started > started; sleep 3; touch side-effect", "auto")
+
+    assert not (root / "side-effect").exists()
+
+
+def test_without_bwrap_a_crash_also_kills_what_the_command_put_in_the_background(
+    tmp_path: Path,
+) -> None:
+    """Without bwrap the parent-death signal reached only the process the launcher
+    exec'd: a server killed mid-command left the command's background subshell running,
+    and its side effect happened after the crash."""
+    root = tmp_path / "job"
+    root.mkdir()
+
+    _crash_mid_command(root, "(sleep 1; touch side-effect) & echo started > started; wait", "none")
+
+    time.sleep(1.5)  # past the moment the side effect was due
+    assert not (root / "side-effect").exists()
+
+
+def _crash_mid_command(root: Path, command: str, sandbox: str) -> None:
+    """Start `command` from a server process, SIGKILL that process once the command has
+    written `started`, and wait until every process below the server is gone."""
     script = textwrap.dedent(
         f"""
         import asyncio, pathlib, sys
         from app.tools.sandbox import Confinement, run_confined
         async def main():
             await run_confined(
-                ["/bin/sh", "-c", "echo started > started; sleep 3; touch side-effect"],
-                root=pathlib.Path({str(root)!r}), limit_seconds=30, confinement=Confinement(),
+                ["/bin/sh", "-c", {command!r}],
+                root=pathlib.Path({str(root)!r}),
+                limit_seconds=30,
+                confinement=Confinement(sandbox={sandbox!r}),
             )
         asyncio.run(main())
         """
@@ -140,7 +165,6 @@ def test_a_command_dies_with_the_server_that_started_it(tmp_path: Path) -> None:
     finally:
         if server.poll() is None:
             server.kill()
-    assert not marker.exists()
 
 
 def _descendants(pid: int) -> list[int]:

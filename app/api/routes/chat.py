@@ -20,7 +20,7 @@ from app.api.errors import TYPE_PREFIX, problem_response, problem_responses
 from app.api.routes.sessions import SessionId
 from app.api.schemas.jobs import JobPublic, MessageAccepted, MessageCreate, MessageReply
 from app.db.models import Job
-from app.domain.jobs import TERMINAL
+from app.domain.jobs import TERMINAL, JobStatus
 from app.services.chat import IfBusy, enqueue_compaction, send_message
 from app.services.idempotency import Replay
 from app.services.jobs import turn_failure
@@ -46,7 +46,7 @@ async def _ended_or_timed_out(
 def _ended(job: Job, success: BaseModel) -> JSONResponse:
     """200 with `success` when the job succeeded, else the job's own problem with the status
     that names its cause (`turn_failure`), and the job itself as `job`."""
-    if job.status == "succeeded":
+    if job.status == JobStatus.succeeded:
         return JSONResponse(success.model_dump(mode="json"), status_code=200)
     status, problem = turn_failure(job)
     own = {"type", "title", "detail", "status", "instance"}

@@ -25,20 +25,11 @@ from app.console.web import (
     text,
     upload,
 )
+from app.domain.jobs import JobStatus
 
 router = APIRouter(prefix="/console/jobs")
 
-STATUSES = (
-    "draft",
-    "queued",
-    "running",
-    "waiting_human",
-    "waiting_subtasks",
-    "succeeded",
-    "failed",
-    "aborted",
-    "cancelled",
-)
+STATUSES = tuple(status.value for status in JobStatus)
 
 
 @router.get("")

@@ -12,11 +12,12 @@ from app.db.models import Job
 from app.db.prepared import Prepared
 from app.db.repositories.sessions import usage_params
 from app.db.types import utcnow
-from app.domain import jobs as domain_jobs
+from app.domain.jobs import ACTIVE, WAITING, JobStatus
 from app.domain.usage import Usage
 
-ACTIVE = ("queued", "running")
-ACTIVE_OR_WAITING = domain_jobs.ACTIVE | domain_jobs.WAITING
+# sorted: a statement built from a set names its statuses in the same order every time
+_ACTIVE = sorted(ACTIVE)
+_ACTIVE_OR_WAITING = sorted(ACTIVE | WAITING)
 
 # built once: every agent step runs them (see app.db.repositories.sessions)
 _J = Job.__table__  # type: ignore[attr-defined]
@@ -25,7 +26,7 @@ _STILL_OWNED = Prepared(
     .where(
         _J.c.id == bindparam("j_id"),
         _J.c.lease_owner == bindparam("j_token"),
-        _J.c.status == "running",
+        _J.c.status == JobStatus.running,
     )
     .values(updated_at=bindparam("j_now", type_=_J.c.updated_at.type))
 )
@@ -46,14 +47,14 @@ def _claimable(now: Any) -> Any:
     on the jobs table: the claim and its probe decide alike."""
     earlier = _J.alias("earlier")
     ready = or_(
-        _J.c.status == "queued",
-        and_(_J.c.status == "running", _J.c.lease_expires_at < now),
+        _J.c.status == JobStatus.queued,
+        and_(_J.c.status == JobStatus.running, _J.c.lease_expires_at < now),
     )
     blocked = exists().where(
         earlier.c.session_id == _J.c.session_id,
         earlier.c.number < _J.c.number,
         # one equality per status, not an IN list: a prepared statement cannot expand one
-        or_(*(earlier.c.status == status for status in ACTIVE)),
+        or_(*(earlier.c.status == status for status in _ACTIVE)),
         earlier.c.lane == "session",
     )
     return and_(ready, or_(_J.c.lane != "session", ~blocked))
@@ -87,7 +88,7 @@ class JobRepository:
 
     async def session_is_busy(self, session_id: str) -> bool:
         query = select(Job.id).where(
-            Job.session_id == session_id, Job.lane == "session", col(Job.status).in_(ACTIVE)
+            Job.session_id == session_id, Job.lane == "session", col(Job.status).in_(_ACTIVE)
         )
         return (await self.db.exec(query.limit(1))).first() is not None
 
@@ -114,7 +115,7 @@ class JobRepository:
 
         Nothing is flushed: the claim's `set_status` writes the row, in one UPDATE."""
         now = utcnow()
-        job.status = "running"
+        job.status = JobStatus.running
         job.attempts += 1
         job.lease_owner = f"{owner}#{job.attempts}"
         job.lease_expires_at = until
@@ -137,7 +138,7 @@ class JobRepository:
         )
         stmt = (
             update(Job)
-            .where(held, col(Job.status) == "running")
+            .where(held, col(Job.status) == JobStatus.running)
             .values(lease_expires_at=until)
             .returning(col(Job.id), col(Job.cancel_requested))
         )
@@ -185,7 +186,7 @@ class JobRepository:
             .where(
                 col(Job.session_id).in_(session_ids),
                 col(Job.lane) == "session",
-                col(Job.status).in_(sorted(ACTIVE_OR_WAITING)),
+                col(Job.status).in_(_ACTIVE_OR_WAITING),
             )
             .distinct()
         )
@@ -196,7 +197,7 @@ class JobRepository:
 
     async def active_of_kind(self, session_id: str, kind: str) -> Job | None:
         query = select(Job).where(
-            Job.session_id == session_id, Job.kind == kind, col(Job.status).in_(ACTIVE)
+            Job.session_id == session_id, Job.kind == kind, col(Job.status).in_(_ACTIVE)
         )
         return (await self.db.exec(query.limit(1))).first()
 

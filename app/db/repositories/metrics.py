@@ -9,6 +9,7 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Job
+from app.domain.jobs import JobStatus
 
 
 class MetricsRepository:
@@ -22,6 +23,6 @@ class MetricsRepository:
 
     async def queue(self) -> tuple[int, datetime | None]:
         """How many jobs are queued, and when the oldest of them was created."""
-        query = select(func.count(), func.min(Job.created_at)).where(Job.status == "queued")
+        query = select(func.count(), func.min(Job.created_at)).where(Job.status == JobStatus.queued)
         count, oldest = (await self.db.exec(query)).one()
         return int(count), oldest
