@@ -21,6 +21,7 @@ from tests.fakes.messages_api import (
     reply,
     text,
     tool_use,
+    validate_request,
 )
 
 MODEL = "claude-sonnet-4-5"
@@ -486,3 +487,64 @@ async def test_a_connection_warm_up_at_the_root_is_no_request(fake_llm: FakeMess
     assert other.status_code == 404  # any other HEAD is still an unexpected request
     assert [u.request.path for u in fake_llm.unexpected] == ["/v1/models"]
     fake_llm.reset()
+
+
+_USE = {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {}}
+_RESULT = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "hi"}
+_ASK = {"role": "user", "content": "Read it."}
+
+
+@pytest.mark.parametrize(
+    ("messages", "expected"),
+    [
+        (  # the next message answers something else
+            [_ASK, {"role": "assistant", "content": [_USE]}, {"role": "user", "content": "go"}],
+            "messages.2: `tool_use` ids were found without `tool_result` blocks immediately "
+            "after: toolu_1.",
+        ),
+        (  # two assistant messages in a row
+            [
+                _ASK,
+                {"role": "assistant", "content": [_USE]},
+                {"role": "assistant", "content": "done"},
+            ],
+            "messages.2: `tool_use` ids were found without `tool_result` blocks immediately "
+            "after: toolu_1.",
+        ),
+        (  # a result after a user message, not after its call
+            [_ASK, {"role": "assistant", "content": "ok"}, {"role": "user", "content": [_RESULT]}],
+            "messages.2.content: unexpected `tool_use_id` found in `tool_result` blocks: toolu_1.",
+        ),
+        (  # text before the result
+            [
+                _ASK,
+                {"role": "assistant", "content": [_USE]},
+                {"role": "user", "content": [{"type": "text", "text": "here"}, _RESULT]},
+            ],
+            "messages.2.content: `tool_result` blocks must come first in the content array",
+        ),
+    ],
+)
+def test_the_fake_refuses_unpaired_tool_blocks_with_the_real_apis_message(
+    messages: list[Any], expected: str
+) -> None:
+    problem = validate_request(
+        {"model": MODEL, "max_tokens": 32, "messages": messages, "tools": READ_FILE}
+    )
+
+    assert problem is not None and problem.startswith(expected), problem
+
+
+def test_the_fake_accepts_a_call_answered_in_the_next_message() -> None:
+    messages = [
+        _ASK,
+        {"role": "assistant", "content": [_USE]},
+        {"role": "user", "content": [_RESULT]},
+    ]
+
+    assert (
+        validate_request(
+            {"model": MODEL, "max_tokens": 32, "messages": messages, "tools": READ_FILE}
+        )
+        is None
+    )
