@@ -25,7 +25,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.db.models import Job
 from app.db.repositories.jobs import JobRepository
 from app.db.types import utcnow
-from app.domain.jobs import ASK, COMPLETE, JobStatus, status_after
+from app.domain.jobs import ASK, COMPLETE, WAIT_SUBTASKS, JobStatus, status_after
 from app.engine.pieces import Movement, Piece
 from app.engine.workspace import Workspace
 from app.services import jobs
@@ -118,9 +118,13 @@ async def _movement_ended(
     workspace: Workspace,
 ) -> None:
     """What every transition leaves behind: its lessons, the feedback it consumed, the
-    task checklist, and after a verify movement the git excerpt."""
+    task checklist, and after a verify movement the git excerpt.
+
+    A movement that pauses (ASK, WAIT_SUBTASKS) runs again when the answer or the
+    subtasks come back, so the feedback it was shown is not spent yet."""
     state.open = None
-    state.delivered(movement.name)
+    if step.next_step not in (ASK, WAIT_SUBTASKS):
+        state.delivered(movement.name)
     _record_lessons(job, movement, step, state, workspace)
     async with deps.database.read() as db:
         tasks = await load_store(db, job.session_id)

@@ -224,6 +224,31 @@ async def test_feedback_reaches_only_the_movement_sent_back_to_and_only_once(
     assert section(works[2], "Feedback for this step").strip() == "- (review) FIX TWO"
 
 
+async def test_feedback_survives_a_question_its_movement_asks(
+    app_client: Strata, fake_llm: FakeMessagesAPI
+) -> None:
+    """A movement that asks runs again once answered; the feedback it was sent back with
+    must still be in that run's prompt."""
+    _, client = app_client
+    fake_llm.reply(transition("work", "planned"))
+    fake_llm.reply(transition("review", "worked"))
+    fake_llm.reply(transition("work", "FIX ONE"))
+    fake_llm.reply(transition("ASK", "Which file holds the fix?"))
+    job_id = (await submit_job(client))["id"]
+    await wait_status(client, job_id, {"waiting_human"})
+    fake_llm.reply(transition("review", "fixed"))
+    fake_llm.reply(transition("COMPLETE", "approved"))
+
+    answered = await client.post(f"/jobs/{job_id}/comments", json={"body": "main.py"})
+    assert answered.status_code == 201, answered.text
+    job = await finish(client, job_id)
+
+    assert job["status"] == "succeeded"
+    works = [p for p in (prompt_of(r.body) for r in fake_llm.requests) if "## Step: work" in p]
+    assert section(works[1], "Feedback for this step").strip() == "- (review) FIX ONE"
+    assert section(works[-1], "Feedback for this step").strip() == "- (review) FIX ONE"
+
+
 # ------------------------------------------------------------------ system prompts
 
 
