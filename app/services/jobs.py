@@ -112,6 +112,8 @@ async def set_status(
     data = job_status_data(job, error=error)
     await record_event(db, job.session_id, "job.status", data, job_id=job.id)
     await webhooks.job_status_changed(db, job, error=error, result=result)
+    if status in TERMINAL and job.kind == JobKind.piece:  # no subtask outlives its parent
+        await _cancel_descendants(db, job)
     if status in TERMINAL and job.parent_job_id is not None:
         await _wake_parent(db, job.parent_job_id)
     if status == JobStatus.waiting_subtasks:  # its children may all have ended before it waited
@@ -210,7 +212,8 @@ async def cancel_job(db: AsyncSession, tenant: str, job_id: str) -> Job:
     if job.status in TERMINAL:
         raise Conflict(f"job {job_id!r} has already ended ({job.status})", job_status=job.status)
     await _cancel(db, job)
-    await _cancel_descendants(db, job)
+    if job.status not in TERMINAL:  # ending it swept its subtasks already
+        await _cancel_descendants(db, job)
     return job
 
 

@@ -90,6 +90,11 @@ class MovementGateway:
         state = self.state
 
         async def spawn(db: AsyncSession) -> Job:
+            # a cancel commits before or after this, never between the check and the child:
+            # before, no child; after, the cancel finds the child and cancels it too
+            parent = await JobRepository(db).locked(self.job.id)
+            if parent is None or parent.cancel_requested:
+                raise ToolError("the job is being cancelled; no subtask is started")
             child = await submit_job(
                 db, self.job.tenant, instruction=instruction, piece=child_piece, parent=self.job
             )

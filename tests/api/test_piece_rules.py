@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from app.worker.piece_state import OpenMovement, PieceState
 from tests.api.test_pieces_flow import (  # noqa: F401  (fixtures)
     events_of,
     finish,
+    gate,
     piece_settings,
     pieces_dir,
     prompt_of,
@@ -41,7 +43,7 @@ from tests.api.test_pieces_flow import (  # noqa: F401  (fixtures)
 )
 from tests.fakes.messages_api import FakeMessagesAPI, Step, reply, text, tool_use
 from tests.support.apps import serve
-from tests.support.chat import new_session, submit_job, wait_status
+from tests.support.chat import held, new_session, submit_job, wait_status
 
 Strata = tuple[FastAPI, httpx.AsyncClient]
 
@@ -422,6 +424,59 @@ async def test_cancelling_a_parent_cancels_its_open_subtasks(
 
     assert cancelled.json()["status"] == "cancelled"
     assert (await client.get(f"/jobs/{child['id']}")).json()["status"] == "cancelled"
+
+
+async def test_a_cancel_asked_while_the_model_answers_stops_the_spawn(
+    app_client: Strata,
+    fake_llm: FakeMessagesAPI,
+    gate: threading.Event,  # noqa: F811
+) -> None:
+    """A cancel committed after the step's probe but before `spawn_subtask` ran made a
+    child nobody would cancel: the spawn now reads the parent row under a lock."""
+    app, client = app_client
+    spawn = tool_use("spawn_subtask", {"instruction": "Count the apples.", "piece": "solo"})
+    fake_llm.enqueue(held(gate, reply(spawn)))
+    parent = await submit_job(client, piece="research")
+    await fake_llm.wait_for_requests(1)
+
+    async def ask_to_cancel(db: AsyncSession) -> None:
+        row = await JobRepository(db).get(parent["id"])
+        assert row is not None
+        row.cancel_requested = True
+        db.add(row)
+
+    await app.state.runtime.database.write(ask_to_cancel)
+    gate.set()
+
+    assert (await finish(client, parent["id"]))["status"] == "cancelled"
+    assert [j for j in (await client.get("/jobs")).json()["data"] if j["parent_job_id"]] == []
+
+
+@pytest.mark.parametrize("ending", ["COMPLETE", "ABORT"])
+async def test_a_parent_that_ends_cancels_its_open_subtasks(
+    app_client: Strata, fake_llm: FakeMessagesAPI, ending: str
+) -> None:
+    """A parent that ended on its own (not waiting for them) left its children running."""
+    _, client = app_client
+
+    def script(body: dict[str, Any]) -> Step:
+        if "## Task\n\nCount the apples." in prompt_of(body):
+            return reply(transition("ASK", "Which apples?"))
+        if tool_results(body):
+            return reply(transition(ending, "not waiting for the apples"))
+        return reply(
+            tool_use("spawn_subtask", {"instruction": "Count the apples.", "piece": "solo"})
+        )
+
+    for _ in range(3):
+        fake_llm.respond_with(script)
+    parent = await submit_job(client, piece="research")
+
+    ended = await finish(client, parent["id"])
+
+    assert ended["status"] in {"succeeded", "aborted"}
+    child = await wait_status(client, (await child_of(client, parent["id"]))["id"], {"cancelled"})
+    assert child["status"] == "cancelled"
 
 
 async def test_a_parent_reads_its_childs_output_files(

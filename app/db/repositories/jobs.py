@@ -79,6 +79,13 @@ class JobRepository:
         result = await self.db.exec(select(Job).where(Job.id == job_id))
         return result.first()
 
+    async def locked(self, job_id: str) -> Job | None:
+        """The row, locked until the transaction ends (`FOR UPDATE` on PostgreSQL; a
+        SQLite write transaction is exclusive already): what is decided from it holds
+        against a concurrent cancel."""
+        result = await self.db.exec(select(Job).where(Job.id == job_id).with_for_update())
+        return result.first()
+
     async def cancel_requested(self, job_id: str) -> bool:
         """Whether the job should stop: asked to cancel, or gone. One column, no ORM
         object: the agent loop asks before every request and every tool."""
