@@ -7,7 +7,10 @@ database round trip. They differ in what they do when the window fills:
 * **chat**: at the force threshold the segment is compacted *before* the request is
   sent, and the request is built again from the new segment;
 * **movements** (seed 004): a `context.<action>` event for each threshold crossed, the
-  wrap-up message at 85%, the forced transition at 95% — each once per movement.
+  wrap-up message at 85%, the forced transition at 95% — each once per movement. A
+  movement whose first request (its own prompt, before any answer) is at the force
+  threshold fails with `context-exhausted`: moving on cannot shrink it, and forcing
+  transition after transition would only run the job up to its `max_movements`.
 
 Neither ever sends a request at or over the exhausted threshold (99%): if compaction
 could not bring it under, the turn ends with `context-exhausted` instead of looping.
@@ -166,11 +169,29 @@ class MovementContext(_Measured):
         self.movement = movement
         self.store = store
         self._force = force
+        # whether the model has answered in this movement (across its nudges): before
+        # that, the request is the movement's own prompt, and forcing a transition cannot
+        # make it smaller (steps that cannot start would be forced on up to max_movements)
+        self._has_answer = False
+
+    def answered(self, request: LLMRequest, response: LLMResponse) -> ResponseBudget:
+        self._has_answer = True
+        return super().answered(request, response)
 
     async def before_request(self, request: LLMRequest) -> ContextVerdict:
         check = self.manager.check(self.size(request))
         if check.crossed:
             await self._record(check)
+        if self.manager.at_force(check.ratio) and not self._has_answer:
+            thresholds = self.manager.thresholds
+            limit = thresholds.exhausted if self.manager.too_full(check.ratio) else thresholds.force
+            why = (
+                f"it is the first request of step {self.movement!r} (its prompt, before any "
+                "answer), which a forced transition to another step cannot make smaller"
+            )
+            return ContextVerdict(
+                "exhausted", exhausted_detail(check, self.manager.window_tokens, limit, why)
+            )
         if self.manager.at_force(check.ratio):
             self._force(check.ratio)
             return STOP

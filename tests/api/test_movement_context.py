@@ -133,3 +133,53 @@ async def test_each_context_event_fires_once_per_movement_across_its_nudges(
     assert job["status"] == "succeeded"
     assert "call the `transition` tool" in json.dumps(fake_llm.requests[2].body)
     assert kinds == ["context.warn"]
+
+
+OVERSIZED = """\
+name: oversized
+description: two steps whose shared system prompt alone overfills the window
+max_movements: 6
+system: |
+  {system}
+movements:
+  - name: a
+    instruction: Do step A.
+    allowed_tools: [TaskList]
+    transitions: [b]
+    default_next: b
+  - name: b
+    instruction: Do step B.
+    allowed_tools: [TaskList]
+    transitions: [a, COMPLETE]
+    default_next: a
+"""
+
+
+async def test_a_movement_whose_first_request_overfills_the_window_fails_context_exhausted(
+    piece_settings: Callable[..., Settings], pieces_dir: Path, fake_llm: FakeMessagesAPI
+) -> None:
+    """A step whose own prompt cannot fit was forced on to its default_next, whose prompt
+    could not fit either, movement after movement up to max_movements. It fails the job
+    with `context-exhausted` at once, and no request over the window is ever sent."""
+    window = 10_000
+    system = "You follow the rules below exactly. " + "rule " * 12_000  # ~15,000 tokens
+    (pieces_dir / "oversized.yaml").write_text(OVERSIZED.format(system=system))
+    fake_llm.context_window_tokens = window
+
+    async with serve(piece_settings(context_window_tokens=window)) as (app, client):
+        job = await finish(client, (await submit_job(client, piece="oversized"))["id"])
+        kinds = [e.type for e in await events_of(app, job["id"]) if e.type.startswith("context.")]
+
+    assert job["status"] == "failed", job
+    assert job["error"]["type"] == "urn:strata:problem:context-exhausted"
+    assert "first request of step 'a'" in job["error"]["detail"]
+    assert job["movement"] == "a"  # one movement, not forced on from step to step
+    # each threshold once: step a alone was measured (every forced step records its own)
+    assert kinds == [
+        "context.warn",
+        "context.prompt",
+        "context.force_transition",
+        "context.exhausted",
+    ]
+    assert fake_llm.requests == []  # nothing oversize (nothing at all) reached the API
+    assert fake_llm.unexpected == []
