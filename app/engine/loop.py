@@ -159,7 +159,8 @@ async def run_turn(
     # the first step goes on with this read (one probe per step) unless it closed calls
     fresh = not await close_dangling_tool_uses(store, INTERRUPTED, items)
     specs = tools.specs(config.tool_names)  # the same for every request of the turn
-    conversation = Conversation()  # builds only the new items' messages per request
+    # builds only the new items' messages per request; without tools, tool blocks as text
+    conversation = Conversation(tools_offered=bool(specs))
     rebuilds = refusals = 0
     while True:
         if not fresh:

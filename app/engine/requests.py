@@ -4,15 +4,22 @@ The log keeps each tool result as its own item; the Messages API wants the
 results of one assistant turn together in the next user message, and roles that
 alternate. System items and compaction summaries have no role of their own on
 the wire, so they travel as tagged user text.
+
+A request that defines no tools may hold no tool blocks (the API refuses it): a session
+that used tools and then offers none still has their calls and results in its log. Its
+messages then carry each call and each result as text instead (`tools_offered=False`),
+built here once, so that what the request sizer counts is what is sent.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 
 from app.domain.items import (
     AssistantMessage,
     CompactSummary,
+    ImageBlock,
     ItemPayload,
     SystemMessage,
     TaskEvent,
@@ -33,9 +40,13 @@ class Conversation:
     `Conversation` keeps the messages it built and, given the segment again, builds
     only those of the new items. Messages are immutable, so each request gets a new
     list of the same messages. Given anything but the same items plus new ones (a
-    segment read again, a new segment), it starts over."""
+    segment read again, a new segment), it starts over.
 
-    def __init__(self) -> None:
+    `tools_offered` says whether the requests define tools; without, tool calls and
+    results travel as text (see the module's docstring)."""
+
+    def __init__(self, *, tools_offered: bool = True) -> None:
+        self._tools_offered = tools_offered
         self._basis: list[ItemPayload] = []
         self._messages: list[Message] = []
 
@@ -58,7 +69,7 @@ class Conversation:
         )
 
     def _add(self, item: ItemPayload) -> None:
-        role, blocks = _wire_blocks(item)
+        role, blocks = _wire_blocks(item) if self._tools_offered else _text_blocks(item)
         if not blocks:
             return
         if self._messages and self._messages[-1].role == role:
@@ -70,8 +81,8 @@ class Conversation:
         self._messages.append(Message.model_construct(role=role, content=tuple(ordered)))
 
 
-def to_messages(items: Iterable[ItemPayload]) -> list[Message]:
-    return Conversation().messages(list(items))
+def to_messages(items: Iterable[ItemPayload], *, tools_offered: bool = True) -> list[Message]:
+    return Conversation(tools_offered=tools_offered).messages(list(items))
 
 
 def with_text_for_last_user(messages: Sequence[Message], text: str) -> list[Message]:
@@ -111,6 +122,42 @@ def _wire_blocks(item: ItemPayload) -> tuple[Role, tuple[MessageBlock, ...]]:
     if isinstance(item, TaskEvent):
         return "user", (TextBlock(text=task_event_note(item)),)
     raise TypeError(f"unknown item {type(item).__name__}")
+
+
+def _text_blocks(item: ItemPayload) -> tuple[Role, tuple[MessageBlock, ...]]:
+    """`_wire_blocks` for a request without tools: no tool block, each call and result
+    as a text block in its place (a result's images stay images, after its text)."""
+    if isinstance(item, AssistantMessage):
+        return "assistant", tuple(
+            TextBlock(text=tool_call_text(block)) if isinstance(block, ToolUseBlock) else block
+            for block in item.content
+        )
+    if isinstance(item, ToolResult):
+        images = (
+            ()
+            if isinstance(item.content, str)
+            else tuple(block for block in item.content if isinstance(block, ImageBlock))
+        )
+        return "user", (TextBlock(text=tool_result_text(item)), *images)
+    return _wire_blocks(item)
+
+
+def tool_call_text(block: ToolUseBlock) -> str:
+    """A tool call as the text that stands for it in a request without tools."""
+    arguments = json.dumps(block.input, ensure_ascii=False, sort_keys=True)
+    return f"[called tool {block.name} with {arguments}]"
+
+
+def tool_result_text(result: ToolResult) -> str:
+    """A tool result as the text that stands for it in a request without tools."""
+    if isinstance(result.content, str):
+        content = result.content
+    else:
+        content = "\n".join(b.text for b in result.content if isinstance(b, TextBlock))
+    label = "tool error" if result.is_error else "tool result"
+    if result.name:
+        label = f"{label} ({result.name})"
+    return f"[{label}: {content}]"
 
 
 def task_event_note(event: TaskEvent) -> str:

@@ -360,3 +360,39 @@ async def test_waiting_answers_200_only_with_an_answer(
 
     assert reply.status_code == 200
     assert reply.json()["text"] == "the answer"
+
+
+async def test_a_session_patched_to_no_tools_sends_its_tool_history_as_text(
+    agent_client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
+) -> None:
+    """A session that used a tool and then offers none: its requests define no tools, so
+    the calls and results of its history travel as text (the API refuses tool blocks in a
+    request without tools, and every later turn failed)."""
+    fake_llm.reply(tool_use("add", {"a": 1, "b": 2}))
+    fake_llm.reply(text("The sum is 3."))
+    fake_llm.reply(text("No tools now."))
+    session_id = await new_session(agent_client)
+    first = await agent_client.post(
+        f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": "add 1 and 2"}
+    )
+    patched = await agent_client.patch(f"/sessions/{session_id}", json={"tools": []})
+
+    second = await agent_client.post(
+        f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": "and now?"}
+    )
+
+    assert first.status_code == 200 and patched.status_code == 200, patched.text
+    assert second.status_code == 200, second.text
+    assert second.json()["text"] == "No tools now."
+    assert fake_llm.unexpected == []
+    sent = fake_llm.requests[-1].body
+    assert "tools" not in sent
+    blocks = [b for m in sent["messages"] for b in m["content"]]
+    assert {b["type"] for b in blocks} == {"text"}
+    history = "\n".join(b["text"] for b in blocks)
+    assert "[called tool add with" in history and '"a": 1' in history
+    assert "[tool result (add): 3]" in history
+    roles = [m["role"] for m in sent["messages"]]
+    assert roles == ["user", "assistant", "user", "assistant", "user"]
+    assert sent["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    fake_llm.assert_all_consumed()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from pydantic import ValidationError
 
@@ -18,7 +20,9 @@ from app.domain.items import (
     UserMessage,
     user_text,
 )
-from app.engine.llm import Message, ToolResultBlock
+from app.engine.anthropic import wire_params
+from app.engine.context import BLOCK_OVERHEAD_CHARS, request_chars
+from app.engine.llm import LLMRequest, Message, ToolResultBlock
 from app.engine.requests import (
     Conversation,
     to_messages,
@@ -26,6 +30,7 @@ from app.engine.requests import (
     unanswered_tool_uses,
     with_text_for_last_user,
 )
+from tests.fakes.messages_api import validate_request
 
 
 def asks(*ids: str) -> AssistantMessage:
@@ -253,6 +258,139 @@ def test_system_items_after_the_answer_do_not_reopen_the_turn() -> None:
     ]
 
     assert turn_is_answered(log)
+
+
+# ---------------------------------------------------------------- a request without tools
+
+
+def test_without_tools_calls_and_results_travel_as_text_in_their_place() -> None:
+    log: list[ItemPayload] = [
+        user_text("add 1 and 2"),
+        AssistantMessage(
+            content=[
+                TextBlock(text="Let me add."),
+                ToolUseBlock(id="t1", name="add", input={"b": 2, "a": 1}),
+                ToolUseBlock(id="t2", name="echo", input={"text": "hé"}),
+            ]
+        ),
+        ToolResult(tool_use_id="t1", content="3", name="add"),
+        ToolResult(tool_use_id="t2", content="boom", is_error=True, name="echo"),
+        user_text("and now?"),
+        said("3."),
+    ]
+
+    messages = to_messages(log, tools_offered=False)
+
+    assert messages == [
+        Message(role="user", content=(TextBlock(text="add 1 and 2"),)),
+        Message(
+            role="assistant",
+            content=(
+                TextBlock(text="Let me add."),
+                TextBlock(text='[called tool add with {"a": 1, "b": 2}]'),
+                TextBlock(text='[called tool echo with {"text": "hé"}]'),
+            ),
+        ),
+        Message(
+            role="user",
+            content=(
+                TextBlock(text="[tool result (add): 3]"),
+                TextBlock(text="[tool error (echo): boom]"),
+                TextBlock(text="and now?"),
+            ),
+        ),
+        Message(role="assistant", content=(TextBlock(text="3."),)),
+    ]
+
+
+def test_without_tools_a_result_keeps_its_images_after_its_text() -> None:
+    image = ImageBlock(source={"type": "base64", "media_type": "image/png", "data": "AA=="})
+    log: list[ItemPayload] = [
+        user_text("look"),
+        asks("t1"),
+        ToolResult(tool_use_id="t1", content=[TextBlock(text="a"), image, TextBlock(text="b")]),
+    ]
+
+    content = to_messages(log, tools_offered=False)[-1].content
+
+    assert content == (TextBlock(text="[tool result: a\nb]"), image)
+
+
+def test_without_tools_no_message_is_empty_and_roles_alternate() -> None:
+    log: list[ItemPayload] = [
+        user_text("go"),
+        AssistantMessage(content=[ToolUseBlock(id="t1", name="echo", input={})]),
+        ToolResult(tool_use_id="t1", content="", name="echo"),
+        SystemMessage(text="note"),
+        AssistantMessage(content=[ThinkingBlock(thinking="hm"), ToolUseBlock(id="t2", name="x")]),
+        ToolResult(tool_use_id="t2", content=[], name="x"),
+        said("done"),
+    ]
+
+    messages = to_messages(log, tools_offered=False)
+
+    assert [m.role for m in messages] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]
+    assert all(m.content for m in messages)
+    assert not any(
+        isinstance(b, ToolUseBlock | ToolResultBlock) for m in messages for b in m.content
+    )
+    assert messages[2].content == (
+        TextBlock(text="[tool result (echo): ]"),
+        TextBlock(text="<system-message>\nnote\n</system-message>"),
+    )
+
+
+def test_without_tools_the_request_is_one_the_api_accepts_with_its_cache_breakpoint() -> None:
+    log: list[ItemPayload] = [user_text("go"), asks("t1"), result("t1"), user_text("again")]
+    request = LLMRequest(
+        model="claude-test", system=None, messages=to_messages(log, tools_offered=False)
+    )
+
+    body = wire_params(request)
+
+    assert "tools" not in body and validate_request(body) is None
+    assert body["messages"][-1]["content"][-1] == {
+        "type": "text",
+        "text": "again",
+        "cache_control": {"type": "ephemeral"},
+    }
+    assert validate_request(wire_params(replace(request, messages=to_messages(log)))) is not None
+
+
+def test_with_tools_the_tool_blocks_are_kept_as_logged() -> None:
+    log: list[ItemPayload] = [user_text("go"), asks("t1"), result("t1")]
+
+    assert to_messages(log, tools_offered=True) == to_messages(log)
+    assert to_messages(log)[1].content == (
+        ToolUseBlock(id="t1", name="echo", input={"text": "t1"}),
+    )
+
+
+def test_a_conversation_without_tools_grown_item_by_item_equals_one_built_at_once() -> None:
+    items: list[ItemPayload] = [user_text("go"), asks("t1", "t2"), result("t2"), result("t1")]
+    conversation = Conversation(tools_offered=False)
+
+    for end in range(1, len(items) + 1):
+        assert conversation.messages(items[:end]) == to_messages(items[:end], tools_offered=False)
+
+
+def test_the_sizer_counts_the_text_a_request_without_tools_sends() -> None:
+    log: list[ItemPayload] = [user_text("go"), asks("t1"), result("t1", "x" * 1000)]
+    messages = to_messages(log, tools_offered=False)
+    request = LLMRequest(model="claude-test", system=None, messages=messages)
+
+    assert request_chars(request) == sum(
+        BLOCK_OVERHEAD_CHARS
+        + sum(BLOCK_OVERHEAD_CHARS + len(b.text) for b in m.content if isinstance(b, TextBlock))
+        for m in messages
+    )
 
 
 # ---------------------------------------------------------------------------- Conversation
