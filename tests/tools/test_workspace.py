@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import time
@@ -496,6 +497,48 @@ async def test_bash_background_processes_do_not_outlive_the_call(ws: Workspace) 
     result = await call(ws, "Bash", command="sleep 30 & echo $$")
     assert result.content.endswith("[Exit code: 0]")
     assert _live_group_members(int(result.content.splitlines()[0])) == []
+
+
+def _running(argv: list[str]) -> list[int]:
+    """Live (not zombie) processes whose command line is exactly `argv`: seen from the
+    host, whatever pid namespace bwrap gave the command."""
+    wanted = "\0".join(argv).encode() + b"\0"
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if cmdline == wanted and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+async def test_bash_cancelled_mid_run_kills_its_process_group(ws: Workspace) -> None:
+    """A job cancelled while its Bash call runs (the runner cancels the job's task) must
+    leave none of the command's processes behind, background ones included."""
+    foreground, background = ["sleep", "31.4159"], ["sleep", "27.1828"]
+    command = f"{' '.join(background)} & {' '.join(foreground)}"
+    running = asyncio.create_task(call(ws, "Bash", command=command, timeout_seconds=60))
+    for _ in range(500):
+        if _running(foreground) and _running(background):
+            break
+        await asyncio.sleep(0.01)
+    assert _running(foreground) and _running(background)
+
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+
+    for _ in range(200):  # the kill is sent at once; the kernel reaps a moment later
+        if not _running(foreground) and not _running(background):
+            break
+        await asyncio.sleep(0.01)
+    assert _running(foreground) == [] and _running(background) == []
 
 
 async def test_bash_timeout_is_capped_by_the_setting(ws: Workspace) -> None:
