@@ -31,7 +31,7 @@ from app.db.models import Job
 from app.db.repositories.jobs import CLAIMABLE, JobRepository
 from app.db.types import utcnow
 from app.domain.ids import new_id
-from app.domain.jobs import JobStatus
+from app.domain.jobs import WAITING, JobStatus
 from app.engine.llm import LLM, LLMError
 from app.engine.loop import CANCELLED, close_dangling_tool_uses
 from app.engine.pieces import PieceCatalog
@@ -298,10 +298,12 @@ class Runner:
         async def finish(db: AsyncSession) -> None:
             await fence(db, job)
             current = await held_job(db, job)
-            if outcome.also is not None:
-                await outcome.also(db)
-            await set_status(
-                db, current, outcome.status, error=outcome.error, result=outcome.result
-            )
+            ending = outcome
+            if current.cancel_requested and outcome.status in WAITING:
+                # cancelled while it ran (e.g. its parent ended): it does not wait for anyone
+                ending = Outcome(JobStatus.cancelled)
+            if ending.also is not None:
+                await ending.also(db)
+            await set_status(db, current, ending.status, error=ending.error, result=ending.result)
 
         await self.database.write(finish)
