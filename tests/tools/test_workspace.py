@@ -456,49 +456,6 @@ async def test_bash_stdin_is_closed(ws: Workspace) -> None:
     assert result.content == "done\n[Exit code: 0]"
 
 
-def _live_group_members(pgid: int) -> list[int]:
-    """Processes of the group that are still alive, after giving SIGKILL a moment."""
-    deadline = time.monotonic() + 2.0
-    while (alive := _group_members(pgid)) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return alive
-
-
-def _group_members(pgid: int) -> list[int]:
-    alive = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        state, group = fields[0], int(fields[2])
-        if group == pgid and state != "Z":
-            alive.append(int(entry.name))
-    return alive
-
-
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
-async def test_bash_timeout_kills_the_process_group(ws: Workspace) -> None:
-    result = await call(
-        ws, "Bash", command="echo $$; sleep 5 & sleep 5; echo never", timeout_seconds=0.5
-    )
-    assert result.is_error
-    assert "Timed out after 0.5 seconds" in result.content
-    assert "never" not in result.content
-    pgid = int(result.content.splitlines()[0])
-    assert _live_group_members(pgid) == []
-
-
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
-async def test_bash_background_processes_do_not_outlive_the_call(ws: Workspace) -> None:
-    result = await call(ws, "Bash", command="sleep 30 & echo $$")
-    assert result.content.endswith("[Exit code: 0]")
-    assert _live_group_members(int(result.content.splitlines()[0])) == []
-
-
 def _running(argv: list[str]) -> list[int]:
     """Live (not zombie) processes whose command line is exactly `argv`: seen from the
     host, whatever pid namespace bwrap gave the command."""
@@ -515,6 +472,37 @@ def _running(argv: list[str]) -> list[int]:
         if cmdline == wanted and state != "Z":
             found.append(int(entry.name))
     return found
+
+
+def _gone(argv: list[str], seconds: float = 2.0) -> bool:
+    """Whether no process runs `argv`, after giving SIGKILL a moment to be reaped."""
+    deadline = time.monotonic() + seconds
+    while _running(argv) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return _running(argv) == []
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+async def test_bash_timeout_kills_the_process_group(ws: Workspace) -> None:
+    background = ["sleep", "5.2718"]
+    result = await call(
+        ws,
+        "Bash",
+        command=f"{' '.join(background)} & sleep 5; echo never",
+        timeout_seconds=0.5,
+    )
+    assert result.is_error
+    assert "Timed out after 0.5 seconds" in result.content
+    assert "never" not in result.content
+    assert _gone(background)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+async def test_bash_background_processes_do_not_outlive_the_call(ws: Workspace) -> None:
+    background = ["sleep", "30.1414"]
+    result = await call(ws, "Bash", command=f"{' '.join(background)} & echo started")
+    assert result.content == "started\n[Exit code: 0]"
+    assert _gone(background)
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
