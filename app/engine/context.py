@@ -201,6 +201,12 @@ class ContextManager:
         """The actions already fired in this movement (or chat segment)."""
         return frozenset(self._fired)
 
+    def already_fired(self, actions: Iterable[str]) -> None:
+        """Actions fired before this manager existed (a movement resumed after a crash):
+        they do not fire again. Names that are not actions are ignored."""
+        wanted = set(actions)
+        self._fired.update(a for a, _ in self._thresholds.ordered() if a in wanted)
+
     def estimate(self, chars: int) -> int:
         """Tokens of a request of `chars` characters: the last answered request's usage
         plus the characters added since (before any answer, the characters alone), and

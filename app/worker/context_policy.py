@@ -20,7 +20,7 @@ Both set the one tool-result budget each response's calls share.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -29,6 +29,7 @@ from app.domain.items import Origin, user_text
 from app.engine.context import (
     BLOCK_OVERHEAD_CHARS,
     Check,
+    ContextAction,
     ContextManager,
     RequestSizer,
     Thresholds,
@@ -161,8 +162,15 @@ class MovementContext(_Measured):
         movement: str,
         store: TurnStore,
         force: Callable[[float], None],
+        fired: Iterable[str] = (),
+        remember: Callable[[AsyncSession, tuple[ContextAction, ...]], Awaitable[None]]
+        | None = None,
     ) -> None:
         super().__init__(settings)
+        # a resumed movement: what fired before the crash does not fire again, and what
+        # fires now is remembered (by `remember`) in the transaction of its events
+        self.manager.already_fired(fired)
+        self._remember = remember
         self.database = database
         self.session_id = session_id
         self.job_id = job_id
@@ -210,5 +218,7 @@ class MovementContext(_Measured):
                 await record_event(
                     db, self.session_id, f"context.{action}", data, job_id=self.job_id
                 )
+            if self._remember is not None:
+                await self._remember(db, check.crossed)
 
         await self.database.write(write)

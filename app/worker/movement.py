@@ -21,6 +21,7 @@ from app.db.types import utcnow
 from app.domain.items import Origin, user_text
 from app.domain.jobs import WAIT_SUBTASKS, JobStatus
 from app.domain.tasks import TASK_WRITE_TOOLS
+from app.engine.context import ContextAction
 from app.engine.loop import CANCELLED, TurnConfig, close_dangling_tool_uses, run_turn
 from app.engine.pieces import Movement, Piece
 from app.engine.tools import ToolError
@@ -179,7 +180,12 @@ async def run_movement(
             summary = f"forced: the context reached {ratio:.0%} of the window"
             gateway.result = Transition(piece.forced_step(movement), summary, None, forced=True)
 
-    # one per movement, across its nudges: each threshold fires (and is recorded) once
+    async def remember(db: AsyncSession, actions: tuple[ContextAction, ...]) -> None:
+        if state.open is not None:
+            state.open.fired = [*state.open.fired, *actions]
+            await _store_state(db, job, state)
+
+    # one per movement, across its nudges and a resume: each threshold fires once
     context = MovementContext(
         deps.settings,
         job_database(deps, job),
@@ -188,6 +194,8 @@ async def run_movement(
         movement=movement.name,
         store=store,
         force=force,
+        fired=state.open.fired if state.open is not None else (),
+        remember=remember,
     )
     for nudge in range(NUDGES + 1):
         config = TurnConfig(

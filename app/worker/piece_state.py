@@ -19,6 +19,9 @@ class OpenMovement:
 
     movement: str
     segment: int
+    # the context thresholds already fired in it, written with their events, so a
+    # resumed movement does not record (or act on) the same threshold again
+    fired: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -45,7 +48,7 @@ class PieceState:
             visited=list(data.get("visited", [])),
             children=list(data.get("children", [])),
             movements_run=int(data.get("movements_run", len(data.get("visited", [])))),
-            open=OpenMovement(**opened) if isinstance(opened, dict) else None,
+            open=_open(opened) if isinstance(opened, dict) else None,
             chat_segment=data.get("chat_segment"),
             last_segment=data.get("last_segment"),
             git_excerpt=data.get("git_excerpt"),
@@ -60,7 +63,11 @@ class PieceState:
             "movements_run": self.movements_run,
             "open": None
             if self.open is None
-            else {"movement": self.open.movement, "segment": self.open.segment},
+            else {
+                "movement": self.open.movement,
+                "segment": self.open.segment,
+                "fired": self.open.fired,
+            },
             "chat_segment": self.chat_segment,
             "last_segment": self.last_segment,
             "git_excerpt": self.git_excerpt,
@@ -74,6 +81,13 @@ class PieceState:
     def delivered(self, movement: str) -> None:
         """The movement ended: the feedback it was shown is spent."""
         self.feedback.pop(movement, None)
+
+
+def _open(data: dict[str, Any]) -> OpenMovement:
+    # rows written before the fired thresholds were kept have none
+    return OpenMovement(
+        str(data["movement"]), int(data["segment"]), [str(a) for a in data.get("fired", [])]
+    )
 
 
 def _entry(value: Any) -> dict[str, str]:

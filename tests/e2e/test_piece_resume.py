@@ -3,7 +3,8 @@
 Before, the job's step restarted from its prompt and the first tool call was left
 without a result, while the Bash child it had started finished its side effect anyway.
 Now the command dies with its worker, and the next worker continues the open movement
-from the log: the call gets the `interrupted` result and the model goes on from there.
+from the log: the call gets the `interrupted` result and the model goes on from there,
+with the context thresholds it had already crossed still counted as fired.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import StrataProcesses
-from tests.fakes.messages_api import FakeMessagesAPI, tool_use
+from tests.e2e.sse import SSEvent, read_sse
+from tests.fakes.messages_api import FakeMessagesAPI, count_tokens, tool_use
 from tests.support.chat import wait_job
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
@@ -85,3 +87,62 @@ async def test_a_tool_cut_off_by_a_crash_is_interrupted_and_the_movement_goes_on
         assert time.monotonic() < deadline, "the command outlived its worker"
         await asyncio.sleep(0.05)
     assert not (output / "after").exists()
+
+
+WIDE_STEP = """\
+name: wide-step
+system: |
+  {system}
+movements:
+  - name: only
+    instruction: Run the command.
+    allowed_tools: [Bash]
+    transitions: [COMPLETE]
+"""
+
+
+async def test_a_resumed_movement_records_each_context_threshold_once(
+    strata_procs: StrataProcesses, fake_llm: FakeMessagesAPI, tmp_path: Path
+) -> None:
+    """One context event per threshold per movement, a crash included: the thresholds
+    a movement crossed are kept with their events, so the worker that resumes it does
+    not record the 70% warning a second time."""
+    window = 10_000
+    system = "You follow the rules below exactly. " + "rule " * 5_700  # ~72% of the window
+    pieces = tmp_path / "pieces"
+    pieces.mkdir()
+    (pieces / "wide-step.yaml").write_text(WIDE_STEP.format(system=system))
+    env = {
+        "STRATA_PIECES_DIR": str(pieces),
+        "STRATA_BASH_TOOL_ENABLED": "true",
+        "STRATA_CONTEXT_WINDOW_TOKENS": str(window),
+    }
+    fake_llm.context_window_tokens = window
+    fake_llm.reply(tool_use("Bash", {"command": COMMAND}))  # worker A is killed during it
+    fake_llm.reply(tool_use("transition", {"next_step": "COMPLETE", "summary": "went on"}))
+    worker_a = strata_procs.worker("a", **env)
+    api = strata_procs.serve(run_worker_in_server=False, **env)
+
+    async with api.client() as client:
+        created = await client.post("/jobs", json={"instruction": "Go.", "piece": "wide-step"})
+        job_id = created.json()["id"]
+        output = tmp_path / "data" / "workspaces" / job_id / "output"
+        deadline = time.monotonic() + 60
+        while not (output / "started").exists():
+            assert time.monotonic() < deadline, strata_procs.logs()
+            await asyncio.sleep(0.02)
+
+        assert worker_a.kill() == -signal.SIGKILL
+        strata_procs.worker("b", **env)
+        job = await wait_job(client, job_id, seconds=90)
+        kinds = []
+        async with client.stream("GET", f"/jobs/{job_id}/events") as stream:
+            async for event in read_sse(stream):  # an ended job's stream replays, then ends
+                if isinstance(event, SSEvent) and event.event.startswith("context."):
+                    kinds.append(event.event)
+
+    assert job["status"] == "succeeded", job
+    assert job["attempts"] == 2
+    assert len(fake_llm.requests) == 2  # both over the 70% warning
+    assert all(0.7 <= count_tokens(r.body) / window < 0.85 for r in fake_llm.requests)
+    assert kinds == ["context.warn"]

@@ -116,6 +116,13 @@ def test_each_action_fires_once_per_movement() -> None:
     assert cm.check(0).crossed == ()
 
 
+def test_actions_fired_before_a_resume_do_not_fire_again() -> None:
+    cm = measured(960)
+    cm.already_fired(["warn", "prompt", "not-an-action"])
+    assert list(cm.check(0).crossed) == ["force_transition"]
+    assert cm.fired == frozenset({"warn", "prompt", "force_transition"})
+
+
 def test_a_restart_forgets_the_measure_and_fires_again() -> None:
     cm = measured(800)
     assert list(cm.check(0).crossed) == ["warn"]

@@ -20,7 +20,7 @@ from app.engine.pieces import (
     Piece,
     load_catalog,
 )
-from app.worker.piece_state import PieceState, capped, lessons_text
+from app.worker.piece_state import OpenMovement, PieceState, capped, lessons_text
 
 
 def movement(name: str, **fields: Any) -> dict[str, Any]:
@@ -389,3 +389,17 @@ def test_state_written_before_feedback_named_its_source_still_loads() -> None:
 
     assert state.feedback["work"] == [{"movement": "a later step", "text": "old style"}]
     assert state.movements_run == 2
+
+
+def test_an_open_movement_keeps_the_context_thresholds_it_fired() -> None:
+    state = PieceState(open=OpenMovement("work", 3, ["warn"]))
+
+    again = PieceState.load(state.dump())
+
+    assert again.open == OpenMovement("work", 3, ["warn"])
+
+
+def test_an_open_movement_stored_before_thresholds_were_kept_has_none_fired() -> None:
+    state = PieceState.load({"open": {"movement": "work", "segment": 3}})
+
+    assert state.open == OpenMovement("work", 3, [])
