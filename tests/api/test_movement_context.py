@@ -75,13 +75,14 @@ async def test_parallel_reads_share_one_result_budget_and_each_says_how_to_read_
     assert count_tokens(second) < 0.99 * window
 
 
-async def test_a_movement_offering_the_task_tools_gets_the_reminder_at_the_ninth_request(
+async def test_a_movement_offering_the_task_tools_gets_the_reminder_at_9_and_again_at_17(
     piece_settings: Callable[..., Settings], pieces_dir: Path, fake_llm: FakeMessagesAPI
 ) -> None:
     """Defect 5: a movement offered the task tools ran 12 requests without a reminder.
-    With the seed's N = M = 8 it comes at request 9, and the counters are the session's."""
+    With the seed's N = M = 8 it comes at request 9, then every 8 (17), and the counters
+    are the session's."""
     (pieces_dir / "reader.yaml").write_text(READER)
-    for _ in range(11):
+    for _ in range(19):
         fake_llm.reply(tool_use("Read", {"path": "input/none.txt"}))
     fake_llm.reply(transition("COMPLETE", "done"))
 
@@ -98,9 +99,9 @@ async def test_a_movement_offering_the_task_tools_gets_the_reminder_at_the_ninth
 
     assert job["status"] == "succeeded"
     reminded = [n for n, r in enumerate(fake_llm.requests, 1) if TAG in json.dumps(r.body)]
-    assert reminded == [9]
+    assert reminded == [9, 17]
     assert "- taskid 1 [pending] read the input" in json.dumps(fake_llm.requests[8].body)
-    assert counters == (12, 0, 9)
+    assert counters == (20, 0, 17)
 
 
 NUDGED = """\

@@ -299,6 +299,26 @@ async def test_a_request_the_sdk_retries_carries_its_reminder_again_and_counts_i
     assert await _counters(agent_app, session_id) == (10, 0, 9)
 
 
+async def test_a_reminder_due_while_the_models_own_task_list_is_in_the_request_is_skipped(
+    agent_client: httpx.AsyncClient, agent_app: FastAPI, fake_llm: FakeMessagesAPI
+) -> None:
+    """The model read its list with TaskList at request 8 (a read, not a write): requests
+    9 and 17 already carry that list since the user's message, so neither repeats it in a
+    reminder, and each counts as shown for the timing."""
+    session_id = await new_session(agent_client)
+    await _task(agent_client, session_id, "write the parser")
+    _script_echoes(fake_llm, 7, final=None)  # requests 1..7
+    fake_llm.reply(tool_use("TaskList", {}))  # request 8
+    _script_echoes(fake_llm, 12)  # requests 9..20 echo, 21 answers
+
+    await _turn(agent_client, session_id, "work")
+
+    assert len(fake_llm.requests) == 21
+    assert "write the parser" in json.dumps(fake_llm.requests[8].messages[-1])  # its result
+    assert _reminded(fake_llm.requests) == []
+    assert await _counters(agent_app, session_id) == (21, 0, 17)
+
+
 async def test_the_reminder_has_one_line_per_task_plurals_and_a_closing_line(
     agent_client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
 ) -> None:
