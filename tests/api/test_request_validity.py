@@ -1,5 +1,5 @@
 """Property: whatever a chat does — text answers, parallel tool calls with large
-results, task writes, usage that jumps, REST task changes, compactions by hand or
+results, `Detail` look-ups of the whole session so far, task writes, usage that jumps, REST task changes, compactions by hand or
 forced by the window — every request Strata sends is one the real Messages API accepts,
 and under 99% of the window.
 
@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from app.engine.compaction import SUMMARY_SYSTEM
 from app.settings import Settings
+from app.tools.detail import detail_tool
 from tests.fakes.messages_api import Block, FakeMessagesAPI, Step, count_tokens, reply, tool_use
 from tests.support.apps import serve
 from tests.support.chat import assert_log_consistent, items, new_session
@@ -38,12 +39,14 @@ def _call(kind: str, size: int) -> Block:
         return tool_use("TaskCreate", {"subject": f"task of {size}"})
     if kind == "update":
         return tool_use("TaskUpdate", {"taskid": 1, "status": "inprogress"})
+    if kind == "detail":  # every earlier turn of the day: tool outputs of thousands of chars
+        return tool_use("Detail", {"time": "00:00-23:59", "offset": size if size > 300 else 0})
     return tool_use("TaskList", {})
 
 
 CALLS = st.lists(
     st.tuples(
-        st.sampled_from(["echo", "repeat", "create", "update", "list"]),
+        st.sampled_from(["echo", "repeat", "create", "update", "list", "detail"]),
         st.integers(min_value=1, max_value=400),
     ),
     min_size=1,
@@ -81,8 +84,10 @@ async def validity_client(
         reminder_requests_between_reminders=2,
         tool_result_min_tokens=100,
     )
+    tools = agent_tools()
+    tools.register(detail_tool())
     # one app for all the examples: each draws a session of its own
-    async with serve(built, tools=agent_tools()) as (_, client):
+    async with serve(built, tools=tools) as (_, client):
         yield client
 
 
@@ -136,6 +141,7 @@ async def test_every_request_is_valid_and_under_the_window(
     for what, seen in [
         ("a compaction", any(SUMMARY_SYSTEM in text for text in sent)),
         ("a cut tool result", any("[Output truncated" in text for text in sent)),
+        ("a paged Detail", any("call Detail with time=" in text for text in sent)),
         ("a reminder", any("<system-reminder>" in text for text in sent)),
     ]:
         event(f"{what}: {'yes' if seen else 'no'}")
