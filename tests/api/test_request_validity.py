@@ -1,7 +1,7 @@
 """Property: whatever a chat does — text answers, parallel tool calls with large
-results, `Detail` look-ups of the whole session so far, task writes, usage that jumps, REST task changes, compactions by hand or
-forced by the window — every request Strata sends is one the real Messages API accepts,
-and under 99% of the window.
+results, `Detail` look-ups of the whole session so far, task writes, usage that jumps,
+REST task changes, compactions by hand or forced by the window — every request Strata
+sends is one the real Messages API accepts, and under 99% of the window.
 
 Hypothesis draws the sessions; the validating fake judges every request (shape,
 pairing, tools, size as it counts tokens) and the test adds the 99% bound. A turn may
