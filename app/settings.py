@@ -46,6 +46,9 @@ class Settings(BaseSettings):
     sqlite_busy_timeout_ms: int = 5000
     # reads run on the event loop; in WAL mode they wait only in rare moments (recovery)
     sqlite_read_busy_timeout_ms: int = 100
+    # read connections kept open (SQLite): each read unit in progress holds one, and one
+    # opened past these is closed after use, which costs more than the read itself
+    sqlite_read_connections: int = Field(default=32, ge=1)
     # write units of work queued together are committed by one transaction (group commit)
     db_write_batch_max: int = 64
     # a request that meets a locked or unreachable database gets 503 with this Retry-After

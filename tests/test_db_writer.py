@@ -157,3 +157,25 @@ async def test_reads_never_wait_behind_the_writer(database: Database) -> None:
 
     assert seen == 1  # the snapshot before the uncommitted write
     assert await count_sessions(database) == 2
+
+
+@pytest.mark.sqlite_only
+async def test_sqlite_keeps_its_read_connections_open_between_reads(make_settings: Any) -> None:
+    """A runner of many jobs reads concurrently; with SQLAlchemy's pool of 5, every read
+    past the fifth opened a connection (and ran its pragmas) and closed it after use."""
+    database = Database(make_settings(sqlite_read_connections=12))
+    release = asyncio.Event()
+
+    async def read_and_wait() -> None:
+        async with database.read() as db:
+            await db.exec(select(func.count()).select_from(Session))
+            await release.wait()
+
+    try:
+        readers = [asyncio.create_task(read_and_wait()) for _ in range(12)]
+        await asyncio.sleep(0.05)
+        release.set()
+        await asyncio.gather(*readers)
+        assert database.engine.sync_engine.pool.checkedin() == 12  # type: ignore[attr-defined]
+    finally:
+        await database.dispose()

@@ -111,7 +111,12 @@ def install_sqlite_hooks(engine: AsyncEngine, busy_timeout_ms: int) -> None:
 
 
 def direct_engine(
-    path: str, setup: Callable[[Any], None], stats: DbStats, *, write: bool
+    path: str,
+    setup: Callable[[Any], None],
+    stats: DbStats,
+    *,
+    write: bool,
+    read_connections: int = 1,
 ) -> AsyncEngine:
     """An engine of direct `sqlite3` connections (`app.db.sqlite_direct`), which run each
     statement at once on the calling thread: no thread hand-off per call.
@@ -124,10 +129,13 @@ def direct_engine(
     the loop anyway). Their transactions begin with a plain `BEGIN`."""
     # the URL names no file (the creator opens it), which SQLAlchemy would take for
     # an in-memory database and give one shared connection: say which pool
+    pool: dict[str, Any] = (
+        {"poolclass": StaticPool}
+        if write
+        else {"poolclass": AsyncAdaptedQueuePool, "pool_size": read_connections}
+    )
     engine = create_async_engine(
-        "sqlite+aiosqlite://",
-        async_creator=direct_connector(path, setup),
-        poolclass=StaticPool if write else AsyncAdaptedQueuePool,
+        "sqlite+aiosqlite://", async_creator=direct_connector(path, setup), **pool
     )
     begin = "BEGIN IMMEDIATE" if write else "BEGIN"
 
@@ -202,7 +210,13 @@ class Database:
         if self.is_sqlite:
             path = make_url(settings.database_url).database or ":memory:"
             reads = sqlite_setup(settings.sqlite_read_busy_timeout_ms)
-            self.engine = direct_engine(path, reads, self.stats, write=False)
+            self.engine = direct_engine(
+                path,
+                reads,
+                self.stats,
+                write=False,
+                read_connections=settings.sqlite_read_connections,
+            )
             writes = sqlite_setup(settings.sqlite_busy_timeout_ms)
             self._writer = SqliteWriter(
                 lambda: direct_engine(path, writes, self.stats, write=True),
