@@ -115,6 +115,9 @@ class Settings(BaseSettings):
     # --- task reminder (seed 000) -------------------------------------------
     reminder_requests_since_task_write: int = 8  # N
     reminder_requests_between_reminders: int = 8  # M
+    # a rebuild of the task list in a write that replayed more task operations than this
+    # leaves a checkpoint, where the next rebuild starts (a rebuild stays well under 0.5 s)
+    task_checkpoint_ops: int = Field(default=1_000, ge=1)
 
     # --- layered memory (seed 003) ------------------------------------------
     memory_l2_window_turns: int = 20

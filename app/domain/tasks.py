@@ -4,7 +4,8 @@ There is no task table: a store is what replaying the session's TaskCreate /
 TaskUpdate calls (and REST task events) in log order produces. Every live
 operation goes through the same `apply`, so live and replayed stores cannot
 disagree. An operation whose arguments no longer validate (an old log format)
-is skipped on replay, as the seed allows.
+is skipped on replay, as the seed allows. A long log is replayed from a snapshot of
+the store part-way through it (`snapshot` / `restore`), which gives the same store.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ TaskStatus = Literal["pending", "inprogress", "completed", "deleted"]
 ACTIVE_STATUSES: frozenset[str] = frozenset({"pending", "inprogress"})
 TaskOpName = Literal["TaskCreate", "TaskUpdate"]
 TASK_WRITE_TOOLS: frozenset[str] = frozenset({"TaskCreate", "TaskUpdate"})
+SNAPSHOT_VERSION = 1
 
 
 class TaskError(Exception):
@@ -124,15 +126,40 @@ class TaskStore:
     def active(self) -> list[Task]:
         return [t for t in self._tasks.values() if t.status in ACTIVE_STATUSES]
 
+    # --- snapshots ----------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """The store as JSON, for `restore`."""
+        return {
+            "version": SNAPSHOT_VERSION,
+            "next_id": self._next_id,
+            "tasks": [task.model_dump(mode="json") for task in self._tasks.values()],
+        }
+
+    @classmethod
+    def restore(cls, data: dict[str, Any]) -> TaskStore | None:
+        """The store a `snapshot` was taken of; None for one this code cannot read (of
+        another version, or damaged), which the caller replays instead."""
+        if data.get("version") != SNAPSHOT_VERSION:
+            return None
+        store = cls()
+        try:
+            tasks = [Task.model_validate(task) for task in data["tasks"]]
+            store._next_id = int(data["next_id"])
+        except (KeyError, TypeError, ValueError):  # ValidationError is a ValueError
+            return None
+        store._tasks = {task.taskid: task for task in tasks}
+        return store
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, TaskStore) and self.all() == other.all()
 
     __hash__ = None  # type: ignore[assignment]
 
 
-def replay(ops: Iterable[TaskOp]) -> TaskStore:
-    """The store the operations produce; unreadable or refused ones are skipped."""
-    store = TaskStore()
+def replay(ops: Iterable[TaskOp], start: TaskStore | None = None) -> TaskStore:
+    """The store the operations produce (applied to `start`, changed in place, if
+    given); unreadable or refused ones are skipped."""
+    store = TaskStore() if start is None else start
     for op in ops:
         store.apply_or_skip(op)
     return store

@@ -3,16 +3,28 @@
 A write locks the session, replays, applies and appends in one transaction, so
 concurrent writers (the agent's tools, REST clients) are serialized and every
 effect is exactly the operation the log records.
+
+A rebuild starts from the session's checkpoint (`TaskCheckpoint`: the store as
+replaying the log up to one `seq` gave it) and replays only the task items after it.
+A write transaction whose rebuild replayed more than `task_checkpoint_ops` operations
+leaves a new checkpoint, so no rebuild replays much more than that, however long the
+log. The log stays the truth: a checkpoint is what replaying it gives, and one that
+cannot be read is ignored (the log is replayed whole).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import orjson
 from pydantic import ValidationError
+from sqlalchemy import Text, bindparam, cast, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from app.db.models import TaskCheckpoint
+from app.db.prepared import Prepared
 from app.db.repositories.items import ItemRepository
 from app.db.repositories.sessions import SessionRepository
 from app.db.types import utcnow
@@ -100,14 +112,88 @@ def task_op_of_payload(payload: ItemPayload) -> TaskOp | None:
 async def task_ops(db: AsyncSession, session_id: str, *, after_seq: int = 0) -> list[TaskOp]:
     """The session's task operations in log order (after `after_seq`): REST events and
     successful tool calls."""
-    rows = await ItemRepository(db).by_tool_names(
+    rows = await _task_items(db, session_id, after_seq)
+    return [op for row in rows if (op := task_op_of(row.kind, row.payload, row.created_at))]
+
+
+async def _task_items(db: AsyncSession, session_id: str, after_seq: int) -> list[Any]:
+    return await ItemRepository(db).by_tool_names(
         session_id, sorted(TASK_WRITE_TOOLS), after_seq=after_seq
     )
-    return [op for row in rows if (op := task_op_of(*row)) is not None]
+
+
+@dataclass(frozen=True)
+class Rebuilt:
+    """A store as of the log's `seq`, holding `ops` task items; `replayed` of them were
+    replayed now (the others came from the checkpoint)."""
+
+    store: TaskStore
+    seq: int
+    ops: int
+    replayed: int
+
+
+_T = TaskCheckpoint.__table__  # type: ignore[attr-defined]
+_CHECKPOINT = Prepared(
+    select(_T.c.seq, _T.c.ops, cast(_T.c.state, Text)).where(
+        _T.c.session_id == bindparam("t_session")
+    )
+)
+
+
+async def rebuild(db: AsyncSession, session_id: str) -> Rebuilt:
+    """The session's store: its checkpoint, and the task items after it replayed."""
+    store, seq, ops = TaskStore(), 0, 0
+    rows = (await _CHECKPOINT.execute(db, {"t_session": session_id})).rows
+    if rows:
+        kept_seq, kept_ops, state = rows[0]
+        restored = TaskStore.restore(_json_object(state))
+        if restored is not None:
+            store, seq, ops = restored, kept_seq, kept_ops
+    items = await _task_items(db, session_id, seq)
+    replay((op for r in items if (op := task_op_of(r.kind, r.payload, r.created_at))), store)
+    last = items[-1].seq if items else seq
+    return Rebuilt(store, last, ops + len(items), len(items))
+
+
+def _json_object(text: Any) -> dict[str, Any]:
+    try:
+        value = orjson.loads(text) if isinstance(text, str | bytes) else text
+    except orjson.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 async def load_store(db: AsyncSession, session_id: str) -> TaskStore:
-    return replay(await task_ops(db, session_id))
+    return (await rebuild(db, session_id)).store
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    seq: int
+    ops: int
+    state: dict[str, Any]
+
+
+def checkpoint_of(rebuilt: Rebuilt, every: int) -> Checkpoint | None:
+    """The checkpoint a rebuild that replayed more than `every` operations leaves, taken
+    now (the store may change in memory before it is written); None when it is not due."""
+    if rebuilt.replayed <= every:
+        return None
+    return Checkpoint(rebuilt.seq, rebuilt.ops, rebuilt.store.snapshot())
+
+
+async def keep_checkpoint(db: AsyncSession, session_id: str, checkpoint: Checkpoint) -> None:
+    """In a write transaction that holds the session's row (it appended, or locked it):
+    make `checkpoint` the session's, unless it has a later one."""
+    current = await db.get(TaskCheckpoint, session_id)
+    if current is not None and current.seq >= checkpoint.seq:
+        return
+    row = current or TaskCheckpoint(session_id=session_id, seq=0, ops=0, state={})
+    row.seq, row.ops, row.state = checkpoint.seq, checkpoint.ops, checkpoint.state
+    row.created_at = utcnow()
+    db.add(row)
+    await db.flush()
 
 
 # --- REST -------------------------------------------------------------------
@@ -128,13 +214,22 @@ async def get_task(db: AsyncSession, tenant: str, session_id: str, taskid: int) 
 
 
 async def change_task(
-    db: AsyncSession, tenant: str, session_id: str, op: str, args: dict[str, Any]
+    db: AsyncSession,
+    tenant: str,
+    session_id: str,
+    op: str,
+    args: dict[str, Any],
+    *,
+    checkpoint_every: int,
 ) -> Task:
     """A REST create or update: recorded as a task event (origin api) that replay applies.
     It counts as a task write for the reminder's timing (the agent reads of it in the
     task note the event becomes)."""
     await get_session(db, tenant, session_id, lock=True)
-    store = await load_store(db, session_id)
+    rebuilt = await rebuild(db, session_id)
+    if (due := checkpoint_of(rebuilt, checkpoint_every)) is not None:
+        await keep_checkpoint(db, session_id, due)
+    store = rebuilt.store
     # the operation and its item carry the same moment, so the task answered here is
     # exactly what replaying the log will give, timestamps included
     now = utcnow()

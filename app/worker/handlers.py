@@ -127,7 +127,9 @@ async def _start_turn(deps: Deps, job: Job) -> Session:
 
 async def run_chat(deps: Deps, job: Job) -> Outcome:
     session = await _start_turn(deps, job)
-    held = JobSession(job_database(deps, job), job)
+    held = JobSession(
+        job_database(deps, job), job, checkpoint_every=deps.settings.task_checkpoint_ops
+    )
     store = DbTurnStore(held)
     tool_names = session_tools(deps, session)
     config = TurnConfig(

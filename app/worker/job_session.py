@@ -9,7 +9,8 @@ and was its cancel asked. Only when the log moved is anything else read.
 
 The log stays the truth: whenever the job's picture may be off (its own write landed
 after someone else's, or a write failed half-way in memory), the picture is dropped
-and read again whole.
+and read again whole. A load that replayed a long stretch of task operations leaves a
+task checkpoint (`app.services.tasks`), written with the job's next append.
 """
 
 from __future__ import annotations
@@ -23,13 +24,19 @@ from app.domain.items import ItemPayload
 from app.domain.reminder import ReminderState
 from app.domain.tasks import TaskStore
 from app.services.items import segment_tail
-from app.services.tasks import load_store, task_op_of_payload, task_ops
+from app.services.tasks import Checkpoint, checkpoint_of, rebuild, task_op_of_payload, task_ops
 
 
 class JobSession:
-    def __init__(self, database: UnitsOfWork, job: Job) -> None:
+    def __init__(
+        self, database: UnitsOfWork, job: Job, *, checkpoint_every: int | None = None
+    ) -> None:
+        """`checkpoint_every`: see `checkpoint_of` (None: this job leaves none)."""
         self.database = database
         self.job = job
+        self.checkpoint_every = checkpoint_every
+        # a task checkpoint due from the last load, for the next append to write
+        self.checkpoint: Checkpoint | None = None
         self.segment_no: int | None = None
         self.last_seq = 0
         self.items: list[ItemPayload] = []
@@ -56,7 +63,10 @@ class JobSession:
 
     async def _catch_up(self, db: AsyncSession, segment: int, last_seq: int) -> None:
         if not self._tasks_loaded:
-            self.tasks = await load_store(db, self.job.session_id)
+            rebuilt = await rebuild(db, self.job.session_id)
+            self.tasks = rebuilt.store
+            if self.checkpoint_every is not None:
+                self.checkpoint = checkpoint_of(rebuilt, self.checkpoint_every)
         else:
             for op in await task_ops(db, self.job.session_id, after_seq=self.last_seq):
                 self.tasks.apply_or_skip(op)

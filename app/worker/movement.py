@@ -170,7 +170,9 @@ async def run_movement(
     start = await begin(deps, job, piece, movement, state, workspace)
     gateway = MovementGateway(deps, job, piece, movement, state)
     names = _tool_names(deps, piece, movement)
-    held = JobSession(job_database(deps, job), job)
+    held = JobSession(
+        job_database(deps, job), job, checkpoint_every=deps.settings.task_checkpoint_ops
+    )
     store = DbTurnStore(held)
     ctx = tool_context(deps, held, piece=gateway, workspace=workspace)
     reminders = [TaskReminder(deps.settings, store)] if TASK_WRITE_TOOLS & set(names) else []

@@ -20,6 +20,7 @@ from app.engine.tools import ToolOutput
 from app.services.events import record_event
 from app.services.items import append_item
 from app.services.live import LiveHub
+from app.services.tasks import keep_checkpoint
 from app.worker.job_session import JobSession
 
 
@@ -57,6 +58,7 @@ class DbTurnStore:
         results); `usage` is the response's, counted with it."""
         job = self.job
         reminded, self.reminder_pending = self.reminder_pending, False
+        checkpoint = self.session.checkpoint
 
         async def work(db: AsyncSession) -> list[int]:
             seqs = []
@@ -79,6 +81,8 @@ class DbTurnStore:
             if usage is not None:
                 await JobRepository(db).add_usage(job.id, usage)
                 await record_event(db, job.session_id, "usage", usage.model_dump(), job_id=job.id)
+            if checkpoint is not None:  # after the appends, which hold the session's row
+                await keep_checkpoint(db, job.session_id, checkpoint)
             return seqs
 
         try:
@@ -86,6 +90,8 @@ class DbTurnStore:
         except BaseException:
             self.session.invalidate()
             raise
+        if checkpoint is self.session.checkpoint:
+            self.session.checkpoint = None
         for seq, payload in zip(seqs, payloads, strict=True):
             self.session.appended(seq, payload)
 

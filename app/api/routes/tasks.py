@@ -10,6 +10,7 @@ from app.api.deps import (
     DatabaseDep,
     IdempotencyDep,
     SessionDep,
+    SettingsDep,
     write_once,
 )
 from app.api.errors import problem_responses
@@ -46,13 +47,17 @@ async def create_task(
     database: DatabaseDep,
     tenant: CurrentTenant,
     idempotency: IdempotencyDep,
+    settings: SettingsDep,
 ) -> object:
     args = body.model_dump()
+    every = settings.task_checkpoint_ops
     return await write_once(
         database,
         idempotency,
         201,
-        lambda db: service.change_task(db, tenant, session_id, "TaskCreate", args),
+        lambda db: service.change_task(
+            db, tenant, session_id, "TaskCreate", args, checkpoint_every=every
+        ),
         location=lambda task: f"/sessions/{session_id}/tasks/{task['taskid']}",
     )
 
@@ -89,8 +94,12 @@ async def update_task(
     body: TaskPatch,
     database: DatabaseDep,
     tenant: CurrentTenant,
+    settings: SettingsDep,
 ) -> Task:
     args = {"taskid": taskid, **body.model_dump(exclude_none=True)}
+    every = settings.task_checkpoint_ops
     return await database.write(
-        lambda db: service.change_task(db, tenant, session_id, "TaskUpdate", args)
+        lambda db: service.change_task(
+            db, tenant, session_id, "TaskUpdate", args, checkpoint_every=every
+        )
     )

@@ -7,6 +7,7 @@ from app.db.models.item import Item
 from app.db.models.job import Job
 from app.db.models.memory import MemoryDetail, MemoryTurn
 from app.db.models.session import Session
+from app.db.models.task_checkpoint import TaskCheckpoint
 from app.db.models.webhook import (
     IdempotencyKey,
     WebhookAttempt,
@@ -24,6 +25,7 @@ __all__ = [
     "MemoryDetail",
     "MemoryTurn",
     "Session",
+    "TaskCheckpoint",
     "WebhookAttempt",
     "WebhookDelivery",
     "WebhookSubscription",

@@ -18,11 +18,13 @@ from app.db.prepared import Prepared
 
 
 class ItemRecord(NamedTuple):
-    """What replay needs of an item: its kind, its payload as stored, and when it was made."""
+    """What replay needs of an item: its kind, its payload as stored, when it was made,
+    and where it is in the log."""
 
     kind: str
     payload: dict[str, Any]
     created_at: datetime
+    seq: int
 
 
 def _parse_json(text: str) -> Any:
@@ -126,8 +128,8 @@ class ItemRepository:
             query = query.where(col(Item.seq) > after_seq)
         rows = sorted((await self.db.exec(query)).all(), key=itemgetter(0))
         return [
-            ItemRecord(kind, _parse_json(payload), created_at)
-            for _, kind, payload, created_at in rows
+            ItemRecord(kind, _parse_json(payload), created_at, seq)
+            for seq, kind, payload, created_at in rows
         ]
 
     async def of_turns(self, session_id: str, turns: Sequence[int]) -> list[ItemRow]:
