@@ -115,6 +115,11 @@ class Settings(BaseSettings):
     # --- task reminder (seed 000) -------------------------------------------
     reminder_requests_since_task_write: int = 8  # N
     reminder_requests_between_reminders: int = 8  # M
+    # the reminder's task lines at most, in characters (a longer list ends saying how many
+    # active tasks it leaves out): everything that enters a request has a budget
+    reminder_max_chars: int = Field(default=4_000, ge=200)
+    # the task list a compacted segment opens with, and a movement's prompt carries
+    task_snapshot_max_chars: int = Field(default=8_000, ge=200)
     # a rebuild of the task list in a write that replayed more task operations than this
     # leaves a checkpoint, where the next rebuild starts (a rebuild stays well under 0.5 s)
     task_checkpoint_ops: int = Field(default=1_000, ge=1)

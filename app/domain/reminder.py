@@ -7,7 +7,8 @@ that may carry a reminder is k + N + 1; after a reminder in request r, the next 
 r + M at the earliest. Nothing fires while no task is active.
 
 The reminder lists one line per active task; a subject's line breaks are written as
-escapes (`\\n`), so no subject can add a line of its own to the reminder.
+escapes (`\\n`), so no subject can add a line of its own to the reminder. Its task
+lines are held to a budget: past it, one line says how many active tasks it leaves out.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.domain.tasks import Task
+from app.domain.tasks import OMITTED_LINE_CHARS, Task
 
 OPEN_TAG = "<system-reminder>"
 CLOSE_TAG = "</system-reminder>"
@@ -64,8 +65,21 @@ def one_line(text: str) -> str:
     return _LINE_BREAK.sub(lambda m: _LINE_BREAKS[m.group()], text)
 
 
-def reminder_text(active: Sequence[Task]) -> str:
-    lines = "\n".join(f"- taskid {t.taskid} [{t.status}] {one_line(t.subject)}" for t in active)
+def reminder_text(active: Sequence[Task], max_chars: int | None = None) -> str:
+    """The reminder listing `active`; its task lines take at most `max_chars`."""
+    listed: list[str] = []
+    used = 0
+    room = None if max_chars is None else max(0, max_chars - OMITTED_LINE_CHARS)
+    for task in active:
+        line = f"- taskid {task.taskid} [{task.status}] {one_line(task.subject)}"
+        if room is not None and used + len(line) + 1 > room:
+            left = len(active) - len(listed)
+            noun = "task" if left == 1 else "tasks"
+            listed.append(f"- … and {left} more active {noun} (TaskList shows every task)")
+            break
+        listed.append(line)
+        used += len(line) + 1
+    lines = "\n".join(listed)
     one = len(active) == 1
     count = "1 active task that has" if one else f"{len(active)} active tasks that have"
     current = "it is" if one else "they are"

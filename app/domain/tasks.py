@@ -185,14 +185,51 @@ def render_summary(store: TaskStore) -> str:
     return f"{head}\n{brief}" if brief else head
 
 
-def render_snapshot(store: TaskStore) -> str:
-    """Every task, every status, with descriptions: what survives a compaction."""
+def render_snapshot(store: TaskStore, max_chars: int | None = None) -> str:
+    """Every task, every status, with descriptions: what survives a compaction.
+
+    It enters requests whole (a compacted segment's opening, a movement's prompt), so it
+    is held to `max_chars`: a list too long for it shows the active tasks first, each
+    description cut to one short line, and ends saying how many tasks it leaves out."""
     tasks = store.all()
     if not tasks:
         return "The task list is empty."
-    return "\n".join(render_task(t) for t in tasks)
+    whole = "\n".join(render_task(t) for t in tasks)
+    if max_chars is None or len(whole) <= max_chars:
+        return whole
+    first = sorted(tasks, key=lambda t: t.status not in ACTIVE_STATUSES)  # stable
+    room = max(0, max_chars - OMITTED_LINE_CHARS)
+    described = max(40, max_chars // 40)  # a description's share when the list is cut
+    lines: list[str] = []
+    used = 0
+    for task in first:
+        line = render_task(_cut_description(task, described))
+        if used + len(line) + 1 > room:
+            break
+        lines.append(line)
+        used += len(line) + 1
+    left = first[len(lines) :]
+    active = sum(1 for t in left if t.status in ACTIVE_STATUSES)
+    lines.append(
+        f"… and {len(left)} more {'task' if len(left) == 1 else 'tasks'} ({active} active) "
+        "not shown here; TaskGet shows a task in full."
+    )
+    return "\n".join(lines)
 
 
-def render_task_list(store: TaskStore) -> str:
-    """What TaskList answers: the snapshot and the counts."""
-    return f"{render_snapshot(store)}\n\n{render_summary(store).splitlines()[0]}"
+OMITTED_LINE_CHARS = 120
+"""Room kept at the end of a cut list (or reminder) for the line saying what it left out."""
+
+
+def _cut_description(task: Task, limit: int) -> Task:
+    first_line = task.description.split("\n", 1)[0]
+    if len(first_line) > limit:
+        first_line = first_line[: limit - 1] + "…"
+    if first_line == task.description:
+        return task
+    return task.model_copy(update={"description": first_line})
+
+
+def render_task_list(store: TaskStore, max_chars: int | None = None) -> str:
+    """What TaskList answers: the snapshot (held to `max_chars`) and the counts."""
+    return f"{render_snapshot(store, max_chars)}\n\n{render_summary(store).splitlines()[0]}"

@@ -53,7 +53,8 @@ async def compact_session(
     async with database.read() as db:
         session = await get_session(db, tenant, session_id)
         items = await segment_payloads(db, session_id, session.current_segment)
-        snapshot = render_snapshot(await load_store(db, session_id))
+        store = await load_store(db, session_id)
+        snapshot = render_snapshot(store, settings.task_snapshot_max_chars)
     request = fitted_summary_request(settings, items, snapshot)
     summary = await _summarize(llm, request, settings.summary_retries)
     if summary is None:
@@ -76,8 +77,10 @@ async def compact_session(
         await sessions.lock(session_id)
         store = await load_store(db, session_id)  # tasks may have changed meanwhile
         segment = await sessions.start_segment(session_id)
-        listed = render_task_list(store) if offers_task_list and store.all() else None
-        opening = opening_items(summary, render_snapshot(store), listed, new_id("toolu_strata"))
+        budget = settings.task_snapshot_max_chars
+        listed = render_task_list(store, budget) if offers_task_list and store.all() else None
+        snapshot = render_snapshot(store, budget)
+        opening = opening_items(summary, snapshot, listed, new_id("toolu_strata"))
         for payload in opening:
             await append_item(db, session_id, payload, Origin.system, turn=turn, job_id=job_id)
         await record_event(

@@ -62,7 +62,8 @@ async def movement_start(
     async with deps.database.read() as db:
         session = await db.get(Session, job.session_id)
         comments = await comments_of(db, job.id)
-        snapshot = render_snapshot(await load_store(db, job.session_id))
+        store = await load_store(db, job.session_id)
+        snapshot = render_snapshot(store, settings.task_snapshot_max_chars)
         children = await JobRepository(db).children(job.id)
     finished = [c for c in children if c.status in TERMINAL]
     await mount_subtask_outputs(workspace, [workspace_of(settings, c.id) for c in finished])

@@ -37,5 +37,6 @@ class TaskReminder:
         )
         self.store.reminder_pending = due
         if due and not task_list_in_view(session.items):
-            request.messages = with_text_for_last_user(request.messages, reminder_text(active))
+            text = reminder_text(active, self.settings.reminder_max_chars)
+            request.messages = with_text_for_last_user(request.messages, text)
         return request

@@ -136,3 +136,29 @@ async def test_automatic_compaction_at_the_force_threshold_keeps_the_turn_going(
             assert_log_consistent(log)
             tasks = (await client.get(f"/sessions/{session_id}/tasks")).json()["data"]
             assert [t["subject"] for t in tasks] == ["big job"]
+
+
+async def test_a_long_task_list_enters_the_compacted_segment_within_its_budget(
+    agent_client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
+) -> None:
+    """The snapshot and the TaskList result a compaction opens its segment with held
+    every task whole: 60 tasks with long descriptions put ~600 KB into every request after."""
+    session_id = await new_session(agent_client)
+    for n in range(60):
+        task = {"subject": f"task {n + 1}", "description": "why " * 2_500}
+        await agent_client.post(f"/sessions/{session_id}/tasks", json=task)
+    fake_llm.reply(text("SUMMARY: sixty tasks."))
+    await agent_client.post(f"/sessions/{session_id}/compact", params={"wait": "true"})
+
+    fake_llm.reply(text("On it."))
+    await agent_client.post(
+        f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": "next"}
+    )
+
+    messages = fake_llm.requests[-1].body["messages"]
+    snapshot = messages[0]["content"][1]["text"]
+    listed = messages[2]["content"][0]["content"]
+    assert len(snapshot) < 8_000 + 200  # the budget, and the note around it
+    assert "more tasks (" in snapshot and "task 1" in snapshot
+    assert len(listed) < 8_000 + 200
+    assert len(str(fake_llm.requests[-1].body)) < 40_000

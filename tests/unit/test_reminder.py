@@ -183,3 +183,24 @@ def test_a_subject_is_always_one_line_of_the_reminder(subject: str) -> None:
     lines = text.splitlines()
     assert len(lines) == 5  # tag, instruction, the task, the closing line, tag
     assert lines[2].startswith("- taskid 7 [pending] ")
+
+
+def test_a_long_task_list_is_cut_to_the_reminders_budget_saying_how_many_are_left_out() -> None:
+    active = [
+        Task(taskid=n, status="pending", subject="s" * 200, description="") for n in range(1, 501)
+    ]
+
+    text = reminder_text(active, 4_000)
+
+    lines = text.splitlines()
+    listed = [line for line in lines if line.startswith("- taskid ")]
+    assert sum(len(line) + 1 for line in lines[2:-2]) <= 4_000
+    assert listed[0].startswith("- taskid 1 [pending] ")
+    assert lines[-3] == f"- … and {500 - len(listed)} more active tasks (TaskList shows every task)"
+    assert "You have 500 active tasks" in text
+
+
+def test_a_list_within_the_budget_is_not_cut() -> None:
+    active = [Task(taskid=1, status="pending", subject="a", description="")]
+
+    assert reminder_text(active, 4_000) == reminder_text(active)

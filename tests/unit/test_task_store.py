@@ -331,6 +331,39 @@ def test_render_snapshot_has_every_task_with_descriptions() -> None:
     assert render_snapshot(TaskStore()) == "The task list is empty."
 
 
+def test_a_snapshot_that_fits_its_budget_is_the_whole_list() -> None:
+    store = store_of(create("a", "AAA"), create("b"))
+
+    assert render_snapshot(store, 1_000) == render_snapshot(store)
+
+
+def test_a_snapshot_over_its_budget_shows_active_tasks_first_and_says_what_it_leaves_out() -> None:
+    ops = [create(f"task {n:03d}", "d" * 300) for n in range(1, 201)]
+    store = store_of(*ops)
+    for taskid in range(1, 101):
+        store.apply(update(taskid, status="completed"))
+
+    text = render_snapshot(store, 2_000)
+
+    assert len(text) <= 2_000
+    lines = text.splitlines()
+    assert lines[0] == "[101] pending: task 101"  # the first active task, not taskid 1
+    assert "completed" not in text  # 100 active tasks leave no room for ended ones
+    shown = sum(1 for line in lines if line.startswith("["))
+    assert lines[-1] == (
+        f"… and {200 - shown} more tasks ({100 - shown} active) not shown here; "
+        "TaskGet shows a task in full."
+    )
+    assert all(len(line) < 100 for line in lines if line.startswith("    "))  # cut descriptions
+
+
+@given(st.integers(min_value=1, max_value=60), st.integers(min_value=200, max_value=5_000))
+def test_a_snapshot_never_exceeds_its_budget(tasks: int, budget: int) -> None:
+    store = store_of(*(create("s" * 400, "d" * 5_000) for _ in range(tasks)))
+
+    assert len(render_snapshot(store, budget)) <= budget
+
+
 # --- property: live == replay ------------------------------------------------------
 
 TOOL_ARGS: dict[str, type[BaseModel]] = {"TaskCreate": TaskCreateArgs, "TaskUpdate": TaskUpdateArgs}
