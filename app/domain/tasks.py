@@ -76,6 +76,7 @@ class TaskStore:
     def __init__(self) -> None:
         self._tasks: dict[int, Task] = {}
         self._next_id = 1
+        self._active = 0  # kept as tasks change: the reminder asks before every request
 
     # --- operations ---------------------------------------------------------
     def create(self, args: TaskCreateArgs, at: datetime | None = None) -> Task:
@@ -89,6 +90,7 @@ class TaskStore:
         )
         self._tasks[task.taskid] = task
         self._next_id += 1
+        self._active += 1
         return task
 
     def update(self, args: TaskUpdateArgs, at: datetime | None = None) -> Task:
@@ -96,6 +98,7 @@ class TaskStore:
         changes = args.model_dump(exclude_none=True, exclude={"taskid"})
         task = current.model_copy(update={**changes, "updated_at": at or current.updated_at})
         self._tasks[task.taskid] = task
+        self._active += (task.status in ACTIVE_STATUSES) - (current.status in ACTIVE_STATUSES)
         return task
 
     def apply(self, op: TaskOp) -> Task:
@@ -126,6 +129,10 @@ class TaskStore:
     def active(self) -> list[Task]:
         return [t for t in self._tasks.values() if t.status in ACTIVE_STATUSES]
 
+    @property
+    def active_count(self) -> int:
+        return self._active
+
     # --- snapshots ----------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
         """The store as JSON, for `restore`."""
@@ -148,6 +155,7 @@ class TaskStore:
         except (KeyError, TypeError, ValueError):  # ValidationError is a ValueError
             return None
         store._tasks = {task.taskid: task for task in tasks}
+        store._active = sum(1 for task in tasks if task.status in ACTIVE_STATUSES)
         return store
 
     def __eq__(self, other: object) -> bool:

@@ -28,15 +28,14 @@ class TaskReminder:
 
     async def __call__(self, request: LLMRequest) -> LLMRequest:
         session = self.store.session
-        active = session.tasks.active()
         due = should_remind(
             session.reminder,
-            len(active),
+            session.tasks.active_count,  # the list itself only when it is due
             since_write=self.settings.reminder_requests_since_task_write,
             between=self.settings.reminder_requests_between_reminders,
         )
         self.store.reminder_pending = due
         if due and not task_list_in_view(session.items):
-            text = reminder_text(active, self.settings.reminder_max_chars)
+            text = reminder_text(session.tasks.active(), self.settings.reminder_max_chars)
             request.messages = with_text_for_last_user(request.messages, text)
         return request

@@ -454,3 +454,16 @@ def test_replay_equals_the_live_store_after_every_prefix(ops: list[TaskOp]) -> N
     assert ids == list(range(1, len(ids) + 1))
     assert sum(op.name == "TaskCreate" for op in recorded) == len(ids)
     assert all(t.status in STATUSES for t in live.all())
+
+
+@settings(max_examples=200, deadline=None)
+@given(op_sequences)
+def test_the_active_count_is_the_number_of_active_tasks_and_survives_a_snapshot(
+    ops: list[TaskOp],
+) -> None:
+    store = TaskStore()
+    for op in ops:
+        store.apply_or_skip(op)
+        assert store.active_count == len(store.active())
+    restored = TaskStore.restore(store.snapshot())
+    assert restored is not None and restored.active_count == len(store.active())
