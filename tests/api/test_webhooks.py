@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from standardwebhooks import Webhook
 
 from app.settings import Settings
@@ -310,6 +311,28 @@ async def test_a_failed_attempt_is_retried_with_the_same_webhook_id(make_setting
     assert [a["status_code"] for a in delivery["attempts"]] == [500, 200]
     assert delivery["last_status_code"] == 200
     assert (subscription["enabled"], subscription["failing_since"]) == (True, None)
+
+
+async def test_each_attempt_is_counted_in_the_metrics_by_its_outcome(make_settings: Any) -> None:
+    with Receiver([500]) as receiver:
+        async with serve(delivering(make_settings)) as (_, client):
+            before = await attempts_by_outcome(client)
+            hook = await subscribe(client, receiver.url, "task.updated")
+            await client.post(f"/webhooks/{hook['id']}/test")
+            await settled(client, hook["id"], 1)
+            after = await attempts_by_outcome(client)
+
+    assert after["failed"] - before["failed"] == 1
+    assert after["delivered"] - before["delivered"] == 1
+
+
+async def attempts_by_outcome(client: httpx.AsyncClient) -> dict[str, float]:
+    counts = {"delivered": 0.0, "failed": 0.0}
+    for family in text_string_to_metric_families((await client.get("/metrics")).text):
+        for sample in family.samples:
+            if sample.name == "strata_webhook_attempts_total":
+                counts[sample.labels["outcome"]] += float(sample.value)
+    return counts
 
 
 async def test_permanent_failure_fails_the_delivery_and_disables_the_subscription(
