@@ -28,7 +28,7 @@ class Readiness(BaseModel):
     """The details (`database`, `migration`, `llm`) only for callers with a valid key (or
     any caller of a keyless server): they tell an outsider what runs here."""
 
-    status: Literal["ready"] = "ready"
+    status: Literal["ready"]
     database: Literal["ok"] | None = None
     migration: str | None = None
     llm: Literal["configured", "not_configured"] | None = None
@@ -83,8 +83,9 @@ async def readyz(request: Request, settings: SettingsDep, credentials: BearerDep
             stalled=stalled if detailed else None,
         )
     if not detailed:
-        return Readiness()
+        return Readiness(status="ready")
     return Readiness(
+        status="ready",
         database="ok",
         migration=current or "",
         llm="configured" if settings.llm_configured else "not_configured",
