@@ -179,3 +179,19 @@ async def test_sqlite_keeps_its_read_connections_open_between_reads(make_setting
         assert database.engine.sync_engine.pool.checkedin() == 12  # type: ignore[attr-defined]
     finally:
         await database.dispose()
+
+
+@pytest.mark.sqlite_only
+async def test_a_unit_that_breaks_the_writers_connection_leaves_the_next_one_working(
+    database: Database,
+) -> None:
+    async def break_it(db: AsyncSession) -> None:
+        connection = await db.connection()
+        assert connection.sync_connection is not None
+        connection.sync_connection.connection.driver_connection.raw.close()
+
+    with pytest.raises(Exception):  # noqa: B017 - whichever error the closed handle gives
+        await database.write(break_it)
+
+    assert await database.write(add_session("ses_after")) == "ses_after"
+    assert await count_sessions(database) == 1
