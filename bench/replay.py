@@ -38,6 +38,7 @@ from app.db.types import JSONType, UTCDateTime
 from app.domain.items import dump_payload, load_payload
 from app.domain.tasks import replay
 from app.memory.render import clock
+from app.memory.timeref import second_of_day
 from app.services import memory
 from app.services.tasks import checkpoint_of, keep_checkpoint, load_store, rebuild, task_ops
 from app.settings import Settings
@@ -304,6 +305,7 @@ def turn_rows(c: Chain, first_id: int, window: int) -> Iterator[dict[str, Any]]:
             "origin_session_id": session_id,
             "turn": t + 1,
             "ended_at": at,
+            "ended_second": second_of_day(at),
             "user_text": f"question {index}: how does the parser treat line {t}?",
             "assistant_text": f"answer {index}: " + "it splits on commas; " * 10,
             "l1": f"asked about line {t}; parser splits on commas" if index < summarized else None,
@@ -510,16 +512,14 @@ async def memory_rows(ctx: Context) -> tuple[list[Row], list[str]]:
         f"block of the {small.turns}-turn chain costs three such queries (the session, its "
         f"chain, its turns) plus rendering; a detail look-up four (the spans, the turns, "
         f"their L3).",
-        "**Detail by time.** A time of day matches on every day (seed 003), so the look-up "
-        "used to read every turn of the chain as ORM objects and test each in Python. It "
-        "now reads the chain's first and last turn per session (two index probes each), "
-        "makes one UTC window per local day of that span (widened on days of a "
-        "daylight-saving change, then matched exactly in Python as before) and reads those "
-        f"index ranges only: {days} windows for the long chain, in queries of up to 256 "
-        "ranges whose statements are built once. The chain itself is loaded with one "
-        "recursive query instead of one per session. What is left is per-window work "
-        "(bind parameters, SQLAlchemy's execution) and the answer itself: a whole minute "
-        f"matches on about every day, here ~{days * 60 // big.step.seconds:,} turns.",
+        "**Detail by time.** A time of day matches on every day (seed 003). Each turn "
+        "stores the second of the UTC day it ended in (`ended_second`, indexed per "
+        "session), so the look-up reads one index range per UTC offset the display zone "
+        "has in the chain's span (one or two; it matches exactly in Python afterwards), "
+        f"where it read one range of `ended_at` per day ({days} for the long chain). "
+        "The chain itself is loaded with one recursive query. What is left is the answer "
+        f"itself: a whole minute matches on about every day, here "
+        f"~{days * 60 // big.step.seconds:,} turns, each read with its L3.",
         f"**Memory block of a {big.turns:,}-turn chain.** The block has a budget "
         f"(`STRATA_MEMORY_BLOCK_MAX_CHARS`, {LIMITS.max_chars:,} characters, under Claude "
         f"Code's 10,000-character inline limit): it shows the newest {WINDOW} turns whole "

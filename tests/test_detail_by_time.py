@@ -1,10 +1,11 @@
 """The detail look-up reads only the index ranges a time can match; these pin it to the truth.
 
-`utc_windows` turns a time reference into UTC windows per local day so that a long chain is
-not read whole. It may over-select (the look-up filters with `TimeRef.matches` afterwards)
-but must never miss a turn: not across a daylight-saving change, a wrap past midnight, a
-zone with an odd offset, or a skipped day. Through the database, the look-up must answer
-exactly what filtering every turn of the chain answers.
+`utc_second_ranges` turns a time of day into ranges of seconds of the UTC day (one per
+offset the zone has in the chain's span), which a turn's stored `ended_second` is looked up
+by, so that a long chain is not read whole. It may over-select (the look-up filters with
+`TimeRef.matches` afterwards) but must never miss a turn: not across a daylight-saving
+change, a wrap past midnight, a zone with an odd offset, or a skipped day. Through the
+database, the look-up must answer exactly what filtering every turn of the chain answers.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.db.engine import Database
 from app.db.models import MemoryTurn, Session
 from app.domain.errors import NotFound
-from app.memory.timeref import TimeRef, parse_time_ref
-from app.services.memory import detail, utc_windows
+from app.memory.timeref import TimeRef, parse_time_ref, second_of_day, utc_second_ranges
+from app.services.memory import detail
 from app.settings import Settings
 
 ZONES = [
@@ -58,37 +59,33 @@ CHANGES = {zone: _changes(zone) for zone in ZONES}
 
 
 @st.composite
-def references(draw: st.DrawFn, first: datetime) -> str:
+def references(draw: st.DrawFn) -> str:
+    """Times of day: a second, a minute, a range (which may wrap past midnight)."""
+
     def clock(seconds: bool) -> str:
         h, m, s = draw(st.integers(0, 23)), draw(st.integers(0, 59)), draw(st.integers(0, 59))
         return f"{h:02d}:{m:02d}:{s:02d}" if seconds else f"{h:02d}:{m:02d}"
 
-    form = draw(st.sampled_from(["second", "minute", "range", "iso"]))
+    form = draw(st.sampled_from(["second", "minute", "range"]))
     if form == "second":
         return clock(True)
     if form == "minute":
         return clock(False)
-    if form == "range":
-        seconds = draw(st.booleans())
-        return f"{clock(seconds)}-{clock(seconds)}"
-    moment = first + timedelta(seconds=draw(st.integers(0, 4 * 86400)))
-    return moment.strftime("%Y-%m-%dT%H:%M" + (":%S" if draw(st.booleans()) else "")) + "Z"
+    seconds = draw(st.booleans())
+    return f"{clock(seconds)}-{clock(seconds)}"
 
 
 def _edges(ref: TimeRef, first: datetime, last: datetime, tz: ZoneInfo) -> list[datetime]:
     """Moments right at and around the reference's bounds on every day of the span."""
-    if isinstance(ref.start, datetime) and isinstance(ref.end, datetime):
-        bounds = [ref.start, ref.end]
-    else:
-        assert isinstance(ref.start, time) and isinstance(ref.end, time)
-        bounds = []
-        day = first.astimezone(tz).date() - timedelta(days=1)
-        while day <= last.astimezone(tz).date() + timedelta(days=1):
-            for clock in (ref.start, ref.end):
-                for fold in (0, 1):
-                    local = datetime.combine(day, clock, tzinfo=tz).replace(fold=fold)
-                    bounds.append(local.astimezone(UTC))
-            day += timedelta(days=1)
+    assert isinstance(ref.start, time) and isinstance(ref.end, time)
+    bounds = []
+    day = first.astimezone(tz).date() - timedelta(days=1)
+    while day <= last.astimezone(tz).date() + timedelta(days=1):
+        for clock in (ref.start, ref.end):
+            for fold in (0, 1):
+                local = datetime.combine(day, clock, tzinfo=tz).replace(fold=fold)
+                bounds.append(local.astimezone(UTC))
+        day += timedelta(days=1)
     nudges = [timedelta(0), timedelta(microseconds=-1), timedelta(seconds=1, microseconds=-1)]
     nudges += [timedelta(seconds=1), timedelta(hours=1), timedelta(hours=-1)]
     return [b + n for b in bounds for n in nudges]
@@ -96,35 +93,42 @@ def _edges(ref: TimeRef, first: datetime, last: datetime, tz: ZoneInfo) -> list[
 
 @settings(max_examples=300, deadline=None)
 @given(st.data())
-def test_every_matching_moment_lies_in_a_window(data: st.DataObject) -> None:
+def test_every_matching_moment_lies_in_a_range(data: st.DataObject) -> None:
     zone = data.draw(st.sampled_from(ZONES))
     tz = ZoneInfo(zone)
     change = data.draw(st.sampled_from(CHANGES[zone]))
     first = change - timedelta(seconds=data.draw(st.integers(0, 3 * 86400)))
     last = first + timedelta(seconds=data.draw(st.integers(0, 4 * 86400)))
-    ref = parse_time_ref(data.draw(references(first)))
+    ref = parse_time_ref(data.draw(references()))
     step = timedelta(seconds=data.draw(st.integers(1, 3600)), microseconds=123_457)
 
-    windows = utc_windows(ref, first, last, tz)
+    ranges = utc_second_ranges(ref, first, last, tz)
 
-    assert all(a < b for a, b in windows)
-    assert all(windows[i][1] < windows[i + 1][0] for i in range(len(windows) - 1))  # disjoint
+    assert all(0 <= a <= b < 86_400 for a, b in ranges)
+    assert all(ranges[i][1] + 1 < ranges[i + 1][0] for i in range(len(ranges) - 1))  # merged
     moments = [first + step * k for k in range(int((last - first) / step) + 1)]
     for moment in [first, last, *moments, *_edges(ref, first, last, tz)]:
         if first <= moment <= last and ref.matches(moment, tz):
-            assert any(a <= moment < b for a, b in windows), (zone, str(ref), moment)
+            second = second_of_day(moment)
+            assert any(a <= second <= b for a, b in ranges), (zone, str(ref), moment)
 
 
-def test_in_a_zone_without_changes_a_window_is_exactly_the_span_each_day() -> None:
+def test_in_a_zone_without_changes_a_range_is_exactly_the_span() -> None:
     first = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
-    last = datetime(2026, 5, 3, 9, 0, tzinfo=UTC)
+    last = datetime(2026, 9, 3, 9, 0, tzinfo=UTC)
 
-    windows = utc_windows(parse_time_ref("08:00-08:30"), first, last, ZoneInfo("UTC"))
-
-    assert windows == [
-        (datetime(2026, 5, day, 8, 0, tzinfo=UTC), datetime(2026, 5, day, 8, 31, tzinfo=UTC))
-        for day in (2, 3)
+    assert utc_second_ranges(parse_time_ref("08:00-08:30"), first, last, ZoneInfo("UTC")) == [
+        (8 * 3600, 8 * 3600 + 30 * 60 + 59)
     ]
+
+
+def test_a_zone_with_daylight_saving_gives_a_range_per_offset() -> None:
+    first = datetime(2026, 1, 1, tzinfo=UTC)
+    last = datetime(2026, 12, 31, tzinfo=UTC)
+
+    ranges = utc_second_ranges(parse_time_ref("08:00:00"), first, last, BERLIN)
+
+    assert ranges == [(6 * 3600, 6 * 3600), (7 * 3600, 7 * 3600)]  # CEST, CET
 
 
 # --- through the database ----------------------------------------------------------------

@@ -195,3 +195,54 @@ def test_the_job_kind_is_backfilled_from_the_old_piece_names(
             ("job_summarize", "summary", None),
             ("job_default", "piece", "default"),
         ]
+
+
+def test_a_turns_second_of_the_day_is_backfilled_from_its_end(
+    fresh_url: str, sync_engine: Engine
+) -> None:
+    """The detail look-up by time of day reads `ended_second`: turns stored before it
+    existed get it from `ended_at`, as each dialect stores that."""
+    from datetime import UTC, datetime
+
+    import sqlalchemy as sa
+    from alembic import command
+
+    from app.db.migrate import alembic_config
+    from app.db.types import UTCDateTime
+
+    command.upgrade(alembic_config(fresh_url), "b8d2e6f4a1c7")
+    ends = [
+        datetime(2026, 3, 29, 0, 0, 0, tzinfo=UTC),
+        datetime(2026, 3, 29, 1, 59, 59, 999_999, tzinfo=UTC),
+        datetime(2026, 10, 25, 23, 59, 59, tzinfo=UTC),
+    ]
+    turns = sa.table(
+        "memory_turns",
+        *(sa.column(name) for name in ("session_id", "origin_session_id", "turn")),
+        *(sa.column(name) for name in ("user_text", "assistant_text", "l1_fallback")),
+        *(sa.column(name, UTCDateTime()) for name in ("ended_at", "created_at", "updated_at")),
+    )
+    with sync_engine.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO sessions (id, tenant, metadata, last_seq, current_turn, "
+                "current_segment, input_tokens, output_tokens, cache_read_tokens, "
+                "cache_creation_tokens, llm_requests, last_task_write_request, "
+                "last_reminder_request, source, created_at, updated_at) VALUES ('s', 't', "
+                "'{}', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 'strata', '2026-01-01', '2026-01-01')"
+            )
+        )
+        for turn, ended_at in enumerate(ends, start=1):
+            connection.execute(
+                turns.insert().values(
+                    session_id="s", origin_session_id="s", turn=turn, user_text="",
+                    assistant_text="", l1_fallback=False, ended_at=ended_at,
+                    created_at=ended_at, updated_at=ended_at,
+                )
+            )  # fmt: skip
+
+    upgrade_to_head(fresh_url)
+
+    with sync_engine.connect() as connection:
+        rows = connection.execute(text("SELECT ended_second FROM memory_turns ORDER BY turn"))
+        assert [row[0] for row in rows] == [0, 7199, 86399]

@@ -143,3 +143,59 @@ def parse_time_ref(text: str, tz: ZoneInfo | None = None) -> TimeRef:
     if (iso := _ISO.fullmatch(s)) is not None:
         return _iso(s, iso, zone)
     raise ValueError(f"malformed time reference {text!r}: expected {_FORMS}")
+
+
+DAY_SECONDS = 86_400
+
+
+def second_of_day(moment: datetime) -> int:
+    """The second of its UTC day a moment falls in (0-86399): what a turn stores of its end,
+    so that a time of day is an index range however many days a chain spans."""
+    utc = moment.astimezone(UTC)
+    return utc.hour * 3600 + utc.minute * 60 + utc.second
+
+
+def utc_second_ranges(
+    ref: TimeRef, first: datetime, last: datetime, tz: ZoneInfo
+) -> list[tuple[int, int]]:
+    """Inclusive ranges of UTC seconds of the day holding every moment in `[first, last]`
+    whose time of day in `tz` `ref` matches (a time-of-day reference only).
+
+    A local time of day is one UTC second of the day per offset the zone has in the span:
+    one range per offset (two where it wraps past midnight), merged. They may hold more
+    than the reference means (the caller filters with `ref.matches`), never less."""
+    if not (isinstance(ref.start, time) and isinstance(ref.end, time)):
+        raise ValueError("second ranges are for a time-of-day reference")
+    start = ref.start.hour * 3600 + ref.start.minute * 60 + ref.start.second
+    end = ref.end.hour * 3600 + ref.end.minute * 60 + ref.end.second
+    local = [(start, end)] if start <= end else [(start, DAY_SECONDS - 1), (0, end)]
+    ranges: list[tuple[int, int]] = []
+    for offset in _offsets(first, last, tz):
+        for a, b in local:
+            low = (a - offset) % DAY_SECONDS
+            high = low + (b - a)
+            if high < DAY_SECONDS:
+                ranges.append((low, high))
+            else:
+                ranges += [(low, DAY_SECONDS - 1), (0, high - DAY_SECONDS)]
+    merged: list[tuple[int, int]] = []
+    for a, b in sorted(ranges):
+        if merged and a <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return merged
+
+
+def _offsets(first: datetime, last: datetime, tz: ZoneInfo) -> set[int]:
+    """Every UTC offset (in seconds) the zone has between `first` and `last`: sampled once a
+    day and at both ends, so only an offset in force for less than a day could be missed
+    (no zone has had one)."""
+    found: set[int] = set()
+    moment, step = first, timedelta(days=1)
+    while True:
+        offset = moment.astimezone(tz).utcoffset()
+        found.add(int(offset.total_seconds()) if offset is not None else 0)
+        if moment >= last:
+            return found
+        moment = min(moment + step, last)

@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import MemoryDetail, MemoryTurn, Session
 from app.db.repositories.items import ItemRepository
-from app.db.repositories.memory import ChainRepository, MemoryRepository, NewestText, TimeWindow
+from app.db.repositories.memory import ChainRepository, MemoryRepository, NewestText
 from app.db.types import utcnow
 from app.domain.errors import Conflict, InvalidInput, NotFound
 from app.domain.items import load_payload
@@ -27,7 +27,7 @@ from app.memory.noise import Boilerplate
 from app.memory.projection import Detail, TurnItem, TurnProjection, project_turn
 from app.memory.render import LINE_MAX, BlockCounts, DetailHint, MemoryBlockBuilder
 from app.memory.render import MemoryTurn as RenderedTurn
-from app.memory.timeref import TimeRef, parse_time_ref
+from app.memory.timeref import parse_time_ref, utc_second_ranges
 from app.services.chain_turns import NewestTurns
 from app.services.sessions import get_session
 from app.settings import Settings
@@ -230,17 +230,21 @@ async def detail(
     session = await resolve(db, tenant, session_id)
     owners = await owners_of(db, session)
     repo = MemoryRepository(db)
-    windows = [
-        TimeWindow(owner, start, end)
-        for owner, (first, last) in (await repo.time_spans(owners)).items()
-        for start, end in utc_windows(ref, first, last, tz)
-    ]
-    matching = [t for t in await repo.turns_within(windows) if ref.matches(t.ended_at, tz)]
+    if isinstance(ref.start, datetime) and isinstance(ref.end, datetime):
+        end = ref.end + timedelta(seconds=1)  # the bounds are whole seconds, inclusive
+        candidates = await repo.turns_between(owners, ref.start, end)
+    else:  # a time of day matches on every day: by the second of the UTC day it ended in
+        spans = await repo.time_spans(owners)
+        first = min((span[0] for span in spans.values()), default=None)
+        last = max((span[1] for span in spans.values()), default=None)
+        ranges = utc_second_ranges(ref, first, last, tz) if first and last else []
+        candidates = await repo.turns_at_seconds(list(spans), ranges)
+    matching = [t for t in candidates if ref.matches(t.ended_at, tz)]
     if not matching:
         raise NotFound(f"no turn of this session's chain ended at {reference!r}", time=reference)
-    matching.sort(key=lambda t: (t.ended_at, t.id or 0), reverse=True)
+    matching.sort(key=lambda t: (t.ended_at, t.id), reverse=True)
     grouped: dict[int, dict[str, list[DetailEntry]]] = defaultdict(lambda: defaultdict(list))
-    for row in await repo.details_of([t.id for t in matching if t.id is not None]):
+    for row in await repo.details_of([t.id for t in matching]):
         entry = DetailEntry(row.source_id, row.tool_name, row.text, row.is_error)
         grouped[row.turn_id][row.kind].append(entry)
     return [
@@ -251,7 +255,7 @@ async def detail(
             user_text=t.user_text,
             assistant_text=t.assistant_text,
             l1=t.l1,
-            details=dict(grouped.get(t.id or -1, {})),
+            details=dict(grouped.get(t.id, {})),
         )
         for t in matching
     ]
@@ -268,55 +272,6 @@ async def detail_page_of(
 ) -> DetailPage:
     """One page of the detail look-up: at most `query.max_chars` characters, filtered."""
     return detail_page(await detail(db, tenant, session_id, reference, tz=tz), query, tz=tz)
-
-
-def utc_windows(
-    ref: TimeRef, first: datetime, last: datetime, tz: ZoneInfo
-) -> list[tuple[datetime, datetime]]:
-    """Half-open UTC windows holding every moment in `[first, last]` that `ref` matches.
-
-    They may hold more (the caller still filters with `ref.matches`), never less: the
-    detail look-up reads only these index ranges instead of every turn of the chain, which
-    for a long chain was the whole cost. A moment reference is one window. A time of day
-    matches once per local day, so there is one window per day of the span: the day's
-    wall-clock bounds turned into UTC with the smallest and largest offset the zone has
-    that day, so a daylight-saving change cannot move a match outside its window.
-    """
-    second, one_day = timedelta(seconds=1), timedelta(days=1)
-    windows: list[tuple[datetime, datetime]] = []
-    if isinstance(ref.start, datetime) and isinstance(ref.end, datetime):
-        windows = [(ref.start, ref.end + second)]
-    elif isinstance(ref.start, time) and isinstance(ref.end, time):
-        wraps = 1 if ref.end < ref.start else 0  # past midnight: it ends on the next day
-        day = first.astimezone(tz).date() - one_day  # a wrapping span may start the day before
-        days = (last.astimezone(tz).date() - day).days + 1
-        # a day has the offsets of its two midnights (zones change at most once a day)
-        midnights = [_midnight_offsets(tz, day + k * one_day) for k in range(days + wraps + 1)]
-        start = datetime.combine(day, ref.start, tzinfo=UTC)
-        end = datetime.combine(day + wraps * one_day, ref.end, tzinfo=UTC) + second
-        for k in range(days):
-            offsets = [o for pair in midnights[k : k + wraps + 2] for o in pair]
-            windows.append((start - max(offsets), end - min(offsets)))
-            start += one_day
-            end += one_day
-    merged: list[tuple[datetime, datetime]] = []
-    for start, end in sorted(w for w in windows if w[1] > first and w[0] <= last):
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-        else:
-            merged.append((start, end))
-    return merged
-
-
-_MIDNIGHT, _MIDNIGHT_AGAIN = time(0), time(0, fold=1)
-
-
-def _midnight_offsets(tz: ZoneInfo, day: date) -> tuple[timedelta, timedelta]:
-    """The zone's offsets at the day's start: both sides of a change that falls on it."""
-    return (
-        tz.utcoffset(datetime.combine(day, _MIDNIGHT)) or timedelta(0),
-        tz.utcoffset(datetime.combine(day, _MIDNIGHT_AGAIN)) or timedelta(0),
-    )
 
 
 async def merge_sessions(

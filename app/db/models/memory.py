@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import (
     Boolean,
@@ -10,12 +11,14 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    event,
     false,
     text,
 )
 from sqlmodel import Field, SQLModel
 
 from app.db.types import BigIntPK, UTCDateTime, utcnow
+from app.memory.timeref import second_of_day
 
 
 class MemoryTurn(SQLModel, table=True):
@@ -29,6 +32,8 @@ class MemoryTurn(SQLModel, table=True):
     __table_args__ = (
         UniqueConstraint("origin_session_id", "turn", name="uq_memory_turns_origin_turn"),
         Index("ix_memory_turns_session_ended", "session_id", "ended_at"),
+        # a time of day, on any day: one index range per zone offset, not one per day
+        Index("ix_memory_turns_session_second", "session_id", "ended_second"),
         # the turns still waiting for their L1 summary: few, and counted at every turn end
         Index(
             "ix_memory_turns_without_l1",
@@ -46,12 +51,23 @@ class MemoryTurn(SQLModel, table=True):
     origin_session_id: str = Field(max_length=40)
     turn: int
     ended_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+    # the second of its UTC day `ended_at` falls in, kept by the mapper events below
+    ended_second: int = Field(
+        default=0, sa_column_kwargs={"server_default": text("0"), "nullable": False}
+    )
     user_text: str = Field(default="", sa_column=Column(Text, nullable=False))
     assistant_text: str = Field(default="", sa_column=Column(Text, nullable=False))
     l1: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     l1_fallback: bool = False
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+
+
+@event.listens_for(MemoryTurn, "before_insert")
+@event.listens_for(MemoryTurn, "before_update")
+def _keep_ended_second(_mapper: Any, _connection: Any, turn: MemoryTurn) -> None:
+    """Whoever writes a turn through the ORM, its `ended_second` follows its `ended_at`."""
+    turn.ended_second = second_of_day(turn.ended_at)
 
 
 class MemoryDetail(SQLModel, table=True):

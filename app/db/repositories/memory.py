@@ -15,9 +15,6 @@ from sqlmodel.sql.expression import SelectOfScalar
 from app.db.models import MemoryDetail, MemoryTurn, Session
 from app.db.types import UTCDateTime, utcnow
 
-WINDOW_SLOTS = (4, 16, 64, 256)  # SQLite parses at most 1000 nested expressions
-WINDOWS_PER_QUERY = WINDOW_SLOTS[-1]
-
 
 class TurnText(NamedTuple):
     """What the memory block shows of a turn."""
@@ -47,31 +44,28 @@ class ChainSpan(NamedTuple):
     turns: int
 
 
-class TimeWindow(NamedTuple):
-    """The turns a session owns that ended in `[start, end)`."""
+class FoundTurn(NamedTuple):
+    """What a detail look-up shows of a turn: plain rows, not ORM objects (a time of day
+    over a long chain matches hundreds of turns)."""
 
-    session_id: str
-    start: datetime
-    end: datetime
+    id: int
+    origin_session_id: str
+    turn: int
+    ended_at: datetime
+    user_text: str
+    assistant_text: str
+    l1: str | None
 
 
-@functools.cache
-def _windows_query(slots: int) -> SelectOfScalar[MemoryTurn]:
-    """Turns in any of `slots` windows `s<i>, a<i> <= ended_at < b<i>`, built once per size.
-
-    A look-up by time of day has a window per day of the chain's span (hundreds for a long
-    chain): building those comparisons as expressions on every call cost more than running
-    them, so the statement is made once and only its parameters change.
-    """
-    ranges = [
-        and_(
-            col(MemoryTurn.session_id) == bindparam(f"s{i}"),
-            col(MemoryTurn.ended_at) >= bindparam(f"a{i}", type_=UTCDateTime),
-            col(MemoryTurn.ended_at) < bindparam(f"b{i}", type_=UTCDateTime),
-        )
-        for i in range(slots)
-    ]
-    return select(MemoryTurn).where(or_(*ranges))
+_FOUND = (
+    col(MemoryTurn.id),
+    col(MemoryTurn.origin_session_id),
+    col(MemoryTurn.turn),
+    col(MemoryTurn.ended_at),
+    col(MemoryTurn.user_text),
+    col(MemoryTurn.assistant_text),
+    col(MemoryTurn.l1),
+)
 
 
 def _older_than(ended_at: Any, turn_id: Any) -> Any:
@@ -321,18 +315,34 @@ class MemoryRepository:
             if start is not None and end is not None
         }
 
-    async def turns_within(self, windows: Sequence[TimeWindow]) -> list[MemoryTurn]:
-        """The turns in these (disjoint) windows, one index range of `(session_id, ended_at)`
-        each, in no particular order."""
-        found: list[MemoryTurn] = []
-        for begin in range(0, len(windows), WINDOWS_PER_QUERY):
-            chunk = windows[begin : begin + WINDOWS_PER_QUERY]
-            slots = next(n for n in WINDOW_SLOTS if n >= len(chunk))
-            padded = [*chunk, *[chunk[-1]] * (slots - len(chunk))]  # a repeat adds no rows
-            params: dict[str, Any] = {}
-            for i, w in enumerate(padded):
-                params.update({f"s{i}": w.session_id, f"a{i}": w.start, f"b{i}": w.end})
-            found.extend((await self.db.exec(_windows_query(slots), params=params)).all())
+    async def turns_between(
+        self, session_ids: Sequence[str], start: datetime, end: datetime
+    ) -> list[FoundTurn]:
+        """The turns of these sessions that ended in `[start, end)`."""
+        if not session_ids:
+            return []
+        query: Any = sa_select(*_FOUND).where(
+            col(MemoryTurn.session_id).in_(session_ids),
+            col(MemoryTurn.ended_at) >= start,
+            col(MemoryTurn.ended_at) < end,
+        )
+        return [FoundTurn(*row) for row in (await self.db.exec(query)).all()]
+
+    async def turns_at_seconds(
+        self, session_ids: Sequence[str], ranges: Sequence[tuple[int, int]]
+    ) -> list[FoundTurn]:
+        """The turns of these sessions that ended in these (inclusive) ranges of seconds of
+        the UTC day: one range of `(session_id, ended_second)` per session and range."""
+        found: list[FoundTurn] = []
+        if not session_ids:
+            return found
+        for low, high in ranges:
+            query: Any = sa_select(*_FOUND).where(
+                col(MemoryTurn.session_id).in_(session_ids),
+                col(MemoryTurn.ended_second) >= low,
+                col(MemoryTurn.ended_second) <= high,
+            )
+            found.extend(FoundTurn(*row) for row in (await self.db.exec(query)).all())
         return found
 
     async def details_of(self, turn_ids: Sequence[int]) -> list[MemoryDetail]:
