@@ -218,10 +218,14 @@ def render_snapshot(store: TaskStore, max_chars: int | None = None) -> str:
         used += len(line) + 1
     left = first[len(lines) :]
     active = sum(1 for t in left if t.status in ACTIVE_STATUSES)
-    lines.append(
-        f"… and {len(left)} more {'task' if len(left) == 1 else 'tasks'} ({active} active) "
-        "not shown here; TaskGet shows a task in full."
-    )
+    if left:
+        noun = "task" if len(left) == 1 else "tasks"
+        lines.append(
+            f"… and {len(left)} more {noun} ({active} active) not shown here; "
+            "TaskGet shows a task in full."
+        )
+    else:
+        lines.append("(descriptions cut to one line; TaskGet shows a task in full)")
     return "\n".join(lines)
 
 

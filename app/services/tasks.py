@@ -25,7 +25,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import TaskCheckpoint
 from app.db.prepared import Prepared
-from app.db.repositories.items import ItemRepository
+from app.db.repositories.items import ItemRecord, ItemRepository
 from app.db.repositories.sessions import SessionRepository
 from app.db.types import utcnow
 from app.domain.errors import InvalidInput, NotFound
@@ -113,10 +113,11 @@ async def task_ops(db: AsyncSession, session_id: str, *, after_seq: int = 0) -> 
     """The session's task operations in log order (after `after_seq`): REST events and
     successful tool calls."""
     rows = await _task_items(db, session_id, after_seq)
-    return [op for row in rows if (op := task_op_of(row.kind, row.payload, row.created_at))]
+    ops = (task_op_of(row.kind, row.payload, row.created_at) for row in rows)
+    return [op for op in ops if op is not None]
 
 
-async def _task_items(db: AsyncSession, session_id: str, after_seq: int) -> list[Any]:
+async def _task_items(db: AsyncSession, session_id: str, after_seq: int) -> list[ItemRecord]:
     return await ItemRepository(db).by_tool_names(
         session_id, sorted(TASK_WRITE_TOOLS), after_seq=after_seq
     )
@@ -151,7 +152,8 @@ async def rebuild(db: AsyncSession, session_id: str) -> Rebuilt:
         if restored is not None:
             store, seq, ops = restored, kept_seq, kept_ops
     items = await _task_items(db, session_id, seq)
-    replay((op for r in items if (op := task_op_of(r.kind, r.payload, r.created_at))), store)
+    ops_after = (task_op_of(row.kind, row.payload, row.created_at) for row in items)
+    replay((op for op in ops_after if op is not None), store)
     last = items[-1].seq if items else seq
     return Rebuilt(store, last, ops + len(items), len(items))
 

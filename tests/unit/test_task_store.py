@@ -357,6 +357,20 @@ def test_a_snapshot_over_its_budget_shows_active_tasks_first_and_says_what_it_le
     assert all(len(line) < 100 for line in lines if line.startswith("    "))  # cut descriptions
 
 
+def test_a_list_that_fits_once_its_descriptions_are_cut_says_they_are() -> None:
+    store = store_of(*(create(f"task {n}", "d" * 1_000) for n in range(1, 4)))
+
+    text = render_snapshot(store, 1_000)
+
+    assert [line for line in text.splitlines() if line.startswith("[")] == [
+        "[1] pending: task 1",
+        "[2] pending: task 2",
+        "[3] pending: task 3",
+    ]
+    assert text.splitlines()[-1] == "(descriptions cut to one line; TaskGet shows a task in full)"
+    assert len(text) <= 1_000
+
+
 @given(st.integers(min_value=1, max_value=60), st.integers(min_value=200, max_value=5_000))
 def test_a_snapshot_never_exceeds_its_budget(tasks: int, budget: int) -> None:
     store = store_of(*(create("s" * 400, "d" * 5_000) for _ in range(tasks)))
