@@ -154,6 +154,19 @@ def test_an_appended_item_lists_every_column_of_the_items_table_but_its_id() -> 
     assert list(AppendedItem._fields) == columns
 
 
+def _insert_session(connection: Any) -> None:
+    """Session `s` of tenant `t`, by SQL: the model may have columns an older schema lacks."""
+    connection.execute(
+        text(
+            "INSERT INTO sessions (id, tenant, metadata, last_seq, current_turn, "
+            "current_segment, input_tokens, output_tokens, cache_read_tokens, "
+            "cache_creation_tokens, llm_requests, last_task_write_request, "
+            "last_reminder_request, source, created_at, updated_at) VALUES ('s', 't', "
+            "'{}', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 'strata', '2026-01-01', '2026-01-01')"
+        )
+    )
+
+
 def test_the_job_kind_is_backfilled_from_the_old_piece_names(
     fresh_url: str, sync_engine: Engine
 ) -> None:
@@ -164,15 +177,7 @@ def test_the_job_kind_is_backfilled_from_the_old_piece_names(
 
     command.upgrade(alembic_config(fresh_url), "5b1e7c3d9a20")
     with sync_engine.begin() as connection:
-        connection.execute(
-            text(
-                "INSERT INTO sessions (id, tenant, metadata, last_seq, current_turn, "
-                "current_segment, input_tokens, output_tokens, cache_read_tokens, "
-                "cache_creation_tokens, llm_requests, last_task_write_request, "
-                "last_reminder_request, source, created_at, updated_at) VALUES ('s', 't', "
-                "'{}', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 'strata', '2026-01-01', '2026-01-01')"
-            )
-        )
+        _insert_session(connection)
         for number, piece in enumerate(["chat", "compact", "summarize", "default"], start=1):
             connection.execute(
                 text(
@@ -223,15 +228,7 @@ def test_a_turns_second_of_the_day_is_backfilled_from_its_end(
         *(sa.column(name, UTCDateTime()) for name in ("ended_at", "created_at", "updated_at")),
     )
     with sync_engine.begin() as connection:
-        connection.execute(
-            text(
-                "INSERT INTO sessions (id, tenant, metadata, last_seq, current_turn, "
-                "current_segment, input_tokens, output_tokens, cache_read_tokens, "
-                "cache_creation_tokens, llm_requests, last_task_write_request, "
-                "last_reminder_request, source, created_at, updated_at) VALUES ('s', 't', "
-                "'{}', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 'strata', '2026-01-01', '2026-01-01')"
-            )
-        )
+        _insert_session(connection)
         for turn, ended_at in enumerate(ends, start=1):
             connection.execute(
                 turns.insert().values(
