@@ -23,6 +23,7 @@ from app.services.items import append_item
 from app.services.tasks import change_task, rebuild, task_ops
 from app.settings import Settings
 from app.worker.job_session import JobSession
+from app.worker.task_gateway import JobTaskGateway
 from app.worker.turn_store import DbTurnStore
 
 SESSION = "ses_ckpt"
@@ -199,3 +200,27 @@ async def test_a_job_whose_load_replayed_many_operations_leaves_a_checkpoint_wit
     assert held.checkpoint is None  # written once
     async with database.read() as db:
         assert (await rebuild(db, SESSION)).replayed == 0
+
+
+async def test_a_task_the_agent_writes_is_held_as_replaying_the_log_gives_it(
+    database: Database,
+) -> None:
+    """The job's own task writes carry the moment their item records: before, the list it
+    held (and sent to webhooks) had no timestamps where the replayed one had the item's."""
+    job = Job(id="job_live", tenant="t", session_id=SESSION, kind="chat", turn=1)
+
+    async def add(db: AsyncSession) -> None:
+        db.add(job)
+
+    await database.write(add)
+    held = JobSession(database, job)
+    await DbTurnStore(held).segment()
+    gateway = JobTaskGateway(held)
+
+    await gateway.write("toolu_1", "TaskCreate", {"subject": "parse"})
+    await gateway.write("toolu_2", "TaskUpdate", {"taskid": 1, "status": "inprogress"})
+
+    async with database.read() as db:
+        replayed = (await rebuild(db, SESSION)).store
+    assert held.tasks.get(1).created_at is not None
+    assert held.tasks.snapshot() == replayed.snapshot()

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.repositories.sessions import SessionRepository
+from app.db.types import utcnow
 from app.domain.items import Origin, ToolResult
 from app.domain.tasks import (
     TaskError,
@@ -72,8 +73,11 @@ class JobTaskGateway:
         async def work(db: AsyncSession) -> tuple[int, ToolResult]:
             if await SessionRepository(db).last_seq(job.session_id) != known:
                 raise LogMoved
+            # the operation and its item carry the same moment, so the task held here (and
+            # sent to webhooks) is exactly what replaying the log gives, timestamps included
+            now = utcnow()
             try:
-                task = session.tasks.apply(TaskOp(op, args))
+                task = session.tasks.apply(TaskOp(op, args, now))
             except (TaskError, ValidationError) as exc:
                 content, is_error = str(exc), True
             else:
@@ -87,7 +91,7 @@ class JobTaskGateway:
                 tool_use_id=tool_use_id, content=content, is_error=is_error, name=op, input=args
             )
             row = await append_item(
-                db, job.session_id, result, Origin.system, turn=job.turn, job_id=job.id
+                db, job.session_id, result, Origin.system, turn=job.turn, job_id=job.id, at=now
             )
             if not is_error:
                 await webhooks.task_updated(
