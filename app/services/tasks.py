@@ -18,15 +18,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import orjson
 from pydantic import ValidationError
-from sqlalchemy import Text, bindparam, cast, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.db.models import TaskCheckpoint
-from app.db.prepared import Prepared
 from app.db.repositories.items import ItemRecord, ItemRepository
 from app.db.repositories.sessions import SessionRepository
+from app.db.repositories.task_checkpoints import CheckpointRow, TaskCheckpointRepository
 from app.db.types import utcnow
 from app.domain.errors import InvalidInput, NotFound
 from app.domain.items import ItemPayload, Origin, TaskEvent, ToolResult, load_payload
@@ -134,23 +131,12 @@ class Rebuilt:
     replayed: int
 
 
-_T = TaskCheckpoint.__table__  # type: ignore[attr-defined]
-_CHECKPOINT = Prepared(
-    select(_T.c.seq, _T.c.ops, cast(_T.c.state, Text)).where(
-        _T.c.session_id == bindparam("t_session")
-    )
-)
-
-
 async def rebuild(db: AsyncSession, session_id: str) -> Rebuilt:
     """The session's store: its checkpoint, and the task items after it replayed."""
     store, seq, ops = TaskStore(), 0, 0
-    rows = (await _CHECKPOINT.execute(db, {"t_session": session_id})).rows
-    if rows:
-        kept_seq, kept_ops, state = rows[0]
-        restored = TaskStore.restore(_json_object(state))
-        if restored is not None:
-            store, seq, ops = restored, kept_seq, kept_ops
+    kept = await TaskCheckpointRepository(db).get(session_id)
+    if kept is not None and (restored := TaskStore.restore(kept.state)) is not None:
+        store, seq, ops = restored, kept.seq, kept.ops
     items = await _task_items(db, session_id, seq)
     ops_after = (task_op_of(row.kind, row.payload, row.created_at) for row in items)
     replay((op for op in ops_after if op is not None), store)
@@ -158,44 +144,21 @@ async def rebuild(db: AsyncSession, session_id: str) -> Rebuilt:
     return Rebuilt(store, last, ops + len(items), len(items))
 
 
-def _json_object(text: Any) -> dict[str, Any]:
-    try:
-        value = orjson.loads(text) if isinstance(text, str | bytes) else text
-    except orjson.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 async def load_store(db: AsyncSession, session_id: str) -> TaskStore:
     return (await rebuild(db, session_id)).store
 
 
-@dataclass(frozen=True)
-class Checkpoint:
-    seq: int
-    ops: int
-    state: dict[str, Any]
-
-
-def checkpoint_of(rebuilt: Rebuilt, every: int) -> Checkpoint | None:
+def checkpoint_of(rebuilt: Rebuilt, every: int) -> CheckpointRow | None:
     """The checkpoint a rebuild that replayed more than `every` operations leaves, taken
     now (the store may change in memory before it is written); None when it is not due."""
     if rebuilt.replayed <= every:
         return None
-    return Checkpoint(rebuilt.seq, rebuilt.ops, rebuilt.store.snapshot())
+    return CheckpointRow(rebuilt.seq, rebuilt.ops, rebuilt.store.snapshot())
 
 
-async def keep_checkpoint(db: AsyncSession, session_id: str, checkpoint: Checkpoint) -> None:
-    """In a write transaction that holds the session's row (it appended, or locked it):
-    make `checkpoint` the session's, unless it has a later one."""
-    current = await db.get(TaskCheckpoint, session_id)
-    if current is not None and current.seq >= checkpoint.seq:
-        return
-    row = current or TaskCheckpoint(session_id=session_id, seq=0, ops=0, state={})
-    row.seq, row.ops, row.state = checkpoint.seq, checkpoint.ops, checkpoint.state
-    row.created_at = utcnow()
-    db.add(row)
-    await db.flush()
+async def keep_checkpoint(db: AsyncSession, session_id: str, checkpoint: CheckpointRow) -> None:
+    """In a write transaction that holds the session's row (it appended, or locked it)."""
+    await TaskCheckpointRepository(db).keep(session_id, checkpoint)
 
 
 # --- REST -------------------------------------------------------------------

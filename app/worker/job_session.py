@@ -20,11 +20,12 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.db.engine import UnitsOfWork
 from app.db.models import Job
 from app.db.repositories.sessions import PROBE, probe_of, probe_params
+from app.db.repositories.task_checkpoints import CheckpointRow
 from app.domain.items import ItemPayload
 from app.domain.reminder import ReminderState
 from app.domain.tasks import TaskStore
 from app.services.items import segment_tail
-from app.services.tasks import Checkpoint, checkpoint_of, rebuild, task_op_of_payload, task_ops
+from app.services.tasks import checkpoint_of, rebuild, task_op_of_payload, task_ops
 
 
 class JobSession:
@@ -36,7 +37,7 @@ class JobSession:
         self.job = job
         self.checkpoint_every = checkpoint_every
         # a task checkpoint due from the last load, for the next append to write
-        self.checkpoint: Checkpoint | None = None
+        self.checkpoint: CheckpointRow | None = None
         self.segment_no: int | None = None
         self.last_seq = 0
         self.items: list[ItemPayload] = []

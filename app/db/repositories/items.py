@@ -27,7 +27,7 @@ class ItemRecord(NamedTuple):
     seq: int
 
 
-def _parse_json(text: str) -> Any:
+def parse_stored_json(text: str) -> Any:
     """orjson, which is several times faster than the stdlib; it refuses what strict JSON
     does not allow (NaN, Infinity), which the stdlib encoder may have written: then json."""
     try:
@@ -63,7 +63,7 @@ def _rows() -> Any:
 async def _item_rows(db: AsyncSession, query: Any) -> list[ItemRow]:
     rows = (await db.exec(query)).all()
     return [
-        ItemRow(seq, turn, kind, _parse_json(payload), source_id, created_at)
+        ItemRow(seq, turn, kind, parse_stored_json(payload), source_id, created_at)
         for seq, turn, kind, payload, source_id, created_at in rows
     ]
 
@@ -128,7 +128,7 @@ class ItemRepository:
             query = query.where(col(Item.seq) > after_seq)
         rows = sorted((await self.db.exec(query)).all(), key=itemgetter(0))
         return [
-            ItemRecord(kind, _parse_json(payload), created_at, seq)
+            ItemRecord(kind, parse_stored_json(payload), created_at, seq)
             for seq, kind, payload, created_at in rows
         ]
 
