@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.domain.tasks import OMITTED_LINE_CHARS, Task
+from app.domain.tasks import Task, fitted_lines
 
 OPEN_TAG = "<system-reminder>"
 CLOSE_TAG = "</system-reminder>"
@@ -67,18 +67,12 @@ def one_line(text: str) -> str:
 
 def reminder_text(active: Sequence[Task], max_chars: int | None = None) -> str:
     """The reminder listing `active`; its task lines take at most `max_chars`."""
-    listed: list[str] = []
-    used = 0
-    room = None if max_chars is None else max(0, max_chars - OMITTED_LINE_CHARS)
-    for task in active:
-        line = f"- taskid {task.taskid} [{task.status}] {one_line(task.subject)}"
-        if room is not None and used + len(line) + 1 > room:
-            left = len(active) - len(listed)
-            noun = "task" if left == 1 else "tasks"
-            listed.append(f"- … and {left} more active {noun} (TaskList shows every task)")
-            break
-        listed.append(line)
-        used += len(line) + 1
+    every = [f"- taskid {t.taskid} [{t.status}] {one_line(t.subject)}" for t in active]
+    listed = every if max_chars is None else fitted_lines(every, max_chars)
+    if len(listed) < len(every):
+        left = len(every) - len(listed)
+        noun = "task" if left == 1 else "tasks"
+        listed.append(f"- … and {left} more active {noun} (TaskList shows every task)")
     lines = "\n".join(listed)
     one = len(active) == 1
     count = "1 active task that has" if one else f"{len(active)} active tasks that have"

@@ -206,16 +206,8 @@ def render_snapshot(store: TaskStore, max_chars: int | None = None) -> str:
     if max_chars is None or len(whole) <= max_chars:
         return whole
     first = sorted(tasks, key=lambda t: t.status not in ACTIVE_STATUSES)  # stable
-    room = max(0, max_chars - OMITTED_LINE_CHARS)
     described = max(40, max_chars // 40)  # a description's share when the list is cut
-    lines: list[str] = []
-    used = 0
-    for task in first:
-        line = render_task(_cut_description(task, described))
-        if used + len(line) + 1 > room:
-            break
-        lines.append(line)
-        used += len(line) + 1
+    lines = fitted_lines((render_task(_cut_description(t, described)) for t in first), max_chars)
     left = first[len(lines) :]
     active = sum(1 for t in left if t.status in ACTIVE_STATUSES)
     if left:
@@ -231,6 +223,20 @@ def render_snapshot(store: TaskStore, max_chars: int | None = None) -> str:
 
 OMITTED_LINE_CHARS = 120
 """Room kept at the end of a cut list (or reminder) for the line saying what it left out."""
+
+
+def fitted_lines(lines: Iterable[str], max_chars: int) -> list[str]:
+    """The first of `lines` that fit, one per line, in `max_chars` less the room for the
+    closing line that says what was left out (the caller writes it)."""
+    room = max(0, max_chars - OMITTED_LINE_CHARS)
+    kept: list[str] = []
+    used = 0
+    for line in lines:
+        if used + len(line) + 1 > room:
+            break
+        kept.append(line)
+        used += len(line) + 1
+    return kept
 
 
 def _cut_description(task: Task, limit: int) -> Task:
