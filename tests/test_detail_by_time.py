@@ -204,3 +204,23 @@ async def test_the_look_up_finds_exactly_the_turns_filtering_all_of_them_finds(
 
     assert sorted((t.session_id, t.turn) for t in found) == expected
     assert [t.ended_at for t in found] == sorted((t.ended_at for t in found), reverse=True)
+
+
+async def test_a_turn_whose_end_moves_is_found_at_its_new_time(database: Database) -> None:
+    """A re-projected turn (more of it arrived) gets a later `ended_at`; its stored second
+    of the day must follow, or the look-up by the new time would miss it."""
+    moved_to = datetime(2026, 3, 27, 17, 45, 12, tzinfo=UTC)
+
+    async def move(session: AsyncSession) -> None:
+        turn = await session.get(MemoryTurn, 1)
+        assert turn is not None
+        turn.ended_at = moved_to
+        session.add(turn)
+
+    await database.write(move)
+    async with database.read() as session:
+        found = await detail(
+            session, "t", "ses_c", moved_to.astimezone(BERLIN).strftime("%H:%M:%S"), tz=BERLIN
+        )
+
+    assert [(t.session_id, t.turn) for t in found] == [("ses_a", 1)]

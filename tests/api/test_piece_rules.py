@@ -291,6 +291,27 @@ async def test_without_either_strata_gives_its_default_system_prompt(
     assert "You are Strata's agent" in json.dumps(fake_llm.requests[0].system)
 
 
+async def test_a_movements_prompt_carries_a_long_task_list_within_its_budget(
+    app_client: Strata, fake_llm: FakeMessagesAPI
+) -> None:
+    """The session's task list entered a movement's prompt whole: 40 tasks with long
+    descriptions put ~400 KB into every movement's first request."""
+    _, client = app_client
+    session_id = await new_session(client)
+    for n in range(40):
+        task = {"subject": f"task {n + 1}", "description": "why " * 2_500}
+        await client.post(f"/sessions/{session_id}/tasks", json=task)
+    fake_llm.reply(transition("COMPLETE", "done"))
+
+    await finish(
+        client, (await submit_job(client, piece="forced-done", session_id=session_id))["id"]
+    )
+
+    prompt = json.dumps(fake_llm.requests[0].messages)
+    assert "task 1" in prompt and "more tasks (" in prompt
+    assert len(prompt) < 30_000
+
+
 # ------------------------------------------------------------------ the chat's context
 
 
