@@ -489,8 +489,8 @@ async def test_a_parent_that_ends_cancels_its_open_subtasks(
             tool_use("spawn_subtask", {"instruction": "Count the apples.", "piece": "solo"})
         )
 
-    for _ in range(3):
-        fake_llm.respond_with(script)
+    # the child may be cancelled before it asks at all: the script answers whoever comes
+    fake_llm.always(script)
     parent = await submit_job(client, piece="research")
 
     ended = await finish(client, parent["id"])
