@@ -180,6 +180,8 @@ class UnitsOfWork(Protocol):
 
     async def write(self, work: Work[T]) -> T: ...
 
+    async def write_statements(self, work: Work[T]) -> T: ...
+
 
 class Database:
     """Owns the engines; hands out read units of work and runs write units of work.
@@ -220,6 +222,7 @@ class Database:
             writes = sqlite_setup(settings.sqlite_busy_timeout_ms)
             self._writer = SqliteWriter(
                 lambda: direct_engine(path, writes, self.stats, write=True),
+                direct_connector(path, writes),
                 self.stats,
                 batch=settings.db_write_batch_max,
                 on_commit=self.caches.apply,
@@ -271,12 +274,21 @@ class Database:
         `work` must only talk to the database (no network, no waiting on other tasks),
         and must not call `write` itself: on SQLite it runs on the writer thread,
         holding the write lock, and would wait for itself."""
+        return await self._write(work, statements=False)
 
+    async def write_statements(self, work: Work[T]) -> T:
+        """`write` for a unit that runs prepared statements only (`app.db.prepared`): what
+        a running job writes on every step. On SQLite it runs on the writer's direct
+        connection without an ORM session (`SqliteWriter`), and anything but a prepared
+        statement raises there; on PostgreSQL it is an ordinary write unit on the pool."""
+        return await self._write(work, statements=True)
+
+    async def _write(self, work: Work[T], *, statements: bool) -> T:
         async def unit_of_work(db: AsyncSession) -> T:
             return await work(self._attach(db))
 
         if self._writer is not None:
-            return await self._writer.submit(unit_of_work, self._fire)
+            return await self._writer.submit(unit_of_work, self._fire, statements=statements)
         # as on the writer thread, a caller that stops waiting does not cut the
         # transaction in the middle: it runs on in a task of its own
         unit = asyncio.ensure_future(self._write_on_pool(unit_of_work))

@@ -138,6 +138,17 @@ class Prepared:
 
 
 _DRIVER = "strata.prepared.driver"
+_DIRECT = "strata.prepared.direct"
+
+
+def statement_session(driver: Any, dialect: Dialect) -> AsyncSession:
+    """The unit of work of a statement unit (`Database.write_statements`): an ORM session
+    bound to no engine, whose prepared statements run on `driver`, in the transaction its
+    caller opened there. Anything else asked of it (a query, a flush) raises
+    `UnboundExecutionError` instead of running outside that transaction."""
+    db = AsyncSession(expire_on_commit=False)
+    db.info[_DIRECT] = (driver, dialect)
+    return db
 
 
 async def _driver_of(db: AsyncSession) -> tuple[Any, Dialect]:
@@ -148,6 +159,9 @@ async def _driver_of(db: AsyncSession) -> tuple[Any, Dialect]:
     spends on one of these. The answer cannot change while the session's transaction
     lasts, so it is kept in the session's `info` beside that transaction and asked again
     only in a new one (after a commit or a rollback)."""
+    direct: tuple[Any, Dialect] | None = db.info.get(_DIRECT)
+    if direct is not None:
+        return direct
     transaction = db.sync_session.get_transaction()
     kept = db.info.get(_DRIVER)
     if transaction is not None and kept is not None and kept[0] is transaction:

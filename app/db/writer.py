@@ -12,6 +12,13 @@ committed by one `COMMIT`, each inside a SAVEPOINT of its own, so a unit that
 fails is rolled back alone and every caller is told exactly what it would have
 been told alone. A caller that stops waiting (cancelled) does not stop its unit:
 a transaction is never cut in the middle.
+
+Statement units (`statements=True`, what a running job writes on every step) run
+only prepared statements (`app.db.prepared`) and need no ORM session: they run on a
+direct connection of the writer's own, begun and committed with SQLite's own
+statements. Through the session's machinery (a pool checkout, the transaction's
+bookkeeping and the greenlet bridge, both ways) a unit cost ~0.4 ms more than the
+SQLite work it held.
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db import signals
+from app.db.prepared import as_sqlalchemy_error, statement_session
+from app.db.sqlite_direct import DirectConnection
 from app.db.stats import DbStats
 
 logger = logging.getLogger("strata.db")
@@ -43,6 +52,7 @@ class _Unit:
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[Any]
     fire: Fire
+    statements: bool
     outcome: tuple[Any, list[signals.Signal]] | BaseException | None = None
 
     def settle(self) -> None:
@@ -83,12 +93,17 @@ class SqliteWriter:
     def __init__(
         self,
         make_engine: Callable[[], AsyncEngine],
+        make_connection: Callable[[], Awaitable[DirectConnection]],
         stats: DbStats,
         batch: int,
         name: str = "strata-db-writer",
         on_commit: Fire | None = None,
     ) -> None:
+        """`make_engine` gives the engine of the units that use an ORM session,
+        `make_connection` the connection the statement units run on."""
         self._make_engine = make_engine
+        self._make_connection = make_connection
+        self._direct: DirectConnection | None = None
         self._stats = stats
         self._batch = batch
         self._on_commit = on_commit
@@ -102,15 +117,16 @@ class SqliteWriter:
         self._thread.start()
         self._started.wait()
 
-    async def submit(self, work: Work[T], fire: Fire) -> T:
+    async def submit(self, work: Work[T], fire: Fire, *, statements: bool = False) -> T:
         """Run `work` as (part of) one write transaction on the writer thread; `fire`
-        gets its signals on this loop once it committed."""
+        gets its signals on this loop once it committed. A statement unit's `work` gets
+        a session that runs prepared statements only (`statement_session`)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         with self._guard:
             if self._closing:
                 raise RuntimeError("the database writer is closed")
-            self._pending.append(_Unit(work, loop, future, fire))
+            self._pending.append(_Unit(work, loop, future, fire, statements))
         self._stats.handoffs += 2  # there and back
         assert self._loop is not None and self._ready is not None
         self._loop.call_soon_threadsafe(self._ready.set)
@@ -144,6 +160,8 @@ class SqliteWriter:
                     if self._closing and not self._pending:
                         break
         finally:
+            if self._direct is not None:
+                self._direct.stop()
             await engine.dispose()
 
     def _take(self) -> list[_Unit]:
@@ -153,7 +171,9 @@ class SqliteWriter:
 
     async def _run(self, engine: AsyncEngine, batch: list[_Unit]) -> None:
         try:
-            if len(batch) == 1:
+            if all(unit.statements for unit in batch):
+                await self._run_statements(engine, batch)
+            elif len(batch) == 1:
                 await self._run_alone(engine, batch[0])
             else:
                 await self._run_group(engine, batch)
@@ -194,6 +214,13 @@ class SqliteWriter:
             async with engine.connect() as connection:
                 await connection.begin()
                 for unit in batch:
+                    if unit.statements:
+                        sync = connection.sync_connection
+                        assert sync is not None  # begun above
+                        direct = sync.connection.driver_connection
+                        assert isinstance(direct, DirectConnection)
+                        await self._run_statement_unit(direct, engine, unit, done, savepoint=True)
+                        continue
                     db = AsyncSession(
                         bind=connection,
                         join_transaction_mode="create_savepoint",
@@ -221,3 +248,82 @@ class SqliteWriter:
         self._committed(fired)
         for unit, value, unit_signals in done:
             unit.outcome = (value, unit_signals)
+
+    # --- statement units ----------------------------------------------------------
+    async def _connection(self) -> DirectConnection:
+        if self._direct is None:
+            self._direct = await self._make_connection()
+        return self._direct
+
+    async def _run_statements(self, engine: AsyncEngine, batch: list[_Unit]) -> None:
+        """Statement units, together in one transaction on the writer's direct connection."""
+        done: list[tuple[_Unit, Any, list[signals.Signal]]] = []
+        try:
+            direct = await self._connection()
+            self._raw(direct, "BEGIN IMMEDIATE")
+            try:
+                alone = len(batch) == 1  # its failure is the transaction's: no savepoint
+                for unit in batch:
+                    await self._run_statement_unit(direct, engine, unit, done, savepoint=not alone)
+                self._raw(direct, "COMMIT", counted=False)  # counted as the transaction
+            except BaseException:
+                self._stop_transaction(direct)
+                raise
+            finally:
+                self._stats.transactions += 1
+        except BaseException as exc:
+            for unit in batch:
+                if not isinstance(unit.outcome, BaseException):  # not its own failure
+                    unit.outcome = exc
+            if not isinstance(exc, Exception):
+                raise
+            return
+        fired = [signal for _unit, _value, signals_ in done for signal in signals_]
+        self._committed(fired)
+        for unit, value, unit_signals in done:
+            unit.outcome = (value, unit_signals)
+
+    async def _run_statement_unit(
+        self,
+        direct: DirectConnection,
+        engine: AsyncEngine,
+        unit: _Unit,
+        done: list[tuple[_Unit, Any, list[signals.Signal]]],
+        *,
+        savepoint: bool,
+    ) -> None:
+        """One statement unit inside the open transaction. In a `savepoint` of its own, a
+        unit that fails is undone alone and told so; without one its failure is raised."""
+        db = statement_session(direct, engine.dialect)
+        if not savepoint:
+            done.append((unit, await unit.work(db), signals.take(db)))
+            return
+        self._raw(direct, "SAVEPOINT strata_unit")
+        try:
+            value = await unit.work(db)
+        except Exception as exc:
+            self._raw(direct, "ROLLBACK TO strata_unit")
+            self._raw(direct, "RELEASE strata_unit")
+            unit.outcome = exc
+            return
+        self._raw(direct, "RELEASE strata_unit")
+        done.append((unit, value, signals.take(db)))
+
+    def _raw(self, direct: DirectConnection, sql: str, *, counted: bool = True) -> None:
+        if counted:
+            self._stats.statements += 1
+        try:
+            direct.raw.execute(sql)
+        except Exception as exc:
+            raise as_sqlalchemy_error(exc, sql, ()) from exc
+
+    def _stop_transaction(self, direct: DirectConnection) -> None:
+        """After a failure: roll back what is open; a connection that cannot even do that
+        is dropped, and the next statement unit opens a new one."""
+        try:
+            if direct.raw.in_transaction:
+                direct.raw.rollback()
+        except Exception:
+            logger.warning("the writer's direct connection failed; opening a new one")
+            direct.stop()
+            self._direct = None

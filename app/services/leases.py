@@ -77,10 +77,16 @@ class JobDatabase:
         return await self.database.peek(statement, params)
 
     async def write(self, work: Work[T]) -> T:
+        return await self.database.write(self._fenced(work))
+
+    async def write_statements(self, work: Work[T]) -> T:
+        return await self.database.write_statements(self._fenced(work))
+
+    def _fenced(self, work: Work[T]) -> Work[T]:
         job = self.job
 
         async def fenced(db: AsyncSession) -> T:
-            await fence(db, job)
+            await fence(db, job)  # a prepared statement
             return await work(db)
 
-        return await self.database.write(fenced)
+        return fenced

@@ -85,8 +85,11 @@ class DbTurnStore:
                 await keep_checkpoint(db, job.session_id, checkpoint)
             return seqs
 
+        database = self.session.database
+        # a checkpoint is kept through the ORM; every other statement here is prepared
+        write = database.write if checkpoint is not None else database.write_statements
         try:
-            seqs = await self.session.database.write(work)
+            seqs = await write(work)
         except BaseException:
             self.session.invalidate()
             raise

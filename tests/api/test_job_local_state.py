@@ -34,17 +34,23 @@ async def quiet_app(make_settings: Any, fake_llm: FakeMessagesAPI) -> AsyncItera
 
 
 class Counted:
-    """Counts the units of work the runner's job makes through the database: its writes,
-    and its reads (its one-statement probe, and any read unit besides)."""
+    """Counts the units of work the runner's job makes through the database: its writes
+    (statement units or not), and its reads (its one-statement probe, and any read unit
+    besides)."""
 
     def __init__(self, database: Database) -> None:
         self.writes = 0
         self.probes = 0
         write, read_unit, peek = database.write, database.read_unit, database.peek
+        write_statements = database.write_statements
 
         async def counted_write(work: Any) -> Any:
             self.writes += 1
             return await write(work)
+
+        async def counted_write_statements(work: Any) -> Any:
+            self.writes += 1
+            return await write_statements(work)
 
         async def counted_read_unit(work: Any) -> Any:
             self.probes += 1
@@ -56,6 +62,7 @@ class Counted:
             return await peek(statement, params)
 
         database.write = counted_write  # type: ignore[method-assign]
+        database.write_statements = counted_write_statements  # type: ignore[method-assign]
         database.read_unit = counted_read_unit  # type: ignore[method-assign]
         database.peek = counted_peek  # type: ignore[method-assign]
 

@@ -1,0 +1,177 @@
+"""Statement units (`Database.write_statements`): the writes a running job makes on every
+step, run as prepared statements only. On SQLite they run on the writer's direct
+connection without an ORM session; callers see what `Database.write` would tell them,
+on both backends."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from sqlalchemy import bindparam, insert, select
+from sqlalchemy.exc import IntegrityError, UnboundExecutionError
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.db import signals
+from app.db.engine import Database
+from app.db.models import Session
+from app.db.prepared import Prepared
+from app.domain.errors import Conflict
+
+_S = Session.__table__  # type: ignore[attr-defined]
+ADD = Prepared(
+    insert(_S),
+    column_keys=("id", "tenant", "title", "metadata", "created_at", "updated_at"),
+)
+TITLE = Prepared(select(_S.c.title).where(_S.c.id == bindparam("s_id")))
+STAMP = datetime(2026, 12, 4, 7, 0, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+async def database(make_settings: Any) -> AsyncIterator[Database]:
+    db = Database(make_settings(sqlite_busy_timeout_ms=1))
+    yield db
+    await db.dispose()
+
+
+def _row(session_id: str) -> dict[str, Any]:
+    return {
+        "id": session_id,
+        "tenant": "acme",
+        "title": session_id,
+        "metadata": {},
+        "created_at": STAMP,
+        "updated_at": STAMP,
+    }
+
+
+def adding(session_id: str, *, fail: bool = False, signal: signals.Signal | None = None) -> Any:
+    async def work(db: AsyncSession) -> str:
+        await ADD.execute(db, _row(session_id))
+        if signal is not None:
+            signals.emit(db, signal)
+        if fail:
+            raise Conflict(f"{session_id} refused")
+        return session_id
+
+    return work
+
+
+def adding_by_orm(session_id: str) -> Any:
+    async def work(db: AsyncSession) -> str:
+        db.add(Session(id=session_id, tenant="acme", title=session_id))
+        await db.flush()
+        return session_id
+
+    return work
+
+
+async def stored(database: Database, session_id: str) -> bool:
+    return bool(await database.peek(TITLE, {"s_id": session_id}))
+
+
+async def test_a_statement_unit_commits_what_its_statements_wrote(database: Database) -> None:
+    assert await database.write_statements(adding("ses_1")) == "ses_1"
+
+    assert await stored(database, "ses_1")
+
+
+async def test_a_statement_unit_that_fails_writes_nothing(database: Database) -> None:
+    with pytest.raises(Conflict):
+        await database.write_statements(adding("ses_gone", fail=True))
+
+    assert not await stored(database, "ses_gone")
+    assert await database.write_statements(adding("ses_next")) == "ses_next"
+
+
+async def test_a_driver_error_in_a_statement_unit_is_raised_as_sqlalchemy_raises_it(
+    database: Database,
+) -> None:
+    await database.write_statements(adding("ses_twice"))
+
+    with pytest.raises(IntegrityError):
+        await database.write_statements(adding("ses_twice"))
+
+
+@pytest.mark.sqlite_only
+async def test_a_statement_unit_cannot_run_anything_but_prepared_statements(
+    database: Database,
+) -> None:
+    """It has no ORM transaction: a query would run beside the unit's, not in it."""
+
+    async def wanders_off(db: AsyncSession) -> None:
+        await ADD.execute(db, _row("ses_half"))
+        await db.exec(select(_S.c.id))
+
+    with pytest.raises(UnboundExecutionError):
+        await database.write_statements(wanders_off)
+
+    assert not await stored(database, "ses_half")
+
+
+async def test_statement_units_queued_with_orm_units_fail_alone(database: Database) -> None:
+    units = [
+        database.write_statements(adding(f"ses_{n}", fail=n % 3 == 0))
+        if n % 2
+        else database.write(adding_by_orm(f"ses_{n}"))
+        for n in range(12)
+    ]
+    results = await asyncio.gather(*units, return_exceptions=True)
+
+    refused = {n for n in range(12) if n % 2 and n % 3 == 0}
+    assert [n for n, r in enumerate(results) if isinstance(r, Conflict)] == sorted(refused)
+    for n in range(12):
+        assert await stored(database, f"ses_{n}") == (n not in refused)
+
+
+async def test_statement_units_queued_together_fail_alone(database: Database) -> None:
+    units = [database.write_statements(adding(f"ses_{n}", fail=n % 3 == 0)) for n in range(12)]
+    results = await asyncio.gather(*units, return_exceptions=True)
+
+    assert [n for n, r in enumerate(results) if isinstance(r, Conflict)] == [0, 3, 6, 9]
+    for n in range(12):
+        assert await stored(database, f"ses_{n}") == bool(n % 3)
+
+
+@pytest.mark.sqlite_only
+async def test_statement_units_queued_together_commit_in_fewer_transactions(
+    database: Database,
+) -> None:
+    before = database.stats.snapshot()
+    await asyncio.gather(*(database.write_statements(adding(f"ses_{n}")) for n in range(40)))
+
+    assert database.stats.since(before).transactions < 40
+
+
+async def test_a_statement_units_signals_fire_after_its_commit_only(database: Database) -> None:
+    fired: list[signals.Signal] = []
+    database.listener = fired.append
+
+    await database.write_statements(adding("ses_ok", signal=signals.Notify("ses_ok")))
+    with pytest.raises(Conflict):
+        await database.write_statements(
+            adding("ses_bad", fail=True, signal=signals.Notify("ses_bad"))
+        )
+    await asyncio.sleep(0)  # signals are delivered on the caller's loop
+
+    assert fired == [signals.Notify("ses_ok")]
+
+
+@pytest.mark.sqlite_only
+async def test_a_statement_unit_that_breaks_its_connection_leaves_the_next_one_working(
+    database: Database,
+) -> None:
+    async def break_it(db: AsyncSession) -> None:
+        await ADD.execute(db, _row("ses_broken"))
+        driver = db.info["strata.prepared.direct"][0]
+        driver.raw.close()
+
+    with pytest.raises(Exception):  # noqa: B017 - whichever error the closed handle gives
+        await database.write_statements(break_it)
+
+    assert await database.write_statements(adding("ses_after")) == "ses_after"
+    assert await database.write(adding_by_orm("ses_orm")) == "ses_orm"
+    assert not await stored(database, "ses_broken")
