@@ -130,9 +130,10 @@ class SqliteWriter:
         self._stats.handoffs += 2  # there and back
         assert self._loop is not None and self._ready is not None
         self._loop.call_soon_threadsafe(self._ready.set)
-        # a caller that stops waiting does not stop its unit: a transaction is never
-        # cut in the middle, and its signals still fire
-        return await asyncio.shield(future)
+        # a caller that stops waiting cancels only this future, not its unit: the writer
+        # runs every unit it took, whole, and `settle` fires its signals all the same
+        # (no `shield`: it would cost one more turn of the caller's loop per write)
+        return await future
 
     async def close(self) -> None:
         with self._guard:
