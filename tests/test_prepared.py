@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sqlalchemy import bindparam, insert, select
+from sqlalchemy import bindparam, exists, insert, select
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -77,6 +77,26 @@ async def test_parameters_go_through_the_column_types_as_the_orm_stores_them(
     async with database.read() as db:
         row = await db.get(Session, "ses_prepared")
     assert row is not None and row.created_at == STAMP
+
+
+async def test_result_columns_read_as_the_orm_reads_them(database: Database) -> None:
+    """A datetime comes back aware (SQLite stores text) and a flag as a bool (SQLite
+    stores 0/1), whether the statement runs in a unit or as a peek."""
+    read = Prepared(
+        select(_S.c.created_at, exists().where(_S.c.id == bindparam("s_id"))).where(
+            _S.c.id == bindparam("s_id")
+        )
+    )
+
+    async def work(db: AsyncSession) -> list[tuple[Any, ...]]:
+        await ADD.execute(db, add("ses_read"))
+        return (await read.execute(db, {"s_id": "ses_read"})).rows
+
+    in_unit = await database.write(work)
+    peeked = await database.peek(read, {"s_id": "ses_read"})
+
+    assert in_unit == peeked == [(STAMP, True)]
+    assert type(in_unit[0][1]) is bool
 
 
 async def test_a_driver_error_is_raised_as_sqlalchemy_raises_it(database: Database) -> None:

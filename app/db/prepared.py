@@ -10,8 +10,8 @@ it is part of that transaction like any other statement, commits and rolls back 
 it, and sees what the unit wrote before it.
 
 Parameters go through the column types' own bind processors (so a datetime is stored
-exactly as the ORM stores it); results come back as plain tuples, unprocessed: keep
-prepared reads to integers, strings and flags (SQLite returns a flag as 0/1).
+exactly as the ORM stores it), and result columns through their result processors (a
+datetime or a flag reads as the ORM reads it): rows come back as plain tuples.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ class CompiledStatement:
     names: tuple[str, ...]
     defaults: tuple[Any, ...]
     processors: tuple[Processor, ...]
+    results: tuple[Processor, ...] | None  # None: no result column needs processing
     positional: bool
     sanitize: bool
 
@@ -66,6 +67,19 @@ class CompiledStatement:
         if self.positional:
             return values
         return dict(zip(self.names, values, strict=True))
+
+    def processed(self, outcome: Outcome) -> Outcome:
+        results = self.results
+        if results is None or not outcome.rows:
+            return outcome
+        rows = [
+            tuple(
+                value if process is None else process(value)
+                for value, process in zip(row, results, strict=True)
+            )
+            for row in outcome.rows
+        ]
+        return Outcome(rows, outcome.rowcount)
 
 
 def _default_of(bind: Any, column_default: Any) -> Any:
@@ -112,6 +126,10 @@ class Prepared:
             column.key: column.default if column in compiled.insert_prefetch else column.onupdate
             for column in [*compiled.insert_prefetch, *compiled.update_prefetch]
         }
+        results = tuple(
+            entry.type.dialect_impl(dialect).result_processor(dialect, None)
+            for entry in compiled._result_columns
+        )
         return CompiledStatement(
             sql=compiled.string,
             names=names,
@@ -119,6 +137,7 @@ class Prepared:
             processors=tuple(
                 bind.type.dialect_impl(dialect).bind_processor(dialect) for bind in binds
             ),
+            results=results if any(process is not None for process in results) else None,
             positional=positional,
             sanitize=dialect.name == "postgresql",
         )
@@ -132,9 +151,10 @@ class Prepared:
             stats.statements += 1
         parameters = compiled.parameters(params)
         try:
-            return await run_on(driver, compiled.sql, parameters)
+            outcome = await run_on(driver, compiled.sql, parameters)
         except Exception as exc:
             raise as_sqlalchemy_error(exc, compiled.sql, parameters) from exc
+        return compiled.processed(outcome)
 
 
 _DRIVER = "strata.prepared.driver"
@@ -230,9 +250,10 @@ class SqlitePeeker:
             self._conn = connection
         parameters = compiled.parameters(params)
         try:
-            return run_sqlite(self._conn, compiled.sql, parameters).rows
+            outcome = run_sqlite(self._conn, compiled.sql, parameters)
         except Exception as exc:
             raise as_sqlalchemy_error(exc, compiled.sql, parameters) from exc
+        return compiled.processed(outcome).rows
 
     def close(self) -> None:
         if self._conn is not None:

@@ -15,7 +15,7 @@ from app.domain.items import Origin, user_text
 from app.domain.jobs import JobKind
 from app.services.items import append_item
 from app.services.jobs import enqueue
-from app.services.sessions import get_session
+from app.services.sessions import check_session, get_session
 
 
 class IfBusy(StrEnum):
@@ -30,7 +30,7 @@ async def send_message(
 ) -> Job:
     """Enqueue a chat turn. On an idle session the user item is appended now; behind a
     running turn it is appended when its own turn starts, so turns never interleave."""
-    await get_session(db, tenant, session_id)
+    await check_session(db, tenant, session_id)
     turn = await SessionRepository(db).reserve_turn(session_id)  # also locks the session
     jobs = JobRepository(db)
     busy = await jobs.session_is_busy(session_id)

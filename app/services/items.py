@@ -24,7 +24,7 @@ from app.domain.items import (
 )
 from app.services.events import record_event
 from app.services.pagination import Page, page_of
-from app.services.sessions import get_session
+from app.services.sessions import check_session
 
 
 async def append_item(
@@ -73,7 +73,7 @@ async def append_client_item(
     db: AsyncSession, tenant: str, session_id: str, payload: ItemPayload, origin: Origin
 ) -> AppendedItem:
     """An item a client appends itself; refused while an agent turn owns the session."""
-    await get_session(db, tenant, session_id)
+    await check_session(db, tenant, session_id)
     item = await append_item(db, session_id, payload, origin)  # locks the session row
     if await JobRepository(db).session_is_busy(session_id):
         raise Conflict(
@@ -101,7 +101,7 @@ async def segment_tail(
 async def list_items(
     db: AsyncSession, tenant: str, session_id: str, *, limit: int, after: str | None
 ) -> Page[Item]:
-    await get_session(db, tenant, session_id)
+    await check_session(db, tenant, session_id)
     after_seq = parse_seq_cursor(after)
     rows = await ItemRepository(db).list_page(session_id, after_seq=after_seq, limit=limit + 1)
     return page_of(rows, limit, lambda row: str(row.seq))

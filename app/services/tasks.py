@@ -38,7 +38,7 @@ from app.domain.tasks import (
 )
 from app.services import webhooks
 from app.services.items import append_item
-from app.services.sessions import get_session
+from app.services.sessions import check_session
 
 _TOOL_RESULT_FIELDS = frozenset(ToolResult.model_fields) - {"kind"}
 _TASK_EVENT_FIELDS = frozenset(TaskEvent.model_fields) - {"kind"}
@@ -165,13 +165,13 @@ async def keep_checkpoint(db: AsyncSession, session_id: str, checkpoint: Checkpo
 async def list_tasks(
     db: AsyncSession, tenant: str, session_id: str, status: str | None = None
 ) -> list[Task]:
-    await get_session(db, tenant, session_id)
+    await check_session(db, tenant, session_id)
     tasks = (await load_store(db, session_id)).all()
     return [t for t in tasks if status is None or t.status == status]
 
 
 async def get_task(db: AsyncSession, tenant: str, session_id: str, taskid: int) -> Task:
-    await get_session(db, tenant, session_id)
+    await check_session(db, tenant, session_id)
     try:
         return (await load_store(db, session_id)).get(taskid)
     except UnknownTask as exc:
@@ -190,7 +190,7 @@ async def change_task(
     """A REST create or update: recorded as a task event (origin api) that replay applies.
     It counts as a task write for the reminder's timing (the agent reads of it in the
     task note the event becomes)."""
-    await get_session(db, tenant, session_id, lock=True)
+    await check_session(db, tenant, session_id, lock=True)
     rebuilt = await rebuild(db, session_id)
     if (due := checkpoint_of(rebuilt, checkpoint_every)) is not None:
         await keep_checkpoint(db, session_id, due)

@@ -19,7 +19,7 @@ from app.api.schemas.events import STREAM_DESCRIPTION, stream_responses
 from app.api.schemas.items import item_public
 from app.observability.metrics import OPEN_STREAMS
 from app.services.jobs import get_job
-from app.services.sessions import get_session
+from app.services.sessions import check_session
 from app.services.streams import (
     StreamEvent,
     event_stream,
@@ -105,7 +105,7 @@ async def session_events(
 ) -> StreamingResponse:
     after = parse_last_event_id(last_event_id)
     async with database.read() as db:  # an unknown session is a 404 before the stream starts
-        await get_session(db, tenant, session_id)
+        await check_session(db, tenant, session_id)
     return _respond(runtime, settings, tenant, session_id, None, after)
 
 

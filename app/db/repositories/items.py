@@ -3,11 +3,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime
+from functools import cache
 from operator import itemgetter
 from typing import Any, NamedTuple
 
 import orjson
-from sqlalchemy import Text, cast, insert
+from sqlalchemy import Text, bindparam, cast, insert
 from sqlalchemy import select as core_select
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -73,6 +74,24 @@ _INSERT = insert(Item.__table__)  # type: ignore[attr-defined]
 _APPEND = Prepared(_INSERT, column_keys=_COLUMNS)
 
 
+_I = Item.__table__  # type: ignore[attr-defined]
+
+
+@cache
+def _by_tool_names(names: tuple[str, ...]) -> Prepared:
+    """The items of a session with one of `names` after a seq; the names are fixed in
+    the statement (literal parameters), so it needs no expanding IN."""
+    return Prepared(
+        core_select(_I.c.seq, _I.c.kind, cast(_I.c.payload, Text), _I.c.created_at).where(
+            _I.c.session_id == bindparam("i_session"),
+            _I.c.tool_name.in_(
+                [bindparam(f"i_name_{n}", value=name) for n, name in enumerate(names)]
+            ),
+            _I.c.seq > bindparam("i_after"),
+        )
+    )
+
+
 class ItemRepository:
     def __init__(self, db: AsyncSession) -> None:
         self.db = db
@@ -114,19 +133,17 @@ class ItemRepository:
         Task replay reads every task item of a session on each request, so this skips what
         costs most per row: ORM objects (identity map, instance state) and the JSON type's
         stdlib decode. The payload is fetched as text (a no-op on SQLite, `jsonb` → text on
-        PostgreSQL) and parsed with orjson.
+        PostgreSQL) and parsed with orjson. The statement is prepared (one per set of
+        names; replay always asks the same one).
 
         There is no ORDER BY: to avoid a sort, SQLite would walk the `(session_id, seq)`
         index and read every item of the session to test its tool name. Without it the
         rows come from `ix_items_session_tool`, in `seq` order per name, and the sort below
         only merges those runs.
         """
-        query = select(Item.seq, Item.kind, cast(Item.payload, Text), Item.created_at).where(
-            Item.session_id == session_id, col(Item.tool_name).in_(names)
-        )
-        if after_seq:
-            query = query.where(col(Item.seq) > after_seq)
-        rows = sorted((await self.db.exec(query)).all(), key=itemgetter(0))
+        statement = _by_tool_names(tuple(names))
+        params = {"i_session": session_id, "i_after": after_seq}
+        rows = sorted((await statement.execute(self.db, params)).rows, key=itemgetter(0))
         return [
             ItemRecord(kind, parse_stored_json(payload), created_at, seq)
             for seq, kind, payload, created_at in rows

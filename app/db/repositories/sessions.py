@@ -130,6 +130,11 @@ _PROBE = Prepared(
 )
 
 
+_TENANT = core_select(_S.c.tenant).where(_S.c.id == bindparam("s_id"))
+_TENANT_OF = Prepared(_TENANT)
+_TENANT_OF_LOCKED = Prepared(_TENANT.with_for_update())
+
+
 def probe_params(session_id: str, job_id: str) -> dict[str, str]:
     return {"s_id": session_id, "j_id": job_id}
 
@@ -216,6 +221,13 @@ class SessionRepository:
 
     async def add_usage(self, session_id: str, usage: Usage) -> None:
         await _ADD_USAGE.execute(self.db, {"s_id": session_id, **usage_params(usage)})
+
+    async def tenant_of(self, session_id: str, *, lock: bool = False) -> str | None:
+        """Whose the session is (None: there is none), in one prepared statement; with
+        `lock` its row is held for the transaction (PostgreSQL)."""
+        statement = _TENANT_OF_LOCKED if lock else _TENANT_OF
+        rows = (await statement.execute(self.db, {"s_id": session_id})).rows
+        return str(rows[0][0]) if rows else None
 
     async def lock(self, session_id: str) -> Session | None:
         """The session, its row held for this transaction (on SQLite a plain read: its
