@@ -31,16 +31,19 @@ async def database(make_settings: Any) -> AsyncIterator[Database]:
     await database.dispose()
 
 
-async def chain(database: Database, turns: int, summarized: set[int]) -> Session:
+async def chain(
+    database: Database, turns: int, summarized: set[int], *, lone: bool = False
+) -> Session:
     """A session continuing another; `turns` turns, oldest first, split between the two
     (turn 2 and 3 end at the same second, so the id breaks the tie); the turns numbered in
-    `summarized` have an L1 already."""
+    `summarized` have an L1 already. A `lone` session continues none and has them all
+    (its check is one prepared statement)."""
 
     async def build(db: AsyncSession) -> Session:
         first = await create_session(db, "acme")
-        second = await create_session(db, "acme", continues_from=first.id)
+        second = await create_session(db, "acme", continues_from=None if lone else first.id)
         for n in range(turns):
-            owner = first if n < turns // 2 else second
+            owner = first if n < turns // 2 and not lone else second
             db.add(
                 MemoryTurn(
                     session_id=owner.id,
@@ -96,10 +99,11 @@ async def loaded_the_old_way(db: AsyncSession, session: Session, window: int) ->
         "mixed",
     ],
 )
+@pytest.mark.parametrize("lone", [False, True], ids=["chain", "lone-session"])
 async def test_the_count_agrees_with_loading_every_turn(
-    database: Database, turns: int, summarized: set[int], expected: int
+    database: Database, turns: int, summarized: set[int], expected: int, lone: bool
 ) -> None:
-    session = await chain(database, turns, summarized)
+    session = await chain(database, turns, summarized, lone=lone)
 
     async with database.read() as db:
         old = await loaded_the_old_way(db, session, WINDOW)
@@ -111,9 +115,12 @@ async def test_the_count_agrees_with_loading_every_turn(
     assert pending == old
 
 
+@pytest.mark.parametrize("lone", [False, True], ids=["chain", "lone-session"])
 @pytest.mark.parametrize("window", [0, 1, 3, 20])
-async def test_any_window_agrees_with_loading_every_turn(database: Database, window: int) -> None:
-    session = await chain(database, 9, {1, 5})
+async def test_any_window_agrees_with_loading_every_turn(
+    database: Database, window: int, lone: bool
+) -> None:
+    session = await chain(database, 9, {1, 5}, lone=lone)
 
     async with database.read() as db:
         old = await loaded_the_old_way(db, session, window)

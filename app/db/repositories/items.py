@@ -62,11 +62,21 @@ def _rows() -> Any:
 
 
 async def _item_rows(db: AsyncSession, query: Any) -> list[ItemRow]:
-    rows = (await db.exec(query)).all()
+    return _as_item_rows((await db.exec(query)).all())
+
+
+def _as_item_rows(rows: Sequence[Any]) -> list[ItemRow]:
     return [
         ItemRow(seq, turn, kind, parse_stored_json(payload), source_id, created_at)
         for seq, turn, kind, payload, source_id, created_at in rows
     ]
+
+
+_OF_TURN = Prepared(
+    _rows()
+    .where(Item.session_id == bindparam("i_session"), Item.turn == bindparam("i_turn"))
+    .order_by(col(Item.seq))
+)
 
 
 _COLUMNS = tuple(c.name for c in Item.__table__.columns if c.name != "id")  # type: ignore[attr-defined]
@@ -150,6 +160,9 @@ class ItemRepository:
         ]
 
     async def of_turns(self, session_id: str, turns: Sequence[int]) -> list[ItemRow]:
+        if len(turns) == 1:  # the turn that just ended: one prepared statement
+            params = {"i_session": session_id, "i_turn": turns[0]}
+            return _as_item_rows((await _OF_TURN.execute(self.db, params)).rows)
         query = (
             _rows()
             .where(Item.session_id == session_id, col(Item.turn).in_(turns))

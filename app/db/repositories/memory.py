@@ -5,7 +5,19 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import Text, and_, bindparam, cast, func, insert, literal, or_, union_all, update
+from sqlalchemy import (
+    Integer,
+    Text,
+    and_,
+    bindparam,
+    cast,
+    func,
+    insert,
+    literal,
+    or_,
+    union_all,
+    update,
+)
 from sqlalchemy import select as sa_select
 from sqlalchemy.orm import aliased
 from sqlmodel import col, select
@@ -13,6 +25,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from sqlmodel.sql.expression import SelectOfScalar
 
 from app.db.models import MemoryDetail, MemoryTurn, Session
+from app.db.prepared import Prepared
 from app.db.types import UTCDateTime, utcnow
 
 
@@ -156,6 +169,38 @@ def _walk_query() -> SelectOfScalar[Session]:
     return select(Session).where(col(Session.id).in_(sa_select(walk.c.id)))
 
 
+def _without_l1_before(owned: Any, offset: Any) -> list[Any]:
+    """Conditions on `MemoryTurn`: `owned`, no L1, ordered (by `ended_at`, then `id`)
+    before the newest owned turn but `offset`; none when there are fewer."""
+    newest = (
+        sa_select(col(MemoryTurn.ended_at), col(MemoryTurn.id))
+        .where(owned)
+        .order_by(col(MemoryTurn.ended_at).desc(), col(MemoryTurn.id).desc())
+        .offset(offset)
+        .limit(1)
+        .subquery("window_start")
+    )
+    before = or_(
+        col(MemoryTurn.ended_at) < newest.c.ended_at,
+        and_(col(MemoryTurn.ended_at) == newest.c.ended_at, col(MemoryTurn.id) < newest.c.id),
+    )
+    return [owned, col(MemoryTurn.l1).is_(None), before]
+
+
+_COUNT_WITHOUT_L1_OF_ONE = Prepared(
+    sa_select(func.count())
+    .select_from(MemoryTurn)
+    .where(
+        *_without_l1_before(
+            col(MemoryTurn.session_id) == bindparam("m_owner"),
+            bindparam("m_offset", type_=Integer),
+        )
+    )
+)
+_S = Session.__table__  # type: ignore[attr-defined]
+_MERGED_INTO_ONE = Prepared(sa_select(_S.c.id).where(_S.c.merged_into == bindparam("m_target")))
+
+
 class MemoryRepository:
     def __init__(self, db: AsyncSession) -> None:
         self.db = db
@@ -198,9 +243,14 @@ class MemoryRepository:
 
     async def count_without_l1(self, session_ids: Sequence[str], window: int) -> int:
         """How many turns `without_l1` would load: one count over the partial index of
-        turns without L1, past the `window`-th newest turn (found by the session index)."""
+        turns without L1, past the `window`-th newest turn (found by the session index).
+        Every turn's end asks it, mostly for a chain of one session: that is one prepared
+        statement."""
         if not session_ids:
             return 0
+        if len(session_ids) == 1 and window > 0:
+            params = {"m_owner": session_ids[0], "m_offset": window - 1}
+            return int((await _COUNT_WITHOUT_L1_OF_ONE.execute(self.db, params)).rows[0][0])
         query = select(func.count()).select_from(MemoryTurn)
         return int((await self.db.exec(query.where(*self._without_l1(session_ids, window)))).one())
 
@@ -209,22 +259,9 @@ class MemoryRepository:
         """Conditions on `MemoryTurn`: owned by `session_ids`, no L1, ordered (by `ended_at`,
         then `id`) before the `window`-th newest turn of them; none when there are fewer."""
         owned = col(MemoryTurn.session_id).in_(session_ids)
-        conditions = [owned, col(MemoryTurn.l1).is_(None)]
         if window <= 0:
-            return conditions
-        newest = (
-            sa_select(col(MemoryTurn.ended_at), col(MemoryTurn.id))
-            .where(owned)
-            .order_by(col(MemoryTurn.ended_at).desc(), col(MemoryTurn.id).desc())
-            .offset(window - 1)
-            .limit(1)
-            .subquery("window_start")
-        )
-        before = or_(
-            col(MemoryTurn.ended_at) < newest.c.ended_at,
-            and_(col(MemoryTurn.ended_at) == newest.c.ended_at, col(MemoryTurn.id) < newest.c.id),
-        )
-        return [*conditions, before]
+            return [owned, col(MemoryTurn.l1).is_(None)]
+        return _without_l1_before(owned, window - 1)
 
     async def texts_of(self, session_ids: Sequence[str]) -> list[TurnText]:
         """Every turn owned by these sessions, oldest first, as plain rows of the four
@@ -434,6 +471,9 @@ class ChainRepository:
         return list(rows.all())
 
     async def merged_into_these(self, session_ids: Sequence[str]) -> list[str]:
+        if len(session_ids) == 1:  # a chain of one session, at every turn's end
+            rows = (await _MERGED_INTO_ONE.execute(self.db, {"m_target": session_ids[0]})).rows
+            return [str(row[0]) for row in rows]
         found: list[str] = []
         for start in range(0, len(session_ids), 500):
             chunk = session_ids[start : start + 500]
