@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import quote
 
 from app.console.api import ApiError, PublicApi
-from app.console.render import Renderer, oob
+from app.console.render import Renderer, oob, read_stamp
 from app.console.sse import KEEPALIVE, Comment, SseReader, StreamEvent, frame
 from app.domain.jobs import TERMINAL
 
@@ -240,6 +240,7 @@ class JobFeed(Feed):
 
     async def refresh(self, region: str) -> str:
         path = f"/jobs/{q(self.job_id)}"
+        as_of = read_stamp()
         job = await self.api.get(path)
         if region == "summary":
             html = self.renderer.fragment("partials/job_summary.html", job=job, csrf=self.csrf)
@@ -247,11 +248,11 @@ class JobFeed(Feed):
         # the lists only: a form the person may be filling in is never rendered again
         if region == "comments":
             comments = (await self.api.get(f"{path}/comments"))["data"]
-            html = self.renderer.fragment("partials/comments.html", comments=comments)
+            html = self.renderer.fragment("partials/comments.html", comments=comments, as_of=as_of)
             return oob("comment-list", html, "innerHTML")
         if region == "files":
             files = await self.api.get(f"{path}/files")
-            html = self.renderer.fragment("partials/files.html", files=files, job=job)
+            html = self.renderer.fragment("partials/files.html", files=files, job=job, as_of=as_of)
             listed = oob("files", html, "innerHTML")
             if job.get("status") != "draft":  # files go into input/ before the start only
                 return listed + oob("upload-area", "", "innerHTML")

@@ -8,6 +8,7 @@ the detail look-up show them.
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -94,6 +95,14 @@ class Renderer:
         response = HTMLResponse(html, status_code=status_code, headers=SECURITY_HEADERS)
         auth.remember_nonce(request, response)
         return response
+
+
+def read_stamp() -> int:
+    """When a list (files, comments) is about to be read from the API, in nanoseconds: the
+    list carries it (`data-as-of`), and the page keeps the one read last. A list a request
+    answers and the same list the live stream sends can arrive in either order; a list
+    read later saw everything committed before the other's read began."""
+    return time.time_ns()
 
 
 def oob(target: str, html: str, swap: str = "beforeend") -> Markup:

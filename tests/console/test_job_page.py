@@ -69,3 +69,34 @@ def test_a_draft_job_takes_an_uploaded_file_starts_asks_and_completes_after_the_
     sent = _requests_text(fake_llm)
     assert "quarterly numbers" in sent  # the model read the uploaded file
     assert "A memo, please." in sent  # and got the answer
+
+
+def test_a_list_the_live_stream_read_before_an_upload_never_replaces_the_uploads_answer(
+    page: Page, console: Console
+) -> None:
+    """The race that left `#files` empty: the stream's refresh of the list, read before the
+    upload committed, arrived after the upload's answer. The older list is not shown."""
+    sign_in(page, then="/console/jobs")
+    page.get_by_label("Instruction").fill("Keep the notes.")
+    page.get_by_label(re.compile("as a draft")).check()
+    page.get_by_role("button", name="Create job").click()
+    wait_live(page)
+    page.get_by_label("File for input/").set_input_files(
+        files=[{"name": "notes.txt", "mimeType": "text/plain", "buffer": b"numbers\n"}]
+    )
+    page.get_by_role("button", name="Upload").click()
+    expect(page.locator("#files")).to_contain_text("notes.txt")
+
+    def live_list(as_of: int, text: str) -> None:  # as the stream sends a refreshed list
+        page.evaluate(
+            """([asOf, text]) => htmx.swap(document.querySelector("[data-live]"),
+                `<template><div hx-swap-oob="innerHTML:#files"><div class="listed"
+                  data-as-of="${asOf}"><p>${text}</p></div></div></template>`,
+                { swapStyle: "none" })""",
+            [str(as_of), text],
+        )
+
+    live_list(1, "stale: read before the upload")
+    expect(page.locator("#files")).to_contain_text("notes.txt")
+    live_list(2**62, "read after it")
+    expect(page.locator("#files")).to_have_text("read after it")

@@ -13,6 +13,7 @@ from fastapi.responses import RedirectResponse, Response, StreamingResponse
 from app.console import auth
 from app.console.api import ApiError, ApiResponse, PublicApi
 from app.console.live import JobFeed, q, relay
+from app.console.render import read_stamp
 from app.console.web import (
     Api,
     Form,
@@ -67,8 +68,10 @@ async def create_job(request: Request, api: Api, form: Form) -> Response:
 
 async def _panels(api: PublicApi, job_id: str) -> dict[str, Any]:
     path = f"/jobs/{q(job_id)}"
+    as_of = read_stamp()
     job = await api.get(path)
     return {
+        "as_of": as_of,
         "job": job,
         "comments": (await api.get(f"{path}/comments"))["data"],
         "files": await api.get(f"{path}/files"),
@@ -143,8 +146,9 @@ async def reply(
 ) -> Response:
     path = f"/jobs/{q(job_id)}"
     await api.send("POST", f"{path}/comments", {"body": text(form, "body")})
+    as_of = read_stamp()
     comments = (await api.get(f"{path}/comments"))["data"]
-    html = templates.fragment("partials/comments.html", comments=comments)
+    html = templates.fragment("partials/comments.html", comments=comments, as_of=as_of)
     return done(request, f"/console/jobs/{q(job_id)}#comments-section", html)
 
 
@@ -169,9 +173,10 @@ async def put_file(
         headers={"content-type": "application/octet-stream"},
     )
     answer.raise_for_status()
+    as_of = read_stamp()
     files = await api.get(f"/jobs/{q(job_id)}/files")
     job = await api.get(f"/jobs/{q(job_id)}")
-    html = templates.fragment("partials/files.html", files=files, job=job)
+    html = templates.fragment("partials/files.html", files=files, job=job, as_of=as_of)
     return done(request, f"/console/jobs/{q(job_id)}#files-section", html)
 
 

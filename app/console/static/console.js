@@ -44,5 +44,28 @@
     }
   });
 
+  // A list (files, comments) comes both as a request's answer and from the live stream,
+  // in either order; each carries when its read began (data-as-of), and an older one
+  // never replaces the newer list the page shows.
+  function asOf(markup) {
+    const found = /data-as-of="(\d+)"/.exec(markup);
+    return found ? BigInt(found[1]) : null;
+  }
+  function isOlder(incoming, target) {
+    const shown = target.querySelector("[data-as-of]");
+    const fresh = asOf(incoming);
+    return fresh !== null && shown !== null && fresh < BigInt(shown.dataset.asOf);
+  }
+  document.addEventListener("htmx:oobBeforeSwap", function (event) {
+    const incoming = event.detail.fragment.querySelector("[data-as-of]");
+    if (incoming && isOlder(incoming.outerHTML, event.detail.target)) event.detail.shouldSwap = false;
+  });
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    const target = event.detail.target;
+    if (target && event.detail.shouldSwap && isOlder(event.detail.serverResponse || "", target)) {
+      event.detail.shouldSwap = false;
+    }
+  });
+
   document.querySelectorAll("[data-live]").forEach(connect);
 })();
