@@ -72,6 +72,15 @@ def _as_item_rows(rows: Sequence[Any]) -> list[ItemRow]:
     ]
 
 
+_SEGMENT = Prepared(
+    _rows()
+    .where(
+        Item.session_id == bindparam("i_session"),
+        Item.segment == bindparam("i_segment"),
+        col(Item.seq) > bindparam("i_after"),
+    )
+    .order_by(col(Item.seq))
+)
 _OF_TURN = Prepared(
     _rows()
     .where(Item.session_id == bindparam("i_session"), Item.turn == bindparam("i_turn"))
@@ -122,14 +131,10 @@ class ItemRepository:
         return list((await self.db.exec(query)).all())
 
     async def segment(self, session_id: str, segment: int, *, after_seq: int = 0) -> list[ItemRow]:
-        query = (
-            _rows()
-            .where(
-                Item.session_id == session_id, Item.segment == segment, col(Item.seq) > after_seq
-            )
-            .order_by(col(Item.seq))
-        )
-        return await _item_rows(self.db, query)
+        """The segment's items after `after_seq`: what a job reads at its start, and again
+        when the log changed under it (one prepared statement)."""
+        params = {"i_session": session_id, "i_segment": segment, "i_after": after_seq}
+        return _as_item_rows((await _SEGMENT.execute(self.db, params)).rows)
 
     async def get(self, session_id: str, seq: int) -> Item | None:
         query = select(Item).where(Item.session_id == session_id, Item.seq == seq)
