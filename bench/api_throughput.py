@@ -684,16 +684,18 @@ def notes(
         "list is stored nowhere else). A POST does that in its write transaction on the "
         "writer, then allocates the item's `seq` (UPDATE … RETURNING), inserts the item "
         "and two event rows (`item.appended`, `task.updated`) and answers the task it "
-        "applied (webhook subscriptions come from a cache). On PostgreSQL Strata's engine also "
-        "pings each pooled connection before use (`pool_pre_ping`): one more round trip "
-        "per checkout, two checkouts per request.",
+        "applied (webhook subscriptions come from a cache). On PostgreSQL a pooled "
+        "connection idle for over `STRATA_DB_PING_IDLE_SECONDS` is pinged before use (under "
+        "this load none is), and every commit of a change that live streams follow is "
+        "also sent as a NOTIFY, for the streams of other processes (one more round trip, "
+        "on a connection of its own).",
     ]
     if short:
         lines.append(
             f"**Above {MAX_CPU_RATIO:g}×:** {', '.join(short)}. A request's CPU follows its "
-            "statements, transactions and thread hand-offs (above): each statement costs "
-            "SQLAlchemy's building and result machinery, each aiosqlite call a trip to its "
-            "thread and back, whatever the statement does."
+            "statements, transactions and thread hand-offs (above); on PostgreSQL each "
+            "statement is a round trip through psycopg and the event loop, and a task POST "
+            "makes about ten against the baseline's three."
         )
     lines.append(
         "Requests/s are reported for scale: with the server on one core they are about "

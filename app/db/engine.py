@@ -8,9 +8,10 @@ waiting. All writes of a process run on one writer thread (`app.db.writer`);
 reads run on the event loop, on direct connections (`direct_engine`), and in WAL
 mode never wait for a writer.
 
-PostgreSQL notes (psycopg 3, `postgresql+psycopg://`): pooled connections are
-pinged before use, so a restarted server or a dropped idle connection costs a
-reconnect instead of a failed request. Writers need no special BEGIN: row locks
+PostgreSQL notes (psycopg 3, `postgresql+psycopg://`): a pooled connection idle for
+longer than `STRATA_DB_PING_IDLE_SECONDS` is pinged before use, so a restarted server or
+a dropped idle connection costs a reconnect instead of a failed request; one used more
+recently is not (`install_idle_ping`). Writers need no special BEGIN: row locks
 (`FOR UPDATE`, `UPDATE … RETURNING`) serialise what must be serialised.
 PostgreSQL cannot hold U+0000 (see `app.db.nul`).
 """
@@ -27,7 +28,7 @@ from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 from sqlalchemy.pool import AsyncAdaptedQueuePool, StaticPool
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -153,6 +154,49 @@ def direct_engine(
     return engine
 
 
+_LAST_USED = "strata.last_used"
+
+
+def ping(dbapi_connection: Any) -> None:
+    """One round trip on a pooled connection: raises when the server is gone."""
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("SELECT 1")
+    finally:
+        cursor.close()
+
+
+def install_idle_ping(
+    engine: AsyncEngine, idle_seconds: float, clock: Callable[[], float] = time.monotonic
+) -> None:
+    """Ping a pooled connection before use only when it sat idle for `idle_seconds`.
+
+    SQLAlchemy's `pool_pre_ping` pings at every checkout: one more round trip for every
+    request and every write unit. A connection that answered a moment ago is alive in
+    all but a rare race with a server restart, which the caller sees as a transient
+    error (503, or a retry in the background loops), and which invalidates the pool's
+    older connections. A connection that failed its ping is replaced at once."""
+
+    @event.listens_for(engine.sync_engine.pool, "connect")
+    def _connected(_dbapi_connection: Any, record: Any) -> None:
+        record.info[_LAST_USED] = clock()
+
+    @event.listens_for(engine.sync_engine.pool, "checkin")
+    def _checked_in(_dbapi_connection: Any, record: Any) -> None:
+        if record is not None:
+            record.info[_LAST_USED] = clock()
+
+    @event.listens_for(engine.sync_engine.pool, "checkout")
+    def _checked_out(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        last = record.info.get(_LAST_USED)
+        if last is not None and clock() - last < idle_seconds:
+            return
+        try:
+            ping(dbapi_connection)
+        except Exception as exc:
+            raise DisconnectionError("a pooled connection failed its ping") from exc
+
+
 def _install_postgresql_hooks(engine: AsyncEngine) -> None:
     @event.listens_for(engine.sync_engine, "before_cursor_execute", retval=True)
     def _on_execute(
@@ -230,10 +274,9 @@ class Database:
             self._peeker = SqlitePeeker(path, reads)
         else:
             self.engine = create_async_engine(
-                async_url(settings.database_url),
-                pool_pre_ping=True,
-                json_serializer=json_without_nul,
+                async_url(settings.database_url), json_serializer=json_without_nul
             )
+            install_idle_ping(self.engine, settings.db_ping_idle_seconds)
             self.stats.watch(self.engine)
             _install_postgresql_hooks(self.engine)
         self._maker = async_sessionmaker(self.engine, class_=AsyncSession, expire_on_commit=False)
