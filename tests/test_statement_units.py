@@ -20,6 +20,7 @@ from app.db.engine import Database
 from app.db.models import Session
 from app.db.prepared import Prepared
 from app.domain.errors import Conflict
+from tests.test_db_writer import add_session
 
 _S = Session.__table__  # type: ignore[attr-defined]
 ADD = Prepared(
@@ -55,15 +56,6 @@ def adding(session_id: str, *, fail: bool = False, signal: signals.Signal | None
             signals.emit(db, signal)
         if fail:
             raise Conflict(f"{session_id} refused")
-        return session_id
-
-    return work
-
-
-def adding_by_orm(session_id: str) -> Any:
-    async def work(db: AsyncSession) -> str:
-        db.add(Session(id=session_id, tenant="acme", title=session_id))
-        await db.flush()
         return session_id
 
     return work
@@ -116,7 +108,7 @@ async def test_statement_units_queued_with_orm_units_fail_alone(database: Databa
     units = [
         database.write_statements(adding(f"ses_{n}", fail=n % 3 == 0))
         if n % 2
-        else database.write(adding_by_orm(f"ses_{n}"))
+        else database.write(add_session(f"ses_{n}"))
         for n in range(12)
     ]
     results = await asyncio.gather(*units, return_exceptions=True)
@@ -173,5 +165,5 @@ async def test_a_statement_unit_that_breaks_its_connection_leaves_the_next_one_w
         await database.write_statements(break_it)
 
     assert await database.write_statements(adding("ses_after")) == "ses_after"
-    assert await database.write(adding_by_orm("ses_orm")) == "ses_orm"
+    assert await database.write(add_session("ses_orm")) == "ses_orm"
     assert not await stored(database, "ses_broken")

@@ -73,6 +73,10 @@ class _Unit:
             self.future.set_result(value)
 
 
+Done = tuple[_Unit, Any, list[signals.Signal]]
+"""A unit that ran to its end in a batch: its value and the signals it recorded."""
+
+
 def _settle_all(units: list[_Unit]) -> None:
     for unit in units:
         unit.settle()
@@ -210,7 +214,7 @@ class SqliteWriter:
         unit.outcome = (value, fired)
 
     async def _run_group(self, engine: AsyncEngine, batch: list[_Unit]) -> None:
-        done: list[tuple[_Unit, Any, list[signals.Signal]]] = []
+        done: list[Done] = []
         try:
             async with engine.connect() as connection:
                 await connection.begin()
@@ -239,16 +243,24 @@ class SqliteWriter:
                         await db.close()
                 await connection.commit()
         except BaseException as exc:
-            for unit in batch:
-                if not isinstance(unit.outcome, BaseException):  # not its own failure
-                    unit.outcome = exc
+            self._failed(batch, exc)
             if not isinstance(exc, Exception):
                 raise
             return
-        fired = [signal for _unit, _value, signals_ in done for signal in signals_]
-        self._committed(fired)
-        for unit, value, unit_signals in done:
-            unit.outcome = (value, unit_signals)
+        self._succeeded(done)
+
+    @staticmethod
+    def _failed(batch: list[_Unit], exc: BaseException) -> None:
+        """The batch's transaction failed: each unit is told so, unless it failed alone."""
+        for unit in batch:
+            if not isinstance(unit.outcome, BaseException):
+                unit.outcome = exc
+
+    def _succeeded(self, done: list[Done]) -> None:
+        """The batch committed: its signals go to `on_commit`, each unit gets its answer."""
+        self._committed([signal for _unit, _value, fired in done for signal in fired])
+        for unit, value, fired in done:
+            unit.outcome = (value, fired)
 
     # --- statement units ----------------------------------------------------------
     async def _connection(self) -> DirectConnection:
@@ -258,7 +270,7 @@ class SqliteWriter:
 
     async def _run_statements(self, engine: AsyncEngine, batch: list[_Unit]) -> None:
         """Statement units, together in one transaction on the writer's direct connection."""
-        done: list[tuple[_Unit, Any, list[signals.Signal]]] = []
+        done: list[Done] = []
         try:
             direct = await self._connection()
             self._raw(direct, "BEGIN IMMEDIATE")
@@ -273,23 +285,18 @@ class SqliteWriter:
             finally:
                 self._stats.transactions += 1
         except BaseException as exc:
-            for unit in batch:
-                if not isinstance(unit.outcome, BaseException):  # not its own failure
-                    unit.outcome = exc
+            self._failed(batch, exc)
             if not isinstance(exc, Exception):
                 raise
             return
-        fired = [signal for _unit, _value, signals_ in done for signal in signals_]
-        self._committed(fired)
-        for unit, value, unit_signals in done:
-            unit.outcome = (value, unit_signals)
+        self._succeeded(done)
 
     async def _run_statement_unit(
         self,
         direct: DirectConnection,
         engine: AsyncEngine,
         unit: _Unit,
-        done: list[tuple[_Unit, Any, list[signals.Signal]]],
+        done: list[Done],
         *,
         savepoint: bool,
     ) -> None:
