@@ -55,8 +55,8 @@ class Settings(BaseSettings):
     db_unavailable_retry_after_seconds: int = 2
     # background loops retrying through a database outage wait at most this long between tries
     db_retry_max_seconds: float = 5.0
-    # PostgreSQL: a pooled connection idle this long is pinged before use (a restarted server
-    # closed it); one used more recently is not, which saves a round trip per request
+    # PostgreSQL: a pooled connection idle this long is pinged before use (one round trip); a
+    # connection the server closed is replaced whatever its idle time (its socket says so)
     db_ping_idle_seconds: float = Field(default=1.0, ge=0)
     # /readyz is 503 when the runner or webhook dispatcher has not come round for this long
     background_stall_seconds: float = 15.0

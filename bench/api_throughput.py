@@ -685,10 +685,10 @@ def notes(
         "writer, then allocates the item's `seq` (UPDATE … RETURNING), inserts the item "
         "and two event rows (`item.appended`, `task.updated`) and answers the task it "
         "applied (webhook subscriptions come from a cache). On PostgreSQL a pooled "
-        "connection idle for over `STRATA_DB_PING_IDLE_SECONDS` is pinged before use (under "
-        "this load none is), and every commit of a change that live streams follow is "
-        "also sent as a NOTIFY, for the streams of other processes (one more round trip, "
-        "on a connection of its own).",
+        "connection's socket is looked at before use, and one idle for over "
+        "`STRATA_DB_PING_IDLE_SECONDS` is also pinged (under this load none is); every "
+        "commit of a change that live streams follow is also sent as a NOTIFY, for the "
+        "streams of other processes (one more round trip, on a connection of its own).",
     ]
     if short:
         lines.append(

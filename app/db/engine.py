@@ -8,10 +8,10 @@ waiting. All writes of a process run on one writer thread (`app.db.writer`);
 reads run on the event loop, on direct connections (`direct_engine`), and in WAL
 mode never wait for a writer.
 
-PostgreSQL notes (psycopg 3, `postgresql+psycopg://`): a pooled connection idle for
-longer than `STRATA_DB_PING_IDLE_SECONDS` is pinged before use, so a restarted server or
-a dropped idle connection costs a reconnect instead of a failed request; one used more
-recently is not (`install_idle_ping`). Writers need no special BEGIN: row locks
+PostgreSQL notes (psycopg 3, `postgresql+psycopg://`): a pooled connection the server
+closed is replaced before use instead of failing a request: its socket says so at once,
+and one idle for longer than `STRATA_DB_PING_IDLE_SECONDS` is also pinged
+(`install_checkout_checks`). Writers need no special BEGIN: row locks
 (`FOR UPDATE`, `UPDATE … RETURNING`) serialise what must be serialised.
 PostgreSQL cannot hold U+0000 (see `app.db.nul`).
 """
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import select
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -166,16 +167,30 @@ def ping(dbapi_connection: Any) -> None:
         cursor.close()
 
 
-def install_idle_ping(
+def server_closed(driver_connection: Any) -> bool:
+    """Whether the server closed (or is closing) a connection at rest, without a round
+    trip: such a connection has nothing to read unless the server hung up or sent its
+    last error. One poll of the socket, microseconds."""
+    try:
+        fd = driver_connection.pgconn.socket
+    except Exception:  # psycopg raises once the connection is closed
+        return True
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLPRI)
+    return bool(poller.poll(0))
+
+
+def install_checkout_checks(
     engine: AsyncEngine, idle_seconds: float, clock: Callable[[], float] = time.monotonic
 ) -> None:
-    """Ping a pooled connection before use only when it sat idle for `idle_seconds`.
+    """Check a pooled connection before use: a look at its socket every time, a ping
+    (one round trip) only when it sat idle for `idle_seconds`.
 
     SQLAlchemy's `pool_pre_ping` pings at every checkout: one more round trip for every
-    request and every write unit. A connection that answered a moment ago is alive in
-    all but a rare race with a server restart, which the caller sees as a transient
-    error (503, or a retry in the background loops), and which invalidates the pool's
-    older connections. A connection that failed its ping is replaced at once."""
+    request and every write unit. A server that ended a connection (restart, admin
+    terminate) has closed its socket, which the look sees; the ping is for what it cannot
+    see, a peer gone without a word (a dropped network path), which matters after a long
+    idle. A connection that fails either check is replaced at once."""
 
     @event.listens_for(engine.sync_engine.pool, "connect")
     def _connected(_dbapi_connection: Any, record: Any) -> None:
@@ -188,6 +203,8 @@ def install_idle_ping(
 
     @event.listens_for(engine.sync_engine.pool, "checkout")
     def _checked_out(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        if server_closed(record.driver_connection):
+            raise DisconnectionError("the server closed a pooled connection")
         last = record.info.get(_LAST_USED)
         if last is not None and clock() - last < idle_seconds:
             return
@@ -276,7 +293,7 @@ class Database:
             self.engine = create_async_engine(
                 async_url(settings.database_url), json_serializer=json_without_nul
             )
-            install_idle_ping(self.engine, settings.db_ping_idle_seconds)
+            install_checkout_checks(self.engine, settings.db_ping_idle_seconds)
             self.stats.watch(self.engine)
             _install_postgresql_hooks(self.engine)
         self._maker = async_sessionmaker(self.engine, class_=AsyncSession, expire_on_commit=False)
