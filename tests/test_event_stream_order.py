@@ -11,6 +11,8 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
 from app.db.models import Event, Session
+from app.domain.items import Origin, user_text
+from app.services.items import append_item
 from app.services.live import LiveHub
 from app.services.streams import event_stream
 from app.settings import Settings
@@ -72,3 +74,35 @@ async def test_deltas_queued_before_a_commit_are_sent_before_its_events(
     assert [kind for kind, _ in seen] == ["job.status", "text.delta", "text.delta", "job.status"]
     assert seen[1:3] == [("text.delta", f"{first_id}.1"), ("text.delta", f"{first_id}.2")]
     assert int(seen[3][1]) > int(first_id)
+
+
+async def test_a_batch_of_item_events_reads_its_items_in_one_statement(database: Database) -> None:
+    """Each `item.appended` event carries its item; looked up one by one, a batch of 30
+    events cost 30 reads more."""
+
+    async def thirty_items(db: AsyncSession) -> None:
+        db.add(Session(id="ses_1", tenant="acme"))
+        await db.flush()
+        for n in range(30):
+            await append_item(db, "ses_1", user_text(f"message {n}"), Origin.user)
+
+    await database.write(thirty_items)
+    stream = event_stream(
+        database,
+        LiveHub(),
+        session_id="ses_1",
+        job_id=None,
+        last_event_id=0,
+        poll_seconds=5.0,
+        keepalive_seconds=60.0,
+    )
+    before = database.stats.snapshot()
+    try:
+        events = [await asyncio.wait_for(anext(stream), timeout=2) for _ in range(30)]
+    finally:
+        await stream.aclose()
+    read = database.stats.since(before)
+
+    texts = [e.data["item"].payload["content"][0]["text"] for e in events if e is not None]
+    assert texts == [f"message {n}" for n in range(30)]
+    assert read.statements <= 4  # BEGIN, the events, their items (once per batch)

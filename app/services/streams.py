@@ -69,12 +69,23 @@ async def _durable_after(
         rows = await EventRepository(db).after(
             session_id=session_id, job_id=job_id, after_id=after, limit=BATCH
         )
-        out = []
+        # the items the batch's `item.appended` events name, one statement per session
+        # (a batch is one session's): a look-up per event made a batch 200 reads
+        wanted: dict[str, list[int]] = {}
+        for row in rows:
+            if row.type == "item.appended":
+                wanted.setdefault(row.session_id, []).append(int(row.data["seq"]))
         items = ItemRepository(db)
+        found = {
+            (item.session_id, item.seq): item
+            for owner, seqs in wanted.items()
+            for item in await items.with_seqs(owner, seqs)
+        }
+        out = []
         for row in rows:
             extra: dict[str, Any] = {}
             if row.type == "item.appended":
-                item = await items.get(row.session_id, int(row.data["seq"]))
+                item = found.get((row.session_id, int(row.data["seq"])))
                 if item is not None:
                     extra["item"] = item
             out.append(StreamEvent(id=str(row.id), type=row.type, data=_data(row, extra)))

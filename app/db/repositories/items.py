@@ -136,9 +136,12 @@ class ItemRepository:
         params = {"i_session": session_id, "i_segment": segment, "i_after": after_seq}
         return _as_item_rows((await _SEGMENT.execute(self.db, params)).rows)
 
-    async def get(self, session_id: str, seq: int) -> Item | None:
-        query = select(Item).where(Item.session_id == session_id, Item.seq == seq)
-        return (await self.db.exec(query)).first()
+    async def with_seqs(self, session_id: str, seqs: Sequence[int]) -> list[Item]:
+        """The session's items of these seqs (at most a stream's batch of them)."""
+        if not seqs:
+            return []
+        query = select(Item).where(Item.session_id == session_id, col(Item.seq).in_(seqs))
+        return list((await self.db.exec(query)).all())
 
     async def by_tool_names(
         self, session_id: str, names: Sequence[str], *, after_seq: int = 0
