@@ -167,3 +167,20 @@ async def test_a_statement_unit_that_breaks_its_connection_leaves_the_next_one_w
     assert await database.write_statements(adding("ses_after")) == "ses_after"
     assert await database.write(add_session("ses_orm")) == "ses_orm"
     assert not await stored(database, "ses_broken")
+
+
+@pytest.mark.sqlite_only
+async def test_a_connection_broken_between_units_is_replaced_after_one_failure(
+    database: Database,
+) -> None:
+    """Broken while idle (its first statement, BEGIN, fails): dropped, not kept."""
+    await database.write_statements(adding("ses_before"))
+    writer = database._writer
+    assert writer is not None and writer._direct is not None
+    writer._direct.raw.close()
+
+    with pytest.raises(Exception):  # noqa: B017 - whichever error the closed handle gives
+        await database.write_statements(adding("ses_lost"))
+
+    assert await database.write_statements(adding("ses_after")) == "ses_after"
+    assert await stored(database, "ses_after")

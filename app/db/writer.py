@@ -273,8 +273,8 @@ class SqliteWriter:
         done: list[Done] = []
         try:
             direct = await self._connection()
-            self._raw(direct, "BEGIN IMMEDIATE")
-            try:
+            try:  # a BEGIN that fails on a broken connection drops it too
+                self._raw(direct, "BEGIN IMMEDIATE")
                 alone = len(batch) == 1  # its failure is the transaction's: no savepoint
                 for unit in batch:
                     await self._run_statement_unit(direct, engine, unit, done, savepoint=not alone)
