@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import bindparam, insert, select
-from sqlalchemy.exc import IntegrityError, UnboundExecutionError
+from sqlalchemy.exc import IntegrityError, InvalidRequestError, UnboundExecutionError
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db import signals
@@ -184,3 +184,19 @@ async def test_a_connection_broken_between_units_is_replaced_after_one_failure(
 
     assert await database.write_statements(adding("ses_after")) == "ses_after"
     assert await stored(database, "ses_after")
+
+
+@pytest.mark.sqlite_only
+async def test_a_statement_unit_that_only_stages_an_orm_change_is_refused(
+    database: Database,
+) -> None:
+    """Without a flush nothing would raise, and the change would be lost without a word."""
+
+    async def stages(db: AsyncSession) -> None:
+        await ADD.execute(db, _row("ses_half"))
+        db.add(Session(id="ses_staged", tenant="acme"))
+
+    with pytest.raises(InvalidRequestError):
+        await database.write_statements(stages)
+
+    assert not await stored(database, "ses_half")

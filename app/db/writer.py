@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from sqlalchemy.exc import InvalidRequestError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -71,6 +72,16 @@ class _Unit:
             self.fire(fired)
         if not self.future.done():
             self.future.set_result(value)
+
+
+async def _statements_only(unit: _Unit, db: AsyncSession) -> Any:
+    """Run a statement unit's work. Its session is bound to nothing, so a query or a
+    flush raises; an ORM change it only staged (`add` without a flush) would be lost
+    without a word, so it is refused too."""
+    value = await unit.work(db)
+    if db.new or db.dirty or db.deleted:
+        raise InvalidRequestError("a statement unit staged ORM changes; use Database.write")
+    return value
 
 
 Done = tuple[_Unit, Any, list[signals.Signal]]
@@ -304,11 +315,11 @@ class SqliteWriter:
         unit that fails is undone alone and told so; without one its failure is raised."""
         db = statement_session(direct, engine.dialect)
         if not savepoint:
-            done.append((unit, await unit.work(db), signals.take(db)))
+            done.append((unit, await _statements_only(unit, db), signals.take(db)))
             return
         self._raw(direct, "SAVEPOINT strata_unit")
         try:
-            value = await unit.work(db)
+            value = await _statements_only(unit, db)
         except Exception as exc:
             self._raw(direct, "ROLLBACK TO strata_unit")
             self._raw(direct, "RELEASE strata_unit")
