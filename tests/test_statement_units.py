@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import bindparam, insert, select
 from sqlalchemy.exc import IntegrityError, InvalidRequestError, UnboundExecutionError
+from sqlmodel import select as select_models
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db import signals
@@ -96,7 +97,7 @@ async def test_a_statement_unit_cannot_run_anything_but_prepared_statements(
 
     async def wanders_off(db: AsyncSession) -> None:
         await ADD.execute(db, _row("ses_half"))
-        await db.exec(select(_S.c.id))
+        await db.exec(select_models(Session))
 
     with pytest.raises(UnboundExecutionError):
         await database.write_statements(wanders_off)

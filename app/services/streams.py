@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,7 +131,7 @@ async def event_stream(
     poll_seconds: float,
     keepalive_seconds: float,
     job_ended: JobEnded | None = None,
-) -> AsyncIterator[StreamEvent | None]:
+) -> AsyncGenerator[StreamEvent | None, None]:
     """Yields events in order; None means 'nothing for a keep-alive interval' (send one
     keep-alive). With `job_ended` (a job's stream) it ends once that says the job has
     ended and nothing is left to send after the client's position."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import FilePayload, Page, expect
 
 from tests.console.conftest import Console
 from tests.console.pages import assert_labelled, assert_not_reloaded, mark_page, sign_in, wait_live
@@ -44,7 +44,7 @@ def test_a_draft_job_takes_an_uploaded_file_starts_asks_and_completes_after_the_
     mark_page(page)
     assert_labelled(page)
     page.get_by_label("File for input/").set_input_files(
-        files=[{"name": "notes.txt", "mimeType": "text/plain", "buffer": b"quarterly numbers\n"}]
+        files=[FilePayload(name="notes.txt", mimeType="text/plain", buffer=b"quarterly numbers\n")]
     )
     page.get_by_role("button", name="Upload").click()
     expect(page.locator("#files")).to_contain_text("notes.txt")
@@ -82,7 +82,7 @@ def test_a_list_the_live_stream_read_before_an_upload_never_replaces_the_uploads
     page.get_by_role("button", name="Create job").click()
     wait_live(page)
     page.get_by_label("File for input/").set_input_files(
-        files=[{"name": "notes.txt", "mimeType": "text/plain", "buffer": b"numbers\n"}]
+        files=[FilePayload(name="notes.txt", mimeType="text/plain", buffer=b"numbers\n")]
     )
     page.get_by_role("button", name="Upload").click()
     expect(page.locator("#files")).to_contain_text("notes.txt")
