@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 
 from tests.support.chat import items, new_session
@@ -25,6 +27,20 @@ async def test_created_tasks_are_pending_with_increasing_ids(client: httpx.Async
     assert first["status"] == "pending"
     assert first["description"] == "plan!"
     assert first["created_at"] is not None
+
+
+async def test_tasks_created_at_once_get_distinct_ids_and_all_stay(
+    client: httpx.AsyncClient,
+) -> None:
+    """Each write replays the list and then appends: on PostgreSQL the session's row is
+    held from its check on, so two writes never replay the same list."""
+    session_id = await new_session(client)
+
+    created = await asyncio.gather(*(_create(client, session_id, f"t{n}") for n in range(16)))
+    listed = (await client.get(f"/sessions/{session_id}/tasks")).json()["data"]
+
+    assert sorted(int(str(task["taskid"])) for task in created) == list(range(1, 17))
+    assert sorted(task["subject"] for task in listed) == sorted(f"t{n}" for n in range(16))
 
 
 async def test_what_a_write_answers_is_what_the_log_replays(client: httpx.AsyncClient) -> None:
