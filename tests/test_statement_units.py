@@ -130,6 +130,25 @@ async def test_statement_units_queued_together_fail_alone(database: Database) ->
 
 
 @pytest.mark.sqlite_only
+async def test_statement_units_queued_with_orm_units_commit_with_them(database: Database) -> None:
+    """A batch that mixes both kinds runs on the ORM's connection, statement units in
+    savepoints there: still one transaction for the lot."""
+    before = database.stats.snapshot()
+    await asyncio.gather(
+        *(
+            database.write_statements(adding(f"ses_{n}"))
+            if n % 2
+            else database.write(add_session(f"ses_{n}"))
+            for n in range(40)
+        )
+    )
+
+    assert database.stats.since(before).transactions < 40
+    for n in range(40):
+        assert await stored(database, f"ses_{n}")
+
+
+@pytest.mark.sqlite_only
 async def test_statement_units_queued_together_commit_in_fewer_transactions(
     database: Database,
 ) -> None:
