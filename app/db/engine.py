@@ -34,7 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async
 from sqlalchemy.pool import AsyncAdaptedQueuePool, StaticPool
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.db import caches, signals, stats
+from app.db import caches, deferred, signals, stats
 from app.db.nul import json_without_nul, without_nul
 from app.db.prepared import Prepared, SqlitePeeker, as_sqlalchemy_error
 from app.db.sqlite_direct import direct_connector
@@ -345,7 +345,9 @@ class Database:
 
     async def _write(self, work: Work[T], *, statements: bool) -> T:
         async def unit_of_work(db: AsyncSession) -> T:
-            return await work(self._attach(db))
+            value = await work(self._attach(db))
+            await deferred.flush(db)
+            return value
 
         if self._writer is not None:
             return await self._writer.submit(unit_of_work, self._fire, statements=statements)

@@ -38,16 +38,20 @@ async def append_item(
     at: datetime | None = None,
     source_id: str | None = None,
     joins_turn: bool = False,
+    wrote_tasks: bool = False,
 ) -> AppendedItem:
     """Append one item and its `item.appended` event.
 
     The caller has checked that the session is the tenant's. A job passes the
     turn it was given at enqueue; without one, a user message opens a new turn unless it
     `joins_turn` (words a user typed while the agent worked, imported from Claude Code).
+    A REST task write passes `wrote_tasks`: the reminder waits N requests again.
     """
     new_turn = turn is None and not joins_turn and starts_turn(payload)
     try:
-        slot = await SessionRepository(db).allocate_seq(session_id, new_turn=new_turn)
+        slot = await SessionRepository(db).allocate_seq(
+            session_id, new_turn=new_turn, wrote_tasks=wrote_tasks
+        )
     except NoResultFound as exc:  # the session vanished between check and append
         raise InvalidInput(f"session {session_id!r} does not exist") from exc
     row = AppendedItem(

@@ -22,7 +22,6 @@ from pydantic import ValidationError
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.repositories.items import ItemRecord, ItemRepository
-from app.db.repositories.sessions import SessionRepository
 from app.db.repositories.task_checkpoints import CheckpointRow, TaskCheckpointRepository
 from app.db.types import utcnow
 from app.domain.errors import InvalidInput, NotFound
@@ -134,10 +133,13 @@ class Rebuilt:
 async def rebuild(db: AsyncSession, session_id: str) -> Rebuilt:
     """The session's store: its checkpoint, and the task items after it replayed."""
     store, seq, ops = TaskStore(), 0, 0
-    kept = await TaskCheckpointRepository(db).get(session_id)
-    if kept is not None and (restored := TaskStore.restore(kept.state)) is not None:
-        store, seq, ops = restored, kept.seq, kept.ops
-    items = await _task_items(db, session_id, seq)
+    names = sorted(TASK_WRITE_TOOLS)
+    kept, items = await TaskCheckpointRepository(db).with_items(session_id, names)
+    if kept is not None:
+        if (restored := TaskStore.restore(kept.state)) is not None:
+            store, seq, ops = restored, kept.seq, kept.ops
+        else:  # a checkpoint this version cannot read: the whole log, as without one
+            items = await _task_items(db, session_id, 0)
     ops_after = (task_op_of(row.kind, row.payload, row.created_at) for row in items)
     replay((op for op in ops_after if op is not None), store)
     last = items[-1].seq if items else seq
@@ -205,7 +207,6 @@ async def change_task(
     except (TaskError, ValidationError) as exc:
         raise InvalidInput(str(exc)) from exc
     event = TaskEvent(op=op, input=args, taskid=task.taskid)
-    await append_item(db, session_id, event, Origin.api, at=now)
-    await SessionRepository(db).note_task_write(session_id)  # the reminder waits N again
+    await append_item(db, session_id, event, Origin.api, at=now, wrote_tasks=True)
     await webhooks.task_updated(db, tenant, session_id, task, op=op, origin="api")
     return task

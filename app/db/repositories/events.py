@@ -6,6 +6,7 @@ from sqlalchemy import insert
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from app.db import deferred
 from app.db.models import Event
 from app.db.prepared import Prepared
 from app.db.types import utcnow
@@ -23,7 +24,8 @@ class EventRepository:
     async def insert(
         self, session_id: str, job_id: str | None, type_: str, data: dict[str, Any]
     ) -> None:
-        """One Core INSERT: no ORM object is made (events are written on every step)."""
+        """Deferred to the unit's end (`app.db.deferred`): a unit's events go in one
+        statement. No ORM object is made (events are written on every step)."""
         values = {
             "session_id": session_id,
             "job_id": job_id,
@@ -31,11 +33,12 @@ class EventRepository:
             "data": data,
             "created_at": utcnow(),
         }
-        await _INSERT.execute(self.db, values)
+        deferred.defer(self.db, _INSERT, values)
 
     async def after(
         self, *, session_id: str | None, job_id: str | None, after_id: int, limit: int
     ) -> list[Event]:
+        await deferred.flush(self.db)
         query = select(Event).where(col(Event.id) > after_id)
         if session_id is not None:
             query = query.where(Event.session_id == session_id)
@@ -44,5 +47,6 @@ class EventRepository:
         return list((await self.db.exec(query.order_by(col(Event.id)).limit(limit))).all())
 
     async def last_id(self) -> int:
+        await deferred.flush(self.db)
         result = await self.db.exec(select(Event.id).order_by(col(Event.id).desc()).limit(1))
         return result.first() or 0

@@ -42,6 +42,12 @@ class SeqSlot:
 # The statements every agent step runs, built once as Core statements: no ORM
 # bookkeeping, no expression building per call (both cost more than SQLite's work).
 _S = Session.__table__  # type: ignore[attr-defined]
+
+
+def _when(flag: str, then: Any, otherwise: Any) -> Any:
+    return case((bindparam(flag, type_=Boolean) == true(), then), else_=otherwise)
+
+
 _ALLOCATE = Prepared(
     _S.update()
     .where(_S.c.id == bindparam("s_id"))
@@ -49,13 +55,12 @@ _ALLOCATE = Prepared(
         last_seq=_S.c.last_seq + 1,
         current_turn=_S.c.current_turn + bindparam("s_step"),
         updated_at=bindparam("s_now", type_=_S.c.updated_at.type),
+        # a task write outside the model's requests (REST) counts, for the reminder's
+        # timing, as made in the last request answered
+        last_task_write_request=_when("s_wrote", _S.c.llm_requests, _S.c.last_task_write_request),
     )
     .returning(_S.c.last_seq, _S.c.current_turn, _S.c.current_segment)
 )
-
-
-def _when(flag: str, then: Any, otherwise: Any) -> Any:
-    return case((bindparam(flag, type_=Boolean) == true(), then), else_=otherwise)
 
 
 def _plus_usage(table: Any) -> dict[str, Any]:
@@ -112,11 +117,6 @@ _COUNT_REQUEST = Prepared(
     )
 )
 _ADD_USAGE = Prepared(_S.update().where(_S.c.id == bindparam("s_id")).values(**_plus_usage(_S)))
-_NOTE_TASK_WRITE = Prepared(
-    _S.update()
-    .where(_S.c.id == bindparam("s_id"))
-    .values(last_task_write_request=_S.c.llm_requests)
-)
 _J = Job.__table__  # type: ignore[attr-defined]
 _PROBE = Prepared(
     core_select(
@@ -195,13 +195,21 @@ class SessionRepository:
         query = query.order_by(col(Session.id).desc()).limit(limit)
         return list((await self.db.exec(query)).all())
 
-    async def allocate_seq(self, session_id: str, *, new_turn: bool) -> SeqSlot:
-        """Reserve the next `seq` with one atomic UPDATE … RETURNING.
+    async def allocate_seq(
+        self, session_id: str, *, new_turn: bool, wrote_tasks: bool = False
+    ) -> SeqSlot:
+        """Reserve the next `seq` with one atomic UPDATE … RETURNING (which also notes a
+        REST task write, `wrote_tasks`, for the reminder).
 
         The row lock (PostgreSQL) or the write lock (SQLite) makes concurrent
         appends queue here, so a seq is never handed out twice or skipped.
         """
-        params = {"s_id": session_id, "s_step": 1 if new_turn else 0, "s_now": utcnow()}
+        params = {
+            "s_id": session_id,
+            "s_step": 1 if new_turn else 0,
+            "s_now": utcnow(),
+            "s_wrote": wrote_tasks,
+        }
         rows = (await _ALLOCATE.execute(self.db, params)).rows
         if not rows:
             raise NoResultFound(f"no session {session_id!r}")
@@ -257,11 +265,6 @@ class SessionRepository:
             **usage_params(usage or Usage()),
         }
         await _COUNT_REQUEST.execute(self.db, params)
-
-    async def note_task_write(self, session_id: str) -> None:
-        """A task write outside the model's requests (REST): for the reminder's timing it
-        counts as made in the last request answered."""
-        await _NOTE_TASK_WRITE.execute(self.db, {"s_id": session_id})
 
     async def last_seq(self, session_id: str) -> int | None:
         """Where the log ends, the row locked for this transaction (PostgreSQL)."""

@@ -4,22 +4,49 @@ by the writes whose rebuild replayed a long stretch of the log (`app.services.ta
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from functools import cache
+from operator import itemgetter
 from typing import Any, NamedTuple
 
-from sqlalchemy import Text, bindparam, cast, select
+from sqlalchemy import Integer, Text, bindparam, cast, func, null, select, union_all
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.db.models import TaskCheckpoint
+from app.db.models import Item, TaskCheckpoint
 from app.db.prepared import Prepared
-from app.db.repositories.items import parse_stored_json
+from app.db.repositories.items import ItemRecord, parse_stored_json
 from app.db.types import utcnow
 
 _T = TaskCheckpoint.__table__  # type: ignore[attr-defined]
-_GET = Prepared(
-    select(_T.c.seq, _T.c.ops, cast(_T.c.state, Text)).where(
-        _T.c.session_id == bindparam("t_session")
+_I = Item.__table__  # type: ignore[attr-defined]
+
+
+@cache
+def _with_items(names: tuple[str, ...]) -> Prepared:
+    """The checkpoint's row (`kind` NULL) and the task items after it, in one statement:
+    a rebuild is one round trip, not two (a REST task write makes one on every request).
+    The items part comes first, so the result columns take its types (`created_at`
+    reads as a datetime). Tool names are literal parameters (no expanding IN)."""
+    checkpoint_seq = select(_T.c.seq).where(_T.c.session_id == bindparam("t_session"))
+    items = select(
+        _I.c.seq,
+        cast(null(), Integer),
+        _I.c.kind,
+        cast(_I.c.payload, Text),
+        _I.c.created_at,
+    ).where(
+        _I.c.session_id == bindparam("t_session"),
+        _I.c.tool_name.in_([bindparam(f"t_name_{n}", value=name) for n, name in enumerate(names)]),
+        _I.c.seq > func.coalesce(checkpoint_seq.scalar_subquery(), 0),
     )
-)
+    checkpoint = select(
+        _T.c.seq,
+        _T.c.ops,
+        cast(null(), _I.c.kind.type),
+        cast(_T.c.state, Text),
+        cast(null(), _I.c.created_at.type),
+    ).where(_T.c.session_id == bindparam("t_session"))
+    return Prepared(union_all(items, checkpoint))
 
 
 class CheckpointRow(NamedTuple):
@@ -34,18 +61,22 @@ class TaskCheckpointRepository:
     def __init__(self, db: AsyncSession) -> None:
         self.db = db
 
-    async def get(self, session_id: str) -> CheckpointRow | None:
-        """The session's checkpoint, one prepared primary-key read (every rebuild makes
-        it); a state that is not a JSON object reads as an empty one."""
-        rows = (await _GET.execute(self.db, {"t_session": session_id})).rows
-        if not rows:
-            return None
-        seq, ops, text = rows[0]
-        try:
-            state = parse_stored_json(text) if isinstance(text, str) else text
-        except json.JSONDecodeError:
-            state = None
-        return CheckpointRow(seq, ops, state if isinstance(state, dict) else {})
+    async def with_items(
+        self, session_id: str, names: Sequence[str]
+    ) -> tuple[CheckpointRow | None, list[ItemRecord]]:
+        """The session's checkpoint and, in log order, its items with these tool names
+        after the checkpoint (after none: all of them). A state that is not a JSON object
+        reads as an empty one."""
+        params = {"t_session": session_id}
+        rows = (await _with_items(tuple(names)).execute(self.db, params)).rows
+        kept: CheckpointRow | None = None
+        items: list[ItemRecord] = []
+        for seq, ops, kind, text, created_at in sorted(rows, key=itemgetter(0)):
+            if kind is None:
+                kept = CheckpointRow(seq, ops, _state_of(text))
+            else:
+                items.append(ItemRecord(kind, parse_stored_json(text), created_at, seq))
+        return kept, items
 
     async def keep(self, session_id: str, checkpoint: CheckpointRow) -> None:
         """Make `checkpoint` the session's, unless it has a later one. The caller's
@@ -58,3 +89,11 @@ class TaskCheckpointRepository:
         row.created_at = utcnow()
         self.db.add(row)
         await self.db.flush()
+
+
+def _state_of(text: Any) -> dict[str, Any]:
+    try:
+        state = parse_stored_json(text) if isinstance(text, str) else text
+    except json.JSONDecodeError:
+        state = None
+    return state if isinstance(state, dict) else {}

@@ -1,0 +1,106 @@
+"""A unit of work's durable events are inserted by one statement when its work ends
+(`app.db.deferred`), and commit or vanish with it like its other writes.
+
+Before, every event was an INSERT of its own: a REST task write made two, a tool batch
+one per result, each a round trip on PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from sqlalchemy import select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.db.engine import Database
+from app.db.models import Event, Session
+from app.db.repositories.events import EventRepository
+from app.services.events import record_event
+from app.services.tasks import change_task
+from app.settings import Settings
+
+SESSION = "ses_events"
+
+
+@pytest.fixture
+async def database(database_url: str) -> AsyncIterator[Database]:
+    db = Database(Settings(_env_file=None, database_url=database_url))
+
+    async def add(session: AsyncSession) -> None:
+        session.add(Session(id=SESSION, tenant="t"))
+
+    await db.write(add)
+    yield db
+    await db.dispose()
+
+
+async def events(db: AsyncSession, count: int) -> None:
+    for n in range(count):
+        await record_event(db, SESSION, "item.appended", {"n": n})
+
+
+async def five_events(db: AsyncSession) -> None:
+    await events(db, 5)
+
+
+async def statements_of(database: Database, unit: object) -> int:
+    before = database.stats.snapshot()
+    await unit  # type: ignore[misc]
+    return database.stats.since(before).statements
+
+
+async def stored(database: Database) -> list[int]:
+    async with database.read() as db:
+        rows = (await db.exec(select(Event.data).order_by(Event.id))).all()  # type: ignore[arg-type]
+    return [row[0]["n"] for row in rows]
+
+
+async def test_a_units_events_are_inserted_by_one_statement_in_their_order(
+    database: Database,
+) -> None:
+    one = await statements_of(database, database.write(lambda db: events(db, 1)))
+    five = await statements_of(database, database.write(five_events))
+    assert five == one
+    assert await stored(database) == [0, 0, 1, 2, 3, 4]
+
+
+async def test_a_statement_units_events_are_inserted_with_it(database: Database) -> None:
+    await database.write_statements(five_events)
+    assert await stored(database) == [0, 1, 2, 3, 4]
+
+
+async def test_a_unit_that_fails_leaves_none_of_its_events(database: Database) -> None:
+    async def fails(db: AsyncSession) -> None:
+        await five_events(db)
+        raise RuntimeError("the change is refused")
+
+    with pytest.raises(RuntimeError):
+        await database.write(fails)
+    assert await stored(database) == []
+
+
+async def test_a_unit_reads_the_events_it_recorded(database: Database) -> None:
+    async def write_then_read(db: AsyncSession) -> list[Event]:
+        await five_events(db)
+        return await EventRepository(db).after(
+            session_id=SESSION, job_id=None, after_id=0, limit=10
+        )
+
+    assert [event.data["n"] for event in await database.write(write_then_read)] == [0, 1, 2, 3, 4]
+
+
+async def test_a_rest_task_write_makes_five_statements(database: Database) -> None:
+    """The session's check (its row locked on PostgreSQL); the checkpoint and the task
+    items in one read; the seq allocation, which also notes the task write for the
+    reminder; the item; its two events (`item.appended`, `task.updated`) in one. Counted
+    against a unit of one statement, since SQLite's count has a BEGIN and PostgreSQL's not."""
+
+    def create(subject: str) -> object:
+        args = {"subject": subject, "description": "d"}
+        return database.write(
+            lambda db: change_task(db, "t", SESSION, "TaskCreate", args, checkpoint_every=1000)
+        )
+
+    await statements_of(database, create("the first reads the webhook subscriptions"))
+    one = await statements_of(database, database.write(lambda db: events(db, 1)))
+    assert await statements_of(database, create("Draft the release notes")) == one + 4
