@@ -11,7 +11,7 @@ from app.db.models import Item
 from app.db.models.item import SEQ_MAX, AppendedItem
 from app.db.repositories.items import ItemRepository
 from app.db.repositories.jobs import JobRepository
-from app.db.repositories.sessions import SessionRepository
+from app.db.repositories.sessions import SeqSlot, SessionRepository
 from app.db.types import utcnow
 from app.domain.errors import Conflict, InvalidInput
 from app.domain.items import (
@@ -24,7 +24,7 @@ from app.domain.items import (
 )
 from app.services.events import record_event
 from app.services.pagination import Page, page_of
-from app.services.sessions import check_session
+from app.services.sessions import check_session, no_session
 
 
 async def append_item(
@@ -38,22 +38,58 @@ async def append_item(
     at: datetime | None = None,
     source_id: str | None = None,
     joins_turn: bool = False,
-    wrote_tasks: bool = False,
 ) -> AppendedItem:
     """Append one item and its `item.appended` event.
 
     The caller has checked that the session is the tenant's. A job passes the
     turn it was given at enqueue; without one, a user message opens a new turn unless it
     `joins_turn` (words a user typed while the agent worked, imported from Claude Code).
-    A REST task write passes `wrote_tasks`: the reminder waits N requests again.
     """
     new_turn = turn is None and not joins_turn and starts_turn(payload)
     try:
-        slot = await SessionRepository(db).allocate_seq(
-            session_id, new_turn=new_turn, wrote_tasks=wrote_tasks
-        )
+        slot = await SessionRepository(db).allocate_seq(session_id, new_turn=new_turn)
     except NoResultFound as exc:  # the session vanished between check and append
         raise InvalidInput(f"session {session_id!r} does not exist") from exc
+    return await add_item(
+        db, session_id, slot, payload, origin, turn=turn, job_id=job_id, at=at, source_id=source_id
+    )
+
+
+async def reserve_item(
+    db: AsyncSession, tenant: str, session_id: str, *, wrote_tasks: bool = False
+) -> SeqSlot:
+    """The place of an item that opens no turn, in a session that must be the tenant's:
+    the check, the session row's lock and the `seq` allocation are one statement. For a
+    write that reads the log before it appends (a REST task write replays the task
+    list): once it holds the row, no concurrent write of the session can append before
+    it, and its reads see every one that did (each statement of a PostgreSQL
+    transaction reads what committed before it). `wrote_tasks` notes a REST task write
+    for the reminder. The item is then written with `add_item`; a failure between the
+    two rolls the allocation back with the rest of the unit."""
+    try:
+        slot = await SessionRepository(db).allocate_seq(
+            session_id, new_turn=False, wrote_tasks=wrote_tasks
+        )
+    except NoResultFound:
+        slot = None
+    if slot is None or slot.tenant != tenant:
+        raise no_session(session_id)
+    return slot
+
+
+async def add_item(
+    db: AsyncSession,
+    session_id: str,
+    slot: SeqSlot,
+    payload: ItemPayload,
+    origin: Origin,
+    *,
+    turn: int | None = None,
+    job_id: str | None = None,
+    at: datetime | None = None,
+    source_id: str | None = None,
+) -> AppendedItem:
+    """Write the item at the place `slot` reserved for it, with its `item.appended` event."""
     row = AppendedItem(
         session_id=session_id,
         seq=slot.seq,

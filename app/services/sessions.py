@@ -76,7 +76,7 @@ async def get_session(
     repo = SessionRepository(db)
     row = await repo.lock(session_id) if lock else await repo.get(tenant, session_id)
     if row is None or row.tenant != tenant:
-        raise _no_session(session_id)
+        raise no_session(session_id)
     return row
 
 
@@ -86,10 +86,10 @@ async def check_session(
     """`get_session` for the callers that only need to know the session is the tenant's:
     one prepared statement, no ORM object (every task, item and event request asks)."""
     if await SessionRepository(db).tenant_of(session_id, lock=lock) != tenant:
-        raise _no_session(session_id)
+        raise no_session(session_id)
 
 
-def _no_session(session_id: str) -> NotFound:
+def no_session(session_id: str) -> NotFound:
     return NotFound(f"session {session_id!r} does not exist", resource="session")
 
 

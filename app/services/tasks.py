@@ -36,7 +36,7 @@ from app.domain.tasks import (
     replay,
 )
 from app.services import webhooks
-from app.services.items import append_item
+from app.services.items import add_item, reserve_item
 from app.services.sessions import check_session
 
 _TOOL_RESULT_FIELDS = frozenset(ToolResult.model_fields) - {"kind"}
@@ -192,7 +192,7 @@ async def change_task(
     """A REST create or update: recorded as a task event (origin api) that replay applies.
     It counts as a task write for the reminder's timing (the agent reads of it in the
     task note the event becomes)."""
-    await check_session(db, tenant, session_id, lock=True)
+    slot = await reserve_item(db, tenant, session_id, wrote_tasks=True)
     rebuilt = await rebuild(db, session_id)
     if (due := checkpoint_of(rebuilt, checkpoint_every)) is not None:
         await keep_checkpoint(db, session_id, due)
@@ -207,6 +207,6 @@ async def change_task(
     except (TaskError, ValidationError) as exc:
         raise InvalidInput(str(exc)) from exc
     event = TaskEvent(op=op, input=args, taskid=task.taskid)
-    await append_item(db, session_id, event, Origin.api, at=now, wrote_tasks=True)
+    await add_item(db, session_id, slot, event, Origin.api, at=now)
     await webhooks.task_updated(db, tenant, session_id, task, op=op, origin="api")
     return task

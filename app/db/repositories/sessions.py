@@ -37,6 +37,7 @@ class SeqSlot:
     seq: int
     turn: int
     segment: int
+    tenant: str
 
 
 # The statements every agent step runs, built once as Core statements: no ORM
@@ -59,7 +60,7 @@ _ALLOCATE = Prepared(
         # timing, as made in the last request answered
         last_task_write_request=_when("s_wrote", _S.c.llm_requests, _S.c.last_task_write_request),
     )
-    .returning(_S.c.last_seq, _S.c.current_turn, _S.c.current_segment)
+    .returning(_S.c.last_seq, _S.c.current_turn, _S.c.current_segment, _S.c.tenant)
 )
 
 
@@ -213,8 +214,8 @@ class SessionRepository:
         rows = (await _ALLOCATE.execute(self.db, params)).rows
         if not rows:
             raise NoResultFound(f"no session {session_id!r}")
-        seq, turn, segment = rows[0]
-        return SeqSlot(seq=seq, turn=turn, segment=segment)
+        seq, turn, segment, tenant = rows[0]
+        return SeqSlot(seq=seq, turn=turn, segment=segment, tenant=tenant)
 
     async def reserve_turn(self, session_id: str) -> int:
         """Take the next turn number. First statement of a chat enqueue: it also
