@@ -22,12 +22,15 @@ from app.wiring import Runtime
 _bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer <key>`")
 
 
-def get_settings(request: Request) -> Settings:
+# Dependencies are `async def` even when they await nothing: FastAPI runs a plain `def`
+# dependency in its thread pool, a thread hand-off per dependency per request (the
+# largest CPU cost of a request after the database's).
+async def get_settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 
 
-def get_database(request: Request) -> Database:
+async def get_database(request: Request) -> Database:
     database: Database = request.app.state.database
     return database
 
@@ -36,11 +39,11 @@ async def get_db_session(request: Request) -> AsyncIterator[AsyncSession]:
     """The request's read unit of work. A route that changes something hands its
     change to `Database.write` (one transaction on the writer, committed before the
     response), so no write lock is ever held across a route's awaits."""
-    async with get_database(request).read() as session:
+    async with (await get_database(request)).read() as session:
         yield session
 
 
-def get_runtime(request: Request) -> Runtime:
+async def get_runtime(request: Request) -> Runtime:
     parts: Runtime = request.app.state.runtime
     return parts
 
@@ -58,7 +61,7 @@ async def get_current_tenant(request: Request, credentials: BearerDep) -> str:
     """From the cache, or else a short read of its own (never a writer's lock)."""
     authenticator: Authenticator = request.app.state.authenticator
     token = credentials.credentials if credentials else None
-    return await authenticator.tenant_for(get_database(request), token)
+    return await authenticator.tenant_for(await get_database(request), token)
 
 
 CurrentTenant = Annotated[str, Depends(get_current_tenant)]
@@ -85,13 +88,13 @@ async def heavy_slot(request: Request, tenant: CurrentTenant) -> AsyncIterator[N
 HEAVY = Depends(heavy_slot, scope="function")
 
 
-def page_limit(
+async def page_limit(
     request: Request,
     limit: Annotated[
         int | None, Query(ge=1, le=1000, description="Page size (server caps it).")
     ] = None,
 ) -> int:
-    settings = get_settings(request)
+    settings = await get_settings(request)
     return min(limit or settings.page_limit_default, settings.page_limit_max)
 
 
@@ -140,7 +143,7 @@ async def get_idempotency(
         ),
     ] = None,
 ) -> IdempotentRequest:
-    settings = get_settings(request)
+    settings = await get_settings(request)
     key = check_key(key)
     return IdempotentRequest(
         tenant=tenant,

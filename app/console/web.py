@@ -22,12 +22,13 @@ class Forbidden(Exception):
     """A form without a valid CSRF token."""
 
 
-def renderer_of(request: Request) -> Renderer:
+# dependencies are `async def` so that FastAPI does not run them in its thread pool
+async def renderer_of(request: Request) -> Renderer:
     renderer: Renderer = request.app.state.console_renderer
     return renderer
 
 
-def api_of(request: Request) -> PublicApi:
+async def api_of(request: Request) -> PublicApi:
     return PublicApi(request.app, auth.key_of(request), client_of(request))
 
 
@@ -35,7 +36,7 @@ def client_of(request: Request) -> tuple[str, int] | None:
     return (request.client.host, request.client.port) if request.client else None
 
 
-def page_size_of(request: Request) -> int:
+async def page_size_of(request: Request) -> int:
     settings: Settings = request.app.state.settings
     return settings.console_page_size
 
@@ -118,7 +119,8 @@ def _forbidden(request: Request, _exc: Forbidden) -> Response:
 def _error_page(
     request: Request, status: int, message: str, problem: Mapping[str, Any]
 ) -> Response:
-    return renderer_of(request).page(
+    renderer: Renderer = request.app.state.console_renderer
+    return renderer.page(
         request, "error.html", status_code=status, status=status, message=message, problem=problem
     )
 

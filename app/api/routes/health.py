@@ -57,7 +57,7 @@ async def healthz() -> Health:
 async def readyz(request: Request, settings: SettingsDep, credentials: BearerDep) -> object:
     head = head_revision()
     try:
-        async with get_database(request).read() as db:
+        async with (await get_database(request)).read() as db:
             current = await current_revision(db)
     except Exception as exc:
         logger.warning("readiness check: database unreachable: %s", type(exc).__name__)
