@@ -128,8 +128,10 @@ async def test_other_tenants_items_are_404_on_append(keyed: httpx.AsyncClient) -
 
 
 async def test_other_tenants_tasks_are_404_on_create(keyed: httpx.AsyncClient) -> None:
-    """A task write reads the session as it locks it; the tenant is still checked."""
+    """A task write checks the tenant with the statement that takes the item's `seq`;
+    that allocation is rolled back with the refused write."""
     session_id = await acme_session(keyed)
+    before = (await keyed.get(f"/sessions/{session_id}", headers=ACME)).json()
 
     response = await keyed.post(
         f"/sessions/{session_id}/tasks", json={"subject": "x"}, headers=GLOBEX
@@ -137,6 +139,7 @@ async def test_other_tenants_tasks_are_404_on_create(keyed: httpx.AsyncClient) -
 
     assert response.status_code == 404
     assert (await keyed.get(f"/sessions/{session_id}/tasks", headers=ACME)).json()["data"] == []
+    assert (await keyed.get(f"/sessions/{session_id}", headers=ACME)).json() == before
 
 
 async def test_other_tenants_session_is_404_on_compact(keyed: httpx.AsyncClient) -> None:
