@@ -9,29 +9,23 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from sqlalchemy import select
+from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
-from app.db.models import Event, Session
+from app.db.models import Event
 from app.db.repositories.events import EventRepository
 from app.services.events import record_event
 from app.services.tasks import change_task
-from app.settings import Settings
+from tests.support.databases import database_with
 
 SESSION = "ses_events"
 
 
 @pytest.fixture
 async def database(database_url: str) -> AsyncIterator[Database]:
-    db = Database(Settings(_env_file=None, database_url=database_url))
-
-    async def add(session: AsyncSession) -> None:
-        session.add(Session(id=SESSION, tenant="t"))
-
-    await db.write(add)
-    yield db
-    await db.dispose()
+    async with database_with(database_url, SESSION) as db:
+        yield db
 
 
 async def events(db: AsyncSession, count: int) -> None:
@@ -51,8 +45,8 @@ async def statements_of(database: Database, unit: object) -> int:
 
 async def stored(database: Database) -> list[int]:
     async with database.read() as db:
-        rows = (await db.exec(select(Event.data).order_by(Event.id))).all()  # type: ignore[arg-type]
-    return [row[0]["n"] for row in rows]
+        rows = (await db.exec(select(Event).order_by(col(Event.id)))).all()
+    return [row.data["n"] for row in rows]
 
 
 async def test_a_units_events_are_inserted_by_one_statement_in_their_order(

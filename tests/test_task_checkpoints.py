@@ -16,15 +16,15 @@ import pytest
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
-from app.db.models import Job, Session, TaskCheckpoint
+from app.db.models import Job, TaskCheckpoint
 from app.domain.items import Origin, TaskEvent, ToolResult, user_text
 from app.domain.tasks import TaskOp, TaskStore, replay
 from app.services.items import append_item
 from app.services.tasks import change_task, rebuild, task_ops
-from app.settings import Settings
 from app.worker.job_session import JobSession
 from app.worker.task_gateway import JobTaskGateway
 from app.worker.turn_store import DbTurnStore
+from tests.support.databases import database_with
 
 SESSION = "ses_ckpt"
 AT = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -32,14 +32,8 @@ AT = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 @pytest.fixture
 async def database(database_url: str) -> AsyncIterator[Database]:
-    db = Database(Settings(_env_file=None, database_url=database_url))
-
-    async def add(session: AsyncSession) -> None:
-        session.add(Session(id=SESSION, tenant="t"))
-
-    await db.write(add)
-    yield db
-    await db.dispose()
+    async with database_with(database_url, SESSION) as db:
+        yield db
 
 
 def _ops(count: int, seed: int) -> list[tuple[str, dict[str, Any]]]:

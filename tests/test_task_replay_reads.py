@@ -21,7 +21,6 @@ from sqlalchemy import text
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
-from app.db.models import Session
 from app.domain.items import (
     ItemPayload,
     Origin,
@@ -34,7 +33,7 @@ from app.domain.items import (
 from app.domain.tasks import TaskOp, TaskOpName
 from app.services.items import append_item
 from app.services.tasks import load_store, task_op_of, task_ops
-from app.settings import Settings
+from tests.support.databases import database_with
 
 AT = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -112,14 +111,8 @@ def test_reading_a_payload_directly_agrees_with_its_model(
 
 @pytest.fixture
 async def database(database_url: str) -> AsyncIterator[Database]:
-    db = Database(Settings(_env_file=None, database_url=database_url))
-
-    async def add(session: AsyncSession) -> None:
-        session.add(Session(id="ses_tasks", tenant="t"))
-
-    await db.write(add)
-    yield db
-    await db.dispose()
+    async with database_with(database_url, "ses_tasks") as db:
+        yield db
 
 
 async def _append(database: Database, entries: list[tuple[ItemPayload, datetime]]) -> None:
