@@ -686,7 +686,7 @@ def notes(
         "allocation (UPDATE … RETURNING), which is also the session's check and holds its "
         "row, so that concurrent writes of the session queue before they replay; then the "
         "rebuild, the item, and its two event rows (`item.appended`, `task.updated`) in "
-        "one `executemany`; it answers the task it applied (webhook subscriptions come "
+        "one multi-row INSERT; it answers the task it applied (webhook subscriptions come "
         "from a cache). On PostgreSQL a pooled "
         "connection's socket is looked at before use, and one idle for over "
         "`STRATA_DB_PING_IDLE_SECONDS` is also pinged (under this load none is); every "

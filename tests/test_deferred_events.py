@@ -58,6 +58,13 @@ async def test_a_units_events_are_inserted_by_one_statement_in_their_order(
     assert await stored(database) == [0, 0, 1, 2, 3, 4]
 
 
+async def test_many_events_go_in_chunks_of_fifty_in_their_order(database: Database) -> None:
+    one = await statements_of(database, database.write(lambda db: events(db, 1)))
+    many = await statements_of(database, database.write(lambda db: events(db, 120)))
+    assert many == one + 2
+    assert await stored(database) == [0, *range(120)]
+
+
 async def test_a_statement_units_events_are_inserted_with_it(database: Database) -> None:
     await database.write_statements(five_events)
     assert await stored(database) == [0, 1, 2, 3, 4]

@@ -156,20 +156,6 @@ class Prepared:
             raise as_sqlalchemy_error(exc, compiled.sql, parameters) from exc
         return compiled.processed(outcome)
 
-    async def execute_many(self, db: AsyncSession, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Run once per row of parameters, as one DBAPI `executemany` in `db`'s transaction:
-        one round trip for all on PostgreSQL (psycopg pipelines it), one call on SQLite."""
-        driver, dialect = await _driver_of(db)
-        compiled = self.compiled(dialect)
-        stats = stats_of(db)
-        if stats is not None:
-            stats.statements += 1
-        parameters = [compiled.parameters(row) for row in rows]
-        try:
-            await run_many_on(driver, compiled.sql, parameters)
-        except Exception as exc:
-            raise as_sqlalchemy_error(exc, compiled.sql, parameters) from exc
-
 
 _DRIVER = "strata.prepared.driver"
 _DIRECT = "strata.prepared.direct"
@@ -235,16 +221,6 @@ async def run_on(driver: Any, sql: str, parameters: Any) -> Outcome:
         return Outcome([tuple(row) for row in rows], cursor.rowcount)
     finally:
         await cursor.close()
-
-
-async def run_many_on(driver: Any, sql: str, parameters: Sequence[Any]) -> None:
-    if isinstance(driver, DirectConnection):
-        driver.raw.executemany(sql, parameters)
-    elif hasattr(driver, "executemany"):  # aiosqlite
-        await (await driver.executemany(sql, parameters)).close()
-    else:  # psycopg: its cursors have it
-        async with driver.cursor() as cursor:
-            await cursor.executemany(sql, parameters)
 
 
 def run_sqlite(connection: sqlite3.Connection, sql: str, parameters: Any) -> Outcome:

@@ -2,19 +2,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import insert
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db import deferred
 from app.db.models import Event
-from app.db.prepared import Prepared
 from app.db.types import utcnow
 
-_INSERT = Prepared(
-    insert(Event.__table__),  # type: ignore[attr-defined]
-    column_keys=("session_id", "job_id", "type", "data", "created_at"),
-)
+_EVENTS = Event.__table__  # type: ignore[attr-defined]
 
 
 class EventRepository:
@@ -33,7 +28,7 @@ class EventRepository:
             "data": data,
             "created_at": utcnow(),
         }
-        deferred.defer(self.db, _INSERT, values)
+        deferred.defer(self.db, _EVENTS, values)
 
     async def after(
         self, *, session_id: str | None, job_id: str | None, after_id: int, limit: int
