@@ -6,6 +6,7 @@ one per result, each a round trip on PostgreSQL."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -78,6 +79,25 @@ async def test_a_unit_that_fails_leaves_none_of_its_events(database: Database) -
     with pytest.raises(RuntimeError):
         await database.write(fails)
     assert await stored(database) == []
+
+
+async def test_units_queued_together_keep_their_own_events_and_a_failed_ones_go(
+    database: Database,
+) -> None:
+    """Queued writes commit together on SQLite's writer, each in a savepoint: a unit's
+    events are inserted inside its own, so one that fails takes only its events along."""
+
+    async def unit(n: int) -> None:
+        async def work(db: AsyncSession) -> None:
+            await record_event(db, SESSION, "item.appended", {"n": n})
+            if n % 3 == 0:
+                raise RuntimeError("refused")
+
+        await database.write(work)
+
+    results = await asyncio.gather(*(unit(n) for n in range(12)), return_exceptions=True)
+    assert [isinstance(r, RuntimeError) for r in results] == [n % 3 == 0 for n in range(12)]
+    assert sorted(await stored(database)) == [n for n in range(12) if n % 3 != 0]
 
 
 async def test_a_unit_reads_the_events_it_recorded(database: Database) -> None:
