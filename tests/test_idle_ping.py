@@ -4,6 +4,7 @@ is spent only on a connection idle for `STRATA_DB_PING_IDLE_SECONDS`."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -48,12 +49,21 @@ async def backend_pid(database: Database) -> int:
 
 
 async def terminate(database: Database, pid: int) -> None:
-    """From a connection of its own: the pool's would be the one it ends."""
+    """From a connection of its own: the pool's would be the one it ends. Returns once the
+    backend is gone: `pg_terminate_backend` only signals it, and the backend sends its
+    last error to the client before it leaves `pg_stat_activity`, so the connection is
+    then closed as far as its socket can tell."""
     import psycopg
 
     url = libpq_url(database.engine.url.render_as_string(hide_password=False))
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as connection:
         await connection.execute("SELECT pg_terminate_backend(%s)", [pid])
+        for _ in range(500):
+            found = await connection.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", [pid])
+            if await found.fetchone() is None:
+                return
+            await asyncio.sleep(0.01)
+    raise AssertionError(f"backend {pid} still running 5 s after it was terminated")
 
 
 @pytest.mark.parametrize("idle_seconds", [0.0, 60.0], ids=["pinged", "not-pinged"])
