@@ -60,7 +60,7 @@ class Settings(BaseSettings):
     db_ping_idle_seconds: float = Field(default=1.0, ge=0)
     # /readyz is 503 when the runner or webhook dispatcher has not come round for this long
     background_stall_seconds: float = 15.0
-    # Entries each in-process cache (API keys, webhook subscriptions) keeps at most.
+    # Entries each in-process cache (API keys, webhook subscriptions, task lists) keeps at most.
     cache_max_entries: int = Field(default=10_000, ge=1)
     log_level: str = "info"
     # `json`: one JSON object per log line, with the request, session and job ids it concerns
@@ -126,6 +126,10 @@ class Settings(BaseSettings):
     # a rebuild of the task list in a write that replayed more task operations than this
     # leaves a checkpoint, where the next rebuild starts (a rebuild stays well under 0.5 s)
     task_checkpoint_ops: int = Field(default=1_000, ge=1)
+    # a REST task write keeps the task list it made for this long, in seconds, so the next
+    # one in this process reads and replays nothing when no other write came between
+    # (any other write of the session is seen by its `seq`); 0 rebuilds every time
+    task_store_cache_seconds: float = Field(default=30.0, ge=0)
 
     # --- layered memory (seed 003) ------------------------------------------
     memory_l2_window_turns: int = 20

@@ -99,7 +99,7 @@ class Runtime:
             case signals.CancelJob(job_id=job_id):
                 if self.runner is not None:
                     self.runner.cancel(job_id)
-            case signals.Forget():
+            case signals.Forget() | signals.Keep():
                 pass  # the Database applied it to its caches at the commit
             case _:
                 assert_never(signal)

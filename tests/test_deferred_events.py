@@ -17,7 +17,6 @@ from app.db.engine import Database
 from app.db.models import Event
 from app.db.repositories.events import EventRepository
 from app.services.events import record_event
-from app.services.tasks import change_task
 from tests.support.databases import database_with
 
 SESSION = "ses_events"
@@ -108,20 +107,3 @@ async def test_a_unit_reads_the_events_it_recorded(database: Database) -> None:
         )
 
     assert [event.data["n"] for event in await database.write(write_then_read)] == [0, 1, 2, 3, 4]
-
-
-async def test_a_rest_task_write_makes_four_statements(database: Database) -> None:
-    """The seq allocation, which also checks the session is the tenant's, holds its row
-    and notes the task write for the reminder; the checkpoint and the task items in one
-    read; the item; its two events (`item.appended`, `task.updated`) in one. Counted
-    against a unit of one statement, since SQLite's count has a BEGIN and PostgreSQL's not."""
-
-    def create(subject: str) -> object:
-        args = {"subject": subject, "description": "d"}
-        return database.write(
-            lambda db: change_task(db, "t", SESSION, "TaskCreate", args, checkpoint_every=1000)
-        )
-
-    await statements_of(database, create("the first reads the webhook subscriptions"))
-    one = await statements_of(database, database.write(lambda db: events(db, 1)))
-    assert await statements_of(database, create("Draft the release notes")) == one + 3

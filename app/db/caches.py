@@ -11,6 +11,12 @@ few seconds. A service that changes such rows calls `forget(db, CACHE, key)`:
   the change cannot keep the old rows: a value is stored only if nothing was forgotten
   since its read began (`stamp` / `put`).
 
+A value a unit of work builds from what it writes itself (a session's task list, as of
+the item it appends) is taken out with `take` and given back with `keep`: the `Keep`
+after-commit signal stores it once the unit committed, and a rollback drops it. Such
+an entry carries the state it belongs to (the log's end), so a reader checks it against
+what it read and no other writer needs to forget it.
+
 Other processes see a change once their copy expires, after the TTL at most. The
 `Database` owns one `Caches` and hands it to every unit of work (`caches_of(db)`);
 a session from elsewhere has none, and its callers read the database every time.
@@ -30,6 +36,7 @@ V = TypeVar("V")
 
 API_KEYS: Final = "api_keys"
 WEBHOOKS: Final = "webhooks"
+TASK_STORES: Final = "task_stores"
 _KEY = "strata.caches"
 
 
@@ -66,6 +73,14 @@ class TtlCache(Generic[K, V]):
                 del self._entries[key]
                 return MISS
             return value
+
+    def take(self, key: K) -> V | Miss:
+        """`get`, and the entry goes: its value has one owner, who may change it."""
+        with self._lock:
+            entry = self._entries.pop(key, None)
+            if entry is None or self._clock() >= entry[0]:
+                return MISS
+            return entry[1]
 
     def stamp(self) -> int:
         """Taken before reading what `put` stores."""
@@ -104,7 +119,7 @@ class TtlCache(Generic[K, V]):
 
 
 class Caches:
-    """This process's caches by name (`API_KEYS`, `WEBHOOKS`)."""
+    """This process's caches by name (`API_KEYS`, `WEBHOOKS`, `TASK_STORES`)."""
 
     def __init__(
         self,
@@ -121,10 +136,12 @@ class Caches:
         return self._caches[name]
 
     def apply(self, fired: Iterable[signals.Signal]) -> None:
-        """Forget what committed units of work changed."""
+        """Forget what committed units of work changed, keep what they made."""
         for signal in fired:
             if isinstance(signal, signals.Forget):
                 self._caches[signal.cache].forget(signal.key)
+            elif isinstance(signal, signals.Keep):
+                self._caches[signal.cache].put(signal.key, signal.value, signal.stamp)
 
 
 def attach(db: Any, caches: Caches) -> None:
@@ -144,3 +161,18 @@ def forget(db: Any, cache: str, key: str | None = None) -> None:
     if caches is not None:
         caches[cache].forget(key)
     signals.emit(db, signals.Forget(cache, key))
+
+
+def take(db: Any, cache: str, key: str) -> Any:
+    """What `cache` holds under `key`, taken out of it; None when it holds nothing (or `db`
+    has no caches)."""
+    caches = caches_of(db)
+    value = MISS if caches is None else caches[cache].take(key)
+    return None if isinstance(value, Miss) else value
+
+
+def keep(db: Any, cache: str, key: str, value: object) -> None:
+    """`cache` keeps `value` under `key` once `db` commits (nothing if it rolls back)."""
+    caches = caches_of(db)
+    if caches is not None:
+        signals.emit(db, signals.Keep(cache, key, value, caches[cache].stamp()))

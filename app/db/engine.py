@@ -264,6 +264,7 @@ class Database:
             {
                 caches.API_KEYS: settings.api_key_cache_seconds,
                 caches.WEBHOOKS: settings.webhook_cache_seconds,
+                caches.TASK_STORES: settings.task_store_cache_seconds,
             },
             max_entries=settings.cache_max_entries,
             clock=clock,

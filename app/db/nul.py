@@ -23,6 +23,17 @@ def without_nul(value: Any) -> Any:
     return value
 
 
+def has_nul(value: Any) -> bool:
+    """Whether `value` holds U+0000 in any string, however deeply nested."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(has_nul(k) or has_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(has_nul(v) for v in value)
+    return False
+
+
 def json_without_nul(value: Any) -> str:
     """The JSON serializer of PostgreSQL engines."""
     text = json.dumps(value)

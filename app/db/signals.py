@@ -51,7 +51,19 @@ class Forget:
     key: str | None = None
 
 
-Signal = Notify | WakeRunner | WakeDispatcher | CancelJob | Forget
+@dataclass(frozen=True, eq=False)
+class Keep:
+    """A value this unit of work made is what its rows are once it commits: `cache` keeps it
+    under `key` (`app.db.caches`), unless something was forgotten there since `stamp`. A
+    rollback drops it with the rest, so no cache holds what never committed."""
+
+    cache: str
+    key: str
+    value: object
+    stamp: int
+
+
+Signal = Notify | WakeRunner | WakeDispatcher | CancelJob | Forget | Keep
 Listener = Callable[[Signal], None]
 
 

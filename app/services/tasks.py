@@ -10,17 +10,25 @@ A write transaction whose rebuild replayed more than `task_checkpoint_ops` opera
 leaves a new checkpoint, so no rebuild replays much more than that, however long the
 log. The log stays the truth: a checkpoint is what replaying it gives, and one that
 cannot be read is ignored (the log is replayed whole).
+
+A REST write also leaves the store it made in the process's `TASK_STORES` cache, once
+it committed, as of the `seq` of the item it appended. The next REST write of the session
+in this process takes it when the log still ends there (its `seq` allocation says so), and
+reads and replays nothing; any other write of the session in between (the agent's tools,
+another process) moved the log's end, so the store is rebuilt.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from app.db import caches
+from app.db.nul import has_nul
 from app.db.repositories.items import ItemRecord, ItemRepository
 from app.db.repositories.task_checkpoints import CheckpointRow, TaskCheckpointRepository
 from app.db.types import utcnow
@@ -121,8 +129,8 @@ async def _task_items(db: AsyncSession, session_id: str, after_seq: int) -> list
 
 @dataclass(frozen=True)
 class Rebuilt:
-    """A store as of the log's `seq`, holding `ops` task items; `replayed` of them were
-    replayed now (the others came from the checkpoint)."""
+    """A store as of the log's `seq`, holding `ops` task items; `replayed` of them are
+    after the session's checkpoint (the others came from it)."""
 
     store: TaskStore
     seq: int
@@ -193,9 +201,10 @@ async def change_task(
     It counts as a task write for the reminder's timing (the agent reads of it in the
     task note the event becomes)."""
     slot = await reserve_item(db, tenant, session_id, wrote_tasks=True)
-    rebuilt = await rebuild(db, session_id)
+    rebuilt = _kept_store(db, session_id, slot.seq - 1) or await rebuild(db, session_id)
     if (due := checkpoint_of(rebuilt, checkpoint_every)) is not None:
         await keep_checkpoint(db, session_id, due)
+        rebuilt = replace(rebuilt, replayed=0)
     store = rebuilt.store
     # the operation and its item carry the same moment, so the task answered here is
     # exactly what replaying the log will give, timestamps included
@@ -208,5 +217,15 @@ async def change_task(
         raise InvalidInput(str(exc)) from exc
     event = TaskEvent(op=op, input=args, taskid=task.taskid)
     await add_item(db, session_id, slot, event, Origin.api, at=now)
+    if not has_nul(args):  # PostgreSQL stores U+FFFD for it: only a replay gives that store
+        made = Rebuilt(store, slot.seq, rebuilt.ops + 1, rebuilt.replayed + 1)
+        caches.keep(db, caches.TASK_STORES, session_id, made)
     await webhooks.task_updated(db, tenant, session_id, task, op=op, origin="api")
     return task
+
+
+def _kept_store(db: AsyncSession, session_id: str, log_end: int) -> Rebuilt | None:
+    """The store an earlier REST write of this process left, if the log still ends at
+    its item; taken, so no other write changes it meanwhile."""
+    kept: Rebuilt | None = caches.take(db, caches.TASK_STORES, session_id)
+    return kept if kept is not None and kept.seq == log_end else None

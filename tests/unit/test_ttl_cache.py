@@ -1,4 +1,5 @@
-"""The in-process TTL cache: expiry by an injected clock, forgetting, reads that raced a change."""
+"""The in-process TTL cache: expiry by an injected clock, forgetting, reads that raced a change,
+values taken out and kept again after a commit."""
 
 from __future__ import annotations
 
@@ -75,3 +76,25 @@ def test_committed_forget_signals_apply_to_their_cache() -> None:
     caches.apply([signals.WakeRunner(), signals.Forget("a", "t")])
 
     assert (caches["a"].get("t"), caches["b"].get("t")) == (MISS, "y")
+
+
+def test_a_taken_value_goes_with_its_taker() -> None:
+    kept, clock = cache(5.0)
+    kept.put("k", "v", kept.stamp())
+
+    assert kept.take("k") == "v"
+    assert kept.take("k") is MISS
+    kept.put("k", "w", kept.stamp())
+    clock.advance(5.0)
+    assert kept.take("k") is MISS
+
+
+def test_committed_keep_signals_store_unless_something_was_forgotten_since() -> None:
+    caches = Caches({"a": 5.0}, max_entries=10)
+    stale = signals.Keep("a", "raced", "made", caches["a"].stamp())
+    caches["a"].forget("raced")
+    fresh = signals.Keep("a", "new", "made", caches["a"].stamp())
+
+    caches.apply([stale, fresh])
+
+    assert (caches["a"].get("new"), caches["a"].get("raced")) == ("made", MISS)
