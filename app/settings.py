@@ -112,6 +112,10 @@ class Settings(BaseSettings):
     llm_max_tokens: int = 8192
     llm_timeout_seconds: float = 600.0
     llm_max_retries: int = 2
+    # LLM requests in flight on one client's connection pool at most; past it a request
+    # takes the next client (each request looks through its pool's connections, so one
+    # pool of a thousand costs every request a thousand checks)
+    llm_requests_per_pool: int = Field(default=64, ge=1)
     context_window_tokens: int = 200_000
     agent_max_iterations: int = 50
 

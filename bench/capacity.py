@@ -46,6 +46,7 @@ from app.db.engine import Database
 from app.db.migrate import upgrade_to_head
 from app.db.models import Job
 from app.domain.jobs import TERMINAL
+from app.engine.anthropic import ClientPools
 from app.services.chat import IfBusy, send_message
 from app.services.sessions import create_session
 from app.settings import Settings
@@ -202,27 +203,31 @@ async def strata_run(
 
 async def bare_run(llm_url: str, concurrency: int, calls: int) -> Outcome:
     """The yardstick: `concurrency` asyncio tasks making `calls` streaming calls in all,
-    each consuming its stream as Strata does; this process's CPU over them. The client
-    is configured as Strata's (`AnthropicLLM`): the SDK's default connection pool."""
+    each consuming its stream as Strata does; this process's CPU over them. The clients
+    are configured as Strata's (`AnthropicLLM`): the SDK's default connection pool, at
+    most `llm_requests_per_pool` requests in flight on one client (`ClientPools`)."""
     failed = 0
-    async with anthropic.AsyncAnthropic(
-        api_key="bench",
-        base_url=llm_url,
-        max_retries=0,
-        timeout=600,
-    ) as client:
+
+    def client() -> anthropic.AsyncAnthropic:
+        return anthropic.AsyncAnthropic(
+            api_key="bench", base_url=llm_url, max_retries=0, timeout=600
+        )
+
+    pools = ClientPools(client, Settings(_env_file=None).llm_requests_per_pool)
+    try:
 
         async def call() -> None:
             nonlocal failed
             try:
-                async with client.messages.stream(
-                    model="claude-sonnet-4-5",
-                    max_tokens=1024,
-                    messages=[{"role": "user", "content": "Go on."}],
-                ) as stream:
-                    async for _event in stream:
-                        pass
-                    await stream.get_final_message()
+                with pools.client() as pooled:
+                    async with pooled.messages.stream(
+                        model="claude-sonnet-4-5",
+                        max_tokens=1024,
+                        messages=[{"role": "user", "content": "Go on."}],
+                    ) as stream:
+                        async for _event in stream:
+                            pass
+                        await stream.get_final_message()
             except anthropic.APIError:
                 failed += 1
 
@@ -238,6 +243,8 @@ async def bare_run(llm_url: str, concurrency: int, calls: int) -> Outcome:
         cpu, started = time.process_time(), time.monotonic()
         await round_of(calls)
         return Outcome(calls, time.monotonic() - started, time.process_time() - cpu, failed)
+    finally:
+        await pools.close()
 
 
 def nondecreasing(rates: list[float], tolerance: float = 0.05) -> bool:
@@ -322,7 +329,9 @@ async def run(ctx: Context) -> Section:
     section.notes.append(
         f"One run per row ({turns:,} turns, or as many as the concurrency if more, after "
         f"{WARM_TURNS} or fewer warm-up turns); the "
-        "bare loop runs once per level, just before Strata's runs, against the same fake. "
+        "bare loop runs once per level, just before Strata's runs, against the same fake, "
+        "with its clients set up as Strata's (at most `STRATA_LLM_REQUESTS_PER_POOL` "
+        "requests in flight on one SDK client's connection pool). "
         "A row's CPU ratio is Strata's worker CPU per turn over the bare loop's CPU per call; "
         "a Strata turn also claims its job, persists the message, the answer and the usage, "
         "publishes events and ends the job, and the worker also runs the background jobs the "

@@ -9,6 +9,8 @@ becomes an `LLMError` naming the cause.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import anthropic
@@ -27,45 +29,81 @@ NOT_CONFIGURED = (
 )
 
 
+class ClientPools:
+    """SDK clients, each with a connection pool of its own: a request takes the first
+    with fewer than `per_pool` requests in flight, and a new one when none has.
+
+    The pool of the SDK's HTTP client looks through its connections on every request
+    (and checks each idle one's socket): with one pool for a thousand concurrent
+    requests that cost a worker ~1.3 ms of CPU per request more than at a hundred.
+    Filled in order, a process with at most `per_pool` requests at once keeps using
+    one client and its warm connections."""
+
+    def __init__(self, make: Callable[[], anthropic.AsyncAnthropic], per_pool: int) -> None:
+        self._make = make
+        self._per_pool = max(1, per_pool)
+        self._clients: list[anthropic.AsyncAnthropic] = []
+        self._in_flight: list[int] = []
+
+    @contextmanager
+    def client(self) -> Iterator[anthropic.AsyncAnthropic]:
+        pick = next(
+            (n for n, count in enumerate(self._in_flight) if count < self._per_pool),
+            len(self._clients),
+        )
+        if pick == len(self._clients):
+            self._clients.append(self._make())
+            self._in_flight.append(0)
+        self._in_flight[pick] += 1
+        try:
+            yield self._clients[pick]
+        finally:
+            self._in_flight[pick] -= 1
+
+    def __len__(self) -> int:
+        return len(self._clients)
+
+    async def close(self) -> None:
+        clients, self._clients, self._in_flight = self._clients, [], []
+        for client in clients:
+            await client.close()
+
+
 class AnthropicLLM:
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
-        self._client: anthropic.AsyncAnthropic | None = None
+        self._pools = ClientPools(self._new_client, settings.llm_requests_per_pool)
 
     @property
     def configured(self) -> bool:
         return self._settings.llm_configured
 
-    def _get_client(self) -> anthropic.AsyncAnthropic:
-        if not self.configured:
-            raise LLMError("llm-not-configured", NOT_CONFIGURED)
-        if self._client is None:
-            key = self._settings.anthropic_api_key
-            self._client = anthropic.AsyncAnthropic(
-                api_key=key.get_secret_value() if key else _PLACEHOLDER_KEY,
-                base_url=self._settings.anthropic_base_url,
-                timeout=self._settings.llm_timeout_seconds,
-                max_retries=self._settings.llm_max_retries,
-            )
-        return self._client
+    def _new_client(self) -> anthropic.AsyncAnthropic:
+        key = self._settings.anthropic_api_key
+        return anthropic.AsyncAnthropic(
+            api_key=key.get_secret_value() if key else _PLACEHOLDER_KEY,
+            base_url=self._settings.anthropic_base_url,
+            timeout=self._settings.llm_timeout_seconds,
+            max_retries=self._settings.llm_max_retries,
+        )
 
     async def close(self) -> None:
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        await self._pools.close()
 
     async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResponse:
-        client = self._get_client()
+        if not self.configured:
+            raise LLMError("llm-not-configured", NOT_CONFIGURED)
         try:
-            async with client.messages.stream(**wire_params(request)) as stream:
-                async for event in stream:
-                    if (
-                        on_text is not None
-                        and event.type == "content_block_delta"
-                        and event.delta.type == "text_delta"
-                    ):
-                        await on_text(event.delta.text, event.index)
-                message = await stream.get_final_message()
+            with self._pools.client() as client:
+                async with client.messages.stream(**wire_params(request)) as stream:
+                    async for event in stream:
+                        if (
+                            on_text is not None
+                            and event.type == "content_block_delta"
+                            and event.delta.type == "text_delta"
+                        ):
+                            await on_text(event.delta.text, event.index)
+                    message = await stream.get_final_message()
         except anthropic.APIError as exc:
             raise _as_llm_error(exc, self._settings.llm_max_retries) from exc
         return LLMResponse(
