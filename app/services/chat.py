@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Job
@@ -68,12 +69,16 @@ async def enqueue_compaction(db: AsyncSession, tenant: str, session_id: str) -> 
 
 
 async def append_turn_input(db: AsyncSession, job: Job) -> None:
-    """Append the job's user message once; `item_seq` records that it is in the log."""
+    """Append the job's user message once; `item_seq` records that it is in the log.
+
+    Prepared statements only, so a running job's turn starts in a statement unit. The
+    runner's copy of the job gets the new `input` as the database's (not as a change
+    of its own), as its later fenced writes expect (`held_job`)."""
     if "item_seq" in job.input:
         return
     item = await append_item(
         db, job.session_id, user_text(job.input["text"]), Origin.user, turn=job.turn, job_id=job.id
     )
-    job.input = {**job.input, "item_seq": item.seq}
-    db.add(job)
-    await db.flush()
+    value = {**job.input, "item_seq": item.seq}
+    await JobRepository(db).set_input(job.id, value)
+    set_committed_value(job, "input", value)

@@ -16,9 +16,9 @@ from zoneinfo import ZoneInfo
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.db.models import MemoryDetail, MemoryTurn, Session
+from app.db.models import MemoryDetail, Session
 from app.db.repositories.items import ItemRepository
-from app.db.repositories.memory import ChainRepository, MemoryRepository, NewestText
+from app.db.repositories.memory import ChainRepository, MemoryRepository, NewestText, TurnBody
 from app.db.types import utcnow
 from app.domain.errors import Conflict, InvalidInput, NotFound
 from app.domain.items import load_payload
@@ -63,35 +63,18 @@ async def project_turns(db: AsyncSession, session_id: str, turns: Iterable[int])
 
 
 async def _store_projection(db: AsyncSession, session_id: str, projection: TurnProjection) -> int:
+    """Every turn's end writes its own: prepared statements, no ORM rows."""
     turn = projection.turn
     repo = MemoryRepository(db)
-    row = await repo.turn(session_id, turn)
+    body = TurnBody(projection.user_text, projection.assistant_text, projection.ended_at)
+    stored = await repo.turn_text(session_id, turn)
     changed = 0
-    if row is None:
-        row = MemoryTurn(
-            session_id=session_id,
-            origin_session_id=session_id,
-            turn=turn,
-            ended_at=projection.ended_at,
-            user_text=projection.user_text,
-            assistant_text=projection.assistant_text,
-        )
-        await repo.add(row)
+    if stored is None or stored.body != body:
+        known_id = None if stored is None else stored.id
+        turn_id = await repo.store_text(session_id, turn, body, turn_id=known_id)
         changed = 1
-    elif (row.user_text, row.assistant_text, row.ended_at) != (
-        projection.user_text,
-        projection.assistant_text,
-        projection.ended_at,
-    ):
-        row.user_text = projection.user_text
-        row.assistant_text = projection.assistant_text
-        row.ended_at = projection.ended_at
-        row.l1 = None  # the body changed: its summary is stale
-        row.l1_fallback = False
-        row.updated_at = utcnow()
-        db.add(row)
-        await db.flush()
-        changed = 1
+    else:
+        turn_id = stored.id
     details = [_dedupe_key(d) for d in projection.details]
     known = await repo.detail_sources(session_id, [d.source_id for d in details])
     new: list[MemoryDetail] = []
@@ -99,10 +82,9 @@ async def _store_projection(db: AsyncSession, session_id: str, projection: TurnP
         if detail.source_id in known:
             continue
         known.add(detail.source_id)
-        assert row.id is not None
         new.append(
             MemoryDetail(
-                turn_id=row.id,
+                turn_id=turn_id,
                 origin_session_id=session_id,
                 kind=detail.kind,
                 source_id=detail.source_id,

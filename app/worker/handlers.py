@@ -112,17 +112,12 @@ async def _system_prompt(deps: Deps, job: Job, session: Session) -> str | None:
 
 
 async def _start_turn(deps: Deps, job: Job) -> Session:
-    """The session; and the user's item, when the turn was queued behind another (it is
-    usually in the log already, appended at enqueue: then a read will do)."""
-    if "item_seq" in job.input:
-        async with deps.database.read() as db:
-            return await get_session(db, job.tenant, job.session_id)
-
-    async def start(db: AsyncSession) -> Session:
-        await append_turn_input(db, job)
+    """The session; and first the user's item, when the turn was queued behind another
+    (it is usually in the log already, appended at enqueue), in a statement unit."""
+    if "item_seq" not in job.input:
+        await job_database(deps, job).write_statements(lambda db: append_turn_input(db, job))
+    async with deps.database.read() as db:
         return await get_session(db, job.tenant, job.session_id)
-
-    return await job_database(deps, job).write(start)
 
 
 async def run_chat(deps: Deps, job: Job) -> Outcome:

@@ -40,6 +40,14 @@ _ADD_USAGE = Prepared(
         cache_creation_tokens=_J.c.cache_creation_tokens + bindparam("u_cache_creation"),
     )
 )
+_SET_INPUT = Prepared(
+    _J.update()
+    .where(_J.c.id == bindparam("j_id"))
+    .values(
+        input=bindparam("j_input", type_=_J.c.input.type),
+        updated_at=bindparam("j_now", type_=_J.c.updated_at.type),
+    )
+)
 
 
 def _claimable(now: Any) -> Any:
@@ -157,6 +165,10 @@ class JobRepository:
         the row's lock (PostgreSQL), so a concurrent claim waits for this transaction."""
         params = {"j_id": job_id, "j_token": token, "j_now": utcnow()}
         return bool((await _STILL_OWNED.execute(self.db, params)).rowcount)
+
+    async def set_input(self, job_id: str, value: dict[str, Any]) -> None:
+        """A running job's `input`, as one prepared statement (a statement unit may run it)."""
+        await _SET_INPUT.execute(self.db, {"j_id": job_id, "j_input": value, "j_now": utcnow()})
 
     async def add_usage(self, job_id: str, usage: Usage) -> None:
         await _ADD_USAGE.execute(self.db, {"j_id": job_id, **usage_params(usage)})

@@ -27,6 +27,7 @@ from sqlmodel.sql.expression import SelectOfScalar
 from app.db.models import MemoryDetail, MemoryTurn, Session
 from app.db.prepared import Prepared
 from app.db.types import UTCDateTime, utcnow
+from app.memory.timeref import second_of_day
 
 
 class TurnText(NamedTuple):
@@ -36,6 +37,27 @@ class TurnText(NamedTuple):
     user_text: str
     assistant_text: str
     l1: str | None
+
+
+class TurnBody(NamedTuple):
+    """A turn's L2 as its projection gives it."""
+
+    user_text: str
+    assistant_text: str
+    ended_at: datetime
+
+
+class StoredText(NamedTuple):
+    """A turn's row id and the L2 stored for it."""
+
+    id: int
+    user_text: str
+    assistant_text: str
+    ended_at: datetime
+
+    @property
+    def body(self) -> TurnBody:
+        return TurnBody(self.user_text, self.assistant_text, self.ended_at)
 
 
 class NewestText(NamedTuple):
@@ -197,6 +219,28 @@ _COUNT_WITHOUT_L1_OF_ONE = Prepared(
         )
     )
 )
+_MT = MemoryTurn.__table__  # type: ignore[attr-defined]
+_TURN_TEXT = Prepared(
+    sa_select(_MT.c.id, _MT.c.user_text, _MT.c.assistant_text, _MT.c.ended_at).where(
+        _MT.c.origin_session_id == bindparam("m_origin"), _MT.c.turn == bindparam("m_turn")
+    )
+)
+_TURN_COLUMNS = ("user_text", "assistant_text", "ended_at", "ended_second", "updated_at")
+_ADD_TURN = Prepared(
+    insert(_MT).returning(_MT.c.id),
+    column_keys=("session_id", "origin_session_id", "turn", "created_at", *_TURN_COLUMNS),
+)
+_SET_TURN_TEXT = Prepared(
+    update(_MT)
+    .where(_MT.c.id == bindparam("m_id"))
+    .values(
+        {
+            **{name: bindparam(name, type_=_MT.c[name].type) for name in _TURN_COLUMNS},
+            "l1": None,  # the body changed: its summary is stale
+            "l1_fallback": False,
+        }
+    )
+)
 _S = Session.__table__  # type: ignore[attr-defined]
 _MERGED_INTO_ONE = Prepared(sa_select(_S.c.id).where(_S.c.merged_into == bindparam("m_target")))
 
@@ -205,11 +249,34 @@ class MemoryRepository:
     def __init__(self, db: AsyncSession) -> None:
         self.db = db
 
-    async def turn(self, origin_session_id: str, turn: int) -> MemoryTurn | None:
-        query = select(MemoryTurn).where(
-            MemoryTurn.origin_session_id == origin_session_id, MemoryTurn.turn == turn
-        )
-        return (await self.db.exec(query)).first()
+    async def turn_text(self, origin_session_id: str, turn: int) -> StoredText | None:
+        """A turn's id and L2, as its projection compares them: every turn's end asks."""
+        params = {"m_origin": origin_session_id, "m_turn": turn}
+        rows = (await _TURN_TEXT.execute(self.db, params)).rows
+        return StoredText(*rows[0]) if rows else None
+
+    async def store_text(
+        self, session_id: str, turn: int, text: TurnBody, *, turn_id: int | None
+    ) -> int:
+        """Write a turn's L2 as a new row of the session (`turn_id` None) or over the row
+        `turn_id` (its L1 goes: it summarized the old text); returns the row's id.
+        Prepared statements, so `ended_second` is set here as the mapper's event sets it
+        for ORM writes."""
+        now = utcnow()
+        values = {
+            "user_text": text.user_text,
+            "assistant_text": text.assistant_text,
+            "ended_at": text.ended_at,
+            "ended_second": second_of_day(text.ended_at),
+            "updated_at": now,
+        }
+        if turn_id is not None:
+            await _SET_TURN_TEXT.execute(self.db, {"m_id": turn_id, **values})
+            return turn_id
+        row = {"session_id": session_id, "origin_session_id": session_id, "turn": turn}
+        outcome = await _ADD_TURN.execute(self.db, {**row, "created_at": now, **values})
+        new_id: int = outcome.rows[0][0]
+        return new_id
 
     async def add(self, row: MemoryTurn | MemoryDetail) -> None:
         self.db.add(row)

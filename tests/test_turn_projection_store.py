@@ -1,0 +1,106 @@
+"""A turn's L2 row as its end writes it (`project_turns`), by prepared statements: a new
+turn gets its row with `ended_second`, a turn whose text changed gets it replaced and its
+L1 dropped, and one projected again unchanged keeps its row and L1 as they were.
+
+Before, every turn's end read and wrote its `MemoryTurn` through the ORM (an ORM read,
+then an ORM insert whose mapper event set `ended_second`)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.db.engine import Database
+from app.db.models import MemoryTurn
+from app.db.repositories.memory import MemoryRepository
+from app.domain.items import AssistantMessage, Origin, TextBlock, user_text
+from app.memory.timeref import second_of_day
+from app.services.items import append_item
+from app.services.memory import project_turns
+from tests.support.databases import database_with
+
+SESSION = "ses_projected"
+AT = datetime(2026, 12, 5, 8, 30, 15, 250_000, tzinfo=UTC)
+
+
+@pytest.fixture
+async def database(database_url: str) -> AsyncIterator[Database]:
+    async with database_with(database_url, SESSION) as db:
+        yield db
+
+
+async def say(database: Database, question: str, answer: str, at: datetime) -> None:
+    async def write(db: AsyncSession) -> None:
+        await append_item(db, SESSION, user_text(question), Origin.user, at=at)
+        reply = AssistantMessage(content=[TextBlock(text=answer)])
+        await append_item(db, SESSION, reply, Origin.system, at=at + timedelta(seconds=2))
+
+    await database.write(write)
+
+
+async def project(database: Database) -> int:
+    return await database.write(lambda db: project_turns(db, SESSION, [1]))
+
+
+async def turns(database: Database) -> list[MemoryTurn]:
+    async with database.read() as db:
+        query = select(MemoryTurn).where(col(MemoryTurn.session_id) == SESSION)
+        return list((await db.exec(query)).all())
+
+
+async def test_a_new_turn_gets_its_row_with_the_second_of_its_end(database: Database) -> None:
+    await say(database, "Which release?", "The December one.", AT)
+
+    assert await project(database) == 1
+
+    [row] = await turns(database)
+    ended = AT + timedelta(seconds=2)
+    assert (row.turn, row.origin_session_id, row.user_text, row.assistant_text) == (
+        1,
+        SESSION,
+        "Which release?",
+        "The December one.",
+    )
+    assert (row.ended_at, row.ended_second, row.l1) == (ended, second_of_day(ended), None)
+
+
+async def test_a_turn_projected_again_unchanged_keeps_its_row_and_l1(database: Database) -> None:
+    await say(database, "Which release?", "The December one.", AT)
+    await project(database)
+    [row] = await turns(database)
+    assert row.id is not None
+    turn_id = row.id
+    await database.write(lambda db: MemoryRepository(db).set_l1(turn_id, "asked", fallback=False))
+
+    assert await project(database) == 0
+
+    [again] = await turns(database)
+    assert (again.id, again.l1, again.user_text) == (row.id, "asked", row.user_text)
+
+
+async def test_a_turn_whose_text_changed_is_replaced_and_its_l1_dropped(
+    database: Database,
+) -> None:
+    await say(database, "Which release?", "The December one.", AT)
+    await project(database)
+    [row] = await turns(database)
+    assert row.id is not None
+    turn_id = row.id
+    await database.write(lambda db: MemoryRepository(db).set_l1(turn_id, "asked", fallback=True))
+    later = AT + timedelta(minutes=1)
+    reply = AssistantMessage(content=[TextBlock(text="And the notes are out.")])
+    await database.write(
+        lambda db: append_item(db, SESSION, reply, Origin.system, turn=1, at=later)
+    )
+
+    assert await project(database) == 1
+
+    [again] = await turns(database)
+    assert again.id == row.id
+    assert again.assistant_text.endswith("And the notes are out.")
+    assert (again.ended_at, again.ended_second) == (later, second_of_day(later))
+    assert (again.l1, again.l1_fallback) == (None, False)

@@ -1,0 +1,87 @@
+"""A turn queued behind another appends its user message when it starts, in a statement
+unit (prepared statements only, on SQLite the writer's direct connection), not an ORM
+unit: before, the job's `input` was changed through the ORM, and the start of every
+queued turn cost a whole ORM unit of work on the writer."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from sqlalchemy import inspect
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.db.engine import Database
+from app.db.models import Item, Job
+from app.db.repositories.sessions import SessionRepository
+from app.domain.ids import new_id
+from app.domain.jobs import JobKind
+from app.services.chat import append_turn_input
+from app.services.jobs import enqueue
+from tests.support.databases import database_with
+
+SESSION = "ses_start"
+
+
+@pytest.fixture
+async def database(database_url: str) -> AsyncIterator[Database]:
+    async with database_with(database_url, SESSION) as db:
+        yield db
+
+
+async def queued_turn(database: Database) -> Job:
+    async def queue(db: AsyncSession) -> Job:
+        turn = await SessionRepository(db).reserve_turn(SESSION)
+        job = Job(
+            id=new_id("job"),
+            tenant="t",
+            session_id=SESSION,
+            kind=JobKind.chat,
+            turn=turn,
+            input={"text": "Summarize the release"},
+        )
+        return await enqueue(db, job)
+
+    return await database.write(queue)
+
+
+async def logged(database: Database) -> list[Item]:
+    async with database.read() as db:
+        query = select(Item).where(col(Item.session_id) == SESSION)
+        return list((await db.exec(query.order_by(col(Item.seq)))).all())
+
+
+async def test_a_queued_turns_message_is_appended_by_a_statement_unit(
+    database: Database,
+) -> None:
+    job = await queued_turn(database)
+
+    await database.write_statements(lambda db: append_turn_input(db, job))
+
+    items = await logged(database)
+    async with database.read() as db:
+        stored = (await db.exec(select(Job).where(col(Job.id) == job.id))).one()
+    assert [(i.kind, i.payload["content"], i.turn, i.origin) for i in items] == [
+        ("user_message", [{"type": "text", "text": "Summarize the release"}], job.turn, "user")
+    ]
+    assert stored.input == {"text": "Summarize the release", "item_seq": items[0].seq}
+
+
+async def test_the_runners_copy_holds_the_new_input_as_the_databases(database: Database) -> None:
+    """Its later fenced writes merge it without reading it again (`held_job`)."""
+    job = await queued_turn(database)
+
+    await database.write_statements(lambda db: append_turn_input(db, job))
+
+    assert "item_seq" in job.input
+    assert not inspect(job).modified
+
+
+async def test_a_turn_started_twice_appends_its_message_once(database: Database) -> None:
+    job = await queued_turn(database)
+
+    for _ in range(2):
+        await database.write_statements(lambda db: append_turn_input(db, job))
+
+    assert len(await logged(database)) == 1
