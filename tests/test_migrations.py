@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import Engine, NullPool, create_engine, inspect, text
+from sqlalchemy import Engine, create_engine, inspect, text
 from sqlmodel import SQLModel
 
 import app.db.models  # noqa: F401  (registers every table on SQLModel.metadata)
@@ -121,32 +121,6 @@ def test_postgresql_primary_keys_are_generated_by_the_database(
         (found,) = [c for c in columns(table) if c["name"] == column]
         assert str(found["type"]) == "BIGINT", (table, column)
         assert "nextval(" in str(found["default"]), (table, column)
-
-
-@pytest.mark.postgresql_only
-async def test_postgresql_engine_reconnects_after_the_server_drops_a_connection(
-    database_url: str, tmp_path: Path
-) -> None:
-    """Pooled connections are checked first: one the server closed is replaced, not used
-    (it was used a moment ago, so no ping is spent on it: its socket tells)."""
-    settings = Settings(_env_file=None, database_url=database_url, data_dir=tmp_path / "data")
-    database = Database(settings)
-    try:
-        async with database.read() as db:
-            connection = await db.connection()
-            first = (await connection.execute(text("SELECT pg_backend_pid()"))).scalar()
-        # the pool still holds `first`'s connection; another client has the server end it
-        other = create_engine(sync_url(database_url), poolclass=NullPool)
-        with other.connect() as admin:
-            admin.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": first})
-        other.dispose()
-        async with database.read() as db:
-            connection = await db.connection()
-            again = (await connection.execute(text("SELECT pg_backend_pid()"))).scalar()
-    finally:
-        await database.dispose()
-
-    assert again != first
 
 
 def test_an_appended_item_lists_every_column_of_the_items_table_but_its_id() -> None:
