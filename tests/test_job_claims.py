@@ -13,7 +13,7 @@ import threading
 from collections.abc import AsyncIterator
 from contextlib import closing
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from sqlalchemy.dialects import postgresql, sqlite
@@ -22,7 +22,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
 from app.db.models import Job, Session
-from app.db.repositories.jobs import CLAIMABLE, JobRepository
+from app.db.repositories.jobs import _CLAIM, CLAIMABLE, JobRepository
 from app.db.types import utcnow
 from app.settings import Settings
 
@@ -67,10 +67,8 @@ async def _claim(
     (Thread events: on SQLite the claim runs on the writer thread.)"""
 
     async def claim(db: AsyncSession) -> str | None:
-        repo = JobRepository(db)
-        job = await repo.claimable(utcnow())
-        if job is not None:
-            await repo.take(job, owner, utcnow() + timedelta(seconds=30))
+        jobs = await JobRepository(db).claim(owner, utcnow() + timedelta(seconds=30), limit=1)
+        job = jobs[0] if jobs else None
         if claimed is not None:
             claimed.set()
         if release is not None:
@@ -138,31 +136,17 @@ async def test_sqlite_claims_one_writer_at_a_time(database: Database) -> None:
     assert not without_waiting  # the one writer finished the first claim first
 
 
-async def _claim_query() -> Any:
-    """The statement a claim runs, as the repository builds it (not run)."""
-    captured: list[Any] = []
-
-    class Capture:
-        async def exec(self, query: Any) -> Any:
-            captured.append(query)
-            raise _Stop
-
-    with pytest.raises(_Stop):
-        await JobRepository(cast(Any, Capture())).claimable(utcnow())
-    (query,) = captured
-    return query
+def _claim_statement() -> Any:
+    """The statement a claim runs, as the repository runs it (not run)."""
+    return _CLAIM.statement
 
 
 async def test_the_claim_query_locks_with_skip_locked_where_the_dialect_has_it() -> None:
-    query = await _claim_query()
+    query = _claim_statement()
     on_postgresql = str(query.compile(dialect=postgresql.dialect()))
     on_sqlite = str(query.compile(dialect=sqlite.dialect()))
-    assert on_postgresql.rstrip().endswith("FOR UPDATE SKIP LOCKED")
+    assert "FOR UPDATE SKIP LOCKED" in on_postgresql
     assert "FOR UPDATE" not in on_sqlite
-
-
-class _Stop(Exception):
-    pass
 
 
 @pytest.mark.sqlite_only
@@ -172,10 +156,9 @@ async def test_the_claim_finds_an_earlier_active_job_by_status_not_by_the_sessio
     """The check "has this session an earlier active job?" seeks the active statuses in the
     session's jobs: through `(session_id, number)` alone it walked every job the session
     ever ran (20,000 finished turns: 66 ms per claim, on the writer, holding the lock)."""
-    compiled = (await _claim_query()).compile(
-        dialect=sqlite.dialect(), compile_kwargs={"render_postcompile": True}
-    )
-    params = [str(compiled.params[name]) for name in compiled.positiontup]
+    compiled = _claim_statement().compile(dialect=sqlite.dialect())
+    values = {"now": utcnow().isoformat(), "limit": 10, "owner": "w", "until": None}
+    params = [values.get(name, compiled.params[name]) for name in compiled.positiontup]
     path = make_url(settings.database_url).database
     assert path is not None
     with closing(sqlite3.connect(path)) as connection:
@@ -186,6 +169,13 @@ async def test_the_claim_finds_an_earlier_active_job_by_status_not_by_the_sessio
         "SEARCH earlier USING INDEX ix_jobs_session_status_number "
         "(session_id=? AND status=? AND number<?)"
     ]
+
+
+async def _claim_batch(database: Database, *, limit: int) -> list[Job]:
+    until = utcnow() + timedelta(seconds=30)
+    return await database.write_statements(
+        lambda db: JobRepository(db).claim("worker-a", until, limit=limit)
+    )
 
 
 async def test_a_batch_claim_takes_the_earliest_job_of_each_session_only(
@@ -202,8 +192,7 @@ async def test_a_batch_claim_takes_the_earliest_job_of_each_session_only(
                 await db.flush()
 
     await database.write(seed)
-    async with database.read() as db:
-        batch = await JobRepository(db).claimable_batch(utcnow(), limit=10)
+    batch = await _claim_batch(database, limit=10)
 
     assert sorted(job.id for job in batch) == ["job_s1_1", "job_s2_1", "job_s3_1"]
 
@@ -211,10 +200,36 @@ async def test_a_batch_claim_takes_the_earliest_job_of_each_session_only(
 async def test_a_batch_claim_stops_at_its_limit(database: Database) -> None:
     await _seed(database, "s1", "s2", "s3")
 
-    async with database.read() as db:
-        batch = await JobRepository(db).claimable_batch(utcnow(), limit=2)
+    batch = await _claim_batch(database, limit=2)
 
     assert [job.id for job in batch] == ["job_s1", "job_s2"]
+
+
+async def test_a_claimed_job_comes_back_leased_and_as_stored(database: Database) -> None:
+    await _seed(database, "s1")
+
+    (claimed,) = await _claim_batch(database, limit=1)
+
+    async with database.read() as db:
+        stored = await JobRepository(db).get("job_s1")
+    assert stored is not None
+    assert (claimed.status, claimed.attempts, claimed.lease_owner) == ("running", 1, "worker-a#1")
+    assert claimed.model_dump() == stored.model_dump()
+
+
+async def test_a_job_claimed_again_names_its_new_attempt_in_its_lease(database: Database) -> None:
+    await _seed(database, "s1")
+    await _claim_batch(database, limit=1)
+
+    async def expire(db: AsyncSession) -> None:
+        job = await JobRepository(db).get("job_s1")
+        assert job is not None
+        job.lease_expires_at = utcnow() - timedelta(seconds=1)
+
+    await database.write(expire)
+    (again,) = await _claim_batch(database, limit=1)
+
+    assert (again.attempts, again.lease_owner) == (2, "worker-a#2")
 
 
 @pytest.mark.parametrize(
@@ -245,9 +260,8 @@ async def test_the_claim_probe_sees_a_job_exactly_when_a_claim_would_take_one(
             await db.flush()
 
     await database.write(seed)
-    async with database.read() as db:
-        taken = await JobRepository(db).claimable_batch(now, limit=10)
     probed = await database.peek(CLAIMABLE, {"now": now})
+    taken = await _claim_batch(database, limit=10)
 
     assert bool(taken) is claimable
     assert bool(probed) is claimable

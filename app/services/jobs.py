@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlmodel import select
@@ -82,6 +83,18 @@ async def start_job(db: AsyncSession, tenant: str, job_id: str) -> Job:
         )
     await set_status(db, job, JobStatus.queued)
     return job
+
+
+async def claim_jobs(db: AsyncSession, owner: str, until: datetime, *, limit: int) -> list[Job]:
+    """A runner's claim: up to `limit` jobs leased to `owner` until `until`, each a
+    `job.status` event. Prepared statements only, so the claim of a whole batch is one
+    statement unit. It is the one status change that bypasses `set_status`, which works
+    on one loaded row: of what `set_status` does, `running` needs only the row and its
+    event (no signal, no webhook event, nothing for a parent)."""
+    jobs = await JobRepository(db).claim(owner, until, limit=limit)
+    for job in jobs:
+        await record_event(db, job.session_id, "job.status", job_status_data(job), job_id=job.id)
+    return jobs
 
 
 async def set_status(

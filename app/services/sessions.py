@@ -9,7 +9,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Session
 from app.db.repositories.jobs import JobRepository
-from app.db.repositories.sessions import SessionRepository
+from app.db.repositories.sessions import SessionRepository, session_of
 from app.db.types import utcnow
 from app.domain.errors import InvalidInput, NotFound
 from app.domain.ids import new_id
@@ -87,6 +87,15 @@ async def check_session(
     one prepared statement, no ORM object (every task, item and event request asks)."""
     if await SessionRepository(db).tenant_of(session_id, lock=lock) != tenant:
         raise no_session(session_id)
+
+
+def session_from(rows: list[tuple[Any, ...]], tenant: str, session_id: str) -> Session:
+    """The tenant's session from what `SESSION_ROW` read (detached), or 404: `get_session`
+    for a reader that needs no ORM session around it (a turn's start, its end)."""
+    row = session_of(rows)
+    if row is None or row.tenant != tenant:
+        raise no_session(session_id)
+    return row
 
 
 def no_session(session_id: str) -> NotFound:

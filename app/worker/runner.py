@@ -37,7 +37,7 @@ from app.engine.loop import CANCELLED, close_dangling_tool_uses
 from app.engine.pieces import PieceCatalog
 from app.engine.tools import ToolRegistry
 from app.observability import context as log_context
-from app.services.jobs import set_status
+from app.services.jobs import claim_jobs, set_status
 from app.services.leases import JobDatabase, LeaseLost, fence, held_job
 from app.services.live import LiveHub
 from app.settings import Settings
@@ -149,14 +149,9 @@ class Runner:
             return []
 
         async def claim(db: AsyncSession) -> list[Job]:
-            repo = JobRepository(db)
-            jobs = await repo.claimable_batch(utcnow(), limit=limit)
-            for job in jobs:
-                await repo.take(job, self.worker_id, self._lease_until())
-                await set_status(db, job, JobStatus.running)
-            return jobs
+            return await claim_jobs(db, self.worker_id, self._lease_until(), limit=limit)
 
-        jobs = await self.database.write(claim)
+        jobs = await self.database.write_statements(claim)
         for job in jobs:
             if job.attempts > 1:
                 logger.warning("job %s resumed (attempt %s)", job.id, job.attempts)

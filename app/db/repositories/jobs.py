@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, bindparam, exists, or_, update
+from sqlalchemy import Integer, String, and_, bindparam, cast, exists, func, or_, update
 from sqlalchemy import select as core_select
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -11,6 +11,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.db.models import Job
 from app.db.prepared import Prepared
 from app.db.repositories.sessions import usage_params
+from app.db.rows import columns_of, detached
 from app.db.types import utcnow
 from app.domain.jobs import ACTIVE, WAITING, JobStatus
 from app.domain.usage import Usage
@@ -73,6 +74,32 @@ CLAIMABLE = Prepared(core_select(_J.c.number).where(_claimable(bindparam("now"))
 `Database.peek`, before it queues a claim for the writer; an idle runner asks it every
 poll."""
 
+_NOW = bindparam("now", type_=_J.c.updated_at.type)
+_CLAIM = Prepared(
+    _J.update()
+    .where(
+        _J.c.number.in_(
+            core_select(_J.c.number)
+            .where(_claimable(_NOW))
+            .order_by(_J.c.number)
+            .limit(bindparam("limit", type_=Integer))
+            .with_for_update(skip_locked=True)
+            .correlate(None)  # its own `jobs`, not the UPDATE's
+        )
+    )
+    .values(
+        status=JobStatus.running,
+        attempts=_J.c.attempts + 1,
+        # SET reads the row as it was: `attempts + 1` is the new attempt
+        lease_owner=bindparam("owner", type_=String) + "#" + cast(_J.c.attempts + 1, String),
+        lease_expires_at=bindparam("until", type_=_J.c.lease_expires_at.type),
+        started_at=func.coalesce(_J.c.started_at, _NOW),
+        updated_at=_NOW,
+    )
+    .returning(*_J.c)
+)
+_COLUMNS = columns_of(Job)
+
 
 class JobRepository:
     def __init__(self, db: AsyncSession) -> None:
@@ -107,36 +134,23 @@ class JobRepository:
         )
         return (await self.db.exec(query.limit(1))).first() is not None
 
-    async def claimable(self, now: datetime) -> Job | None:
-        found = await self.claimable_batch(now, limit=1)
-        return found[0] if found else None
+    async def claim(self, owner: str, until: datetime, *, limit: int) -> list[Job]:
+        """Lease the first `limit` jobs a runner may take to `owner`, in one prepared
+        statement (a statement unit may run it); returns them as leased, in queue order.
 
-    async def claimable_batch(self, now: datetime, *, limit: int) -> list[Job]:
-        """The first `limit` jobs a runner may take: queued, or running with an expired
-        lease, and not behind an unfinished earlier job of its session (so at most one
-        job of a session, its earliest).
+        A runner may take a job that is queued, or running with an expired lease, and
+        not behind an unfinished earlier job of its session (so at most one job of a
+        session, its earliest). The lease token names the attempt too, so a runner that
+        claims the same job again later never mistakes an old lease for its own.
 
-        The row is locked `FOR UPDATE SKIP LOCKED` (PostgreSQL): a job another
+        The rows are locked `FOR UPDATE SKIP LOCKED` (PostgreSQL): a job another
         worker is claiming right now is passed over, never claimed twice. SQLite
         renders no lock clause; its writing transactions (`BEGIN IMMEDIATE`) are
         exclusive already, so the second claimer sees the job taken."""
-        query = select(Job).where(_claimable(now)).order_by(col(Job.number)).limit(limit)
-        query = query.with_for_update(skip_locked=True)
-        return list((await self.db.exec(query)).all())
-
-    async def take(self, job: Job, owner: str, until: datetime) -> None:
-        """Lease the job to `owner`. The lease token names the attempt too, so a runner
-        that claims the same job again later never mistakes an old lease for its own.
-
-        Nothing is flushed: the claim's `set_status` writes the row, in one UPDATE."""
-        now = utcnow()
-        job.status = JobStatus.running
-        job.attempts += 1
-        job.lease_owner = f"{owner}#{job.attempts}"
-        job.lease_expires_at = until
-        job.started_at = job.started_at or now
-        job.updated_at = now
-        self.db.add(job)
+        params = {"now": utcnow(), "limit": limit, "owner": owner, "until": until}
+        rows = (await _CLAIM.execute(self.db, params)).rows
+        number = _COLUMNS.index("number")
+        return [detached(Job, _COLUMNS, row) for row in sorted(rows, key=lambda row: row[number])]
 
     async def renew_leases(
         self, leases: dict[str, str], until: datetime

@@ -12,6 +12,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Item, Job, Session
 from app.db.prepared import Prepared
+from app.db.rows import columns_of, detached
 from app.db.types import utcnow
 from app.domain.jobs import ACTIVE, WAITING
 from app.domain.reminder import ReminderState
@@ -47,6 +48,16 @@ _S = Session.__table__  # type: ignore[attr-defined]
 
 def _when(flag: str, then: Any, otherwise: Any) -> Any:
     return case((bindparam(flag, type_=Boolean) == true(), then), else_=otherwise)
+
+
+_COLUMNS = columns_of(Session)
+SESSION_ROW = Prepared(core_select(*_S.c).where(_S.c.id == bindparam("s_id")))
+"""The session's whole row (`{"s_id": …}`), read by `session_of`: what a turn starts from."""
+
+
+def session_of(rows: list[tuple[Any, ...]]) -> Session | None:
+    """The session `SESSION_ROW` read (detached), or None when there was none."""
+    return detached(Session, _COLUMNS, rows[0]) if rows else None
 
 
 _ALLOCATE = Prepared(
