@@ -134,6 +134,11 @@ class Settings(BaseSettings):
     # one in this process reads and replays nothing when no other write came between
     # (any other write of the session is seen by its `seq`); 0 rebuilds every time
     task_store_cache_seconds: float = Field(default=30.0, ge=0)
+    # a chat turn leaves the segment and task list it held for the session's next turn in
+    # this process, kept this long (seconds; 0 keeps none), so that turn reads only what the
+    # log gained since instead of the whole segment; at most this many sessions' pictures
+    job_session_cache_seconds: float = Field(default=60.0, ge=0)
+    job_session_cache_entries: int = Field(default=1_000, ge=1)
 
     # --- layered memory (seed 003) ------------------------------------------
     memory_l2_window_turns: int = 20

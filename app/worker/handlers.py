@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
 from app.db.models import Job, Session
+from app.db.repositories.sessions import SESSION_ROW
 from app.domain.jobs import JobStatus
 from app.engine.llm import LLM
 from app.engine.loop import CANCELLED, TurnConfig, close_dangling_tool_uses, run_turn
@@ -26,12 +27,13 @@ from app.services.compaction import CompactionFailed, compact_session
 from app.services.leases import JobDatabase
 from app.services.live import LiveHub
 from app.services.memory import BlockLimits, has_predecessors, memory_block, project_turns
-from app.services.sessions import get_session
+from app.services.sessions import get_session, session_from
 from app.services.summaries import enqueue_if_needed, summarize_backlog
 from app.settings import Settings
 from app.worker.context_policy import ChatContext
 from app.worker.job_session import JobSession
 from app.worker.memory_gateway import LogMemoryGateway
+from app.worker.pictures import SessionPictures
 from app.worker.reminder import TaskReminder
 from app.worker.task_gateway import JobTaskGateway
 from app.worker.turn_store import DbTurnStore, HubTurnEvents
@@ -62,6 +64,11 @@ class Deps:
     llm: LLM
     tools: ToolRegistry
     pieces: PieceCatalog
+    # what a chat turn held of its session, for the session's next turn in this process
+    pictures: SessionPictures = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.pictures = SessionPictures(self.settings)
 
 
 def job_database(deps: Deps, job: Job) -> JobDatabase:
@@ -88,7 +95,8 @@ def remember_turn(deps: Deps, job: Job) -> Also:
         if job.turn is None:
             return
         await project_turns(db, job.session_id, [job.turn])
-        session = await get_session(db, job.tenant, job.session_id)
+        rows = (await SESSION_ROW.execute(db, {"s_id": job.session_id})).rows
+        session = session_from(rows, job.tenant, job.session_id)
         await enqueue_if_needed(db, session, deps.settings.memory_l2_window_turns)
 
     return also
@@ -112,12 +120,13 @@ async def _system_prompt(deps: Deps, job: Job, session: Session) -> str | None:
 
 
 async def _start_turn(deps: Deps, job: Job) -> Session:
-    """The session; and first the user's item, when the turn was queued behind another
-    (it is usually in the log already, appended at enqueue), in a statement unit."""
+    """The session, read by one statement without an ORM session; and first the user's
+    item, when the turn was queued behind another (it is usually in the log already,
+    appended at enqueue), in a statement unit."""
     if "item_seq" not in job.input:
         await job_database(deps, job).write_statements(lambda db: append_turn_input(db, job))
-    async with deps.database.read() as db:
-        return await get_session(db, job.tenant, job.session_id)
+    rows = await deps.database.peek(SESSION_ROW, {"s_id": job.session_id})
+    return session_from(rows, job.tenant, job.session_id)
 
 
 async def run_chat(deps: Deps, job: Job) -> Outcome:
@@ -125,6 +134,7 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
     held = JobSession(
         job_database(deps, job), job, checkpoint_every=deps.settings.task_checkpoint_ops
     )
+    held.adopt(deps.pictures.take(job.session_id))
     store = DbTurnStore(held)
     tool_names = session_tools(deps, session)
     config = TurnConfig(
@@ -141,6 +151,8 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
     also = remember_turn(deps, job)
     if outcome.status == "cancelled":
         await close_dangling_tool_uses(store, CANCELLED)
+    deps.pictures.keep(job.session_id, held.picture())
+    if outcome.status == "cancelled":
         return Outcome(JobStatus.cancelled, also=also)
     if outcome.status == "max_iterations":
         detail = (

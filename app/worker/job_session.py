@@ -11,9 +11,17 @@ The log stays the truth: whenever the job's picture may be off (its own write la
 after someone else's, or a write failed half-way in memory), the picture is dropped
 and read again whole. A load that replayed a long stretch of task operations leaves a
 task checkpoint (`app.services.tasks`), written with the job's next append.
+
+A chat turn hands what it held to the session's next turn in this process
+(`picture` / `adopt`, kept in `app.worker.pictures`): the next turn starts from it and
+reads only what the log gained since, usually the one user item that queued it, instead
+of the whole segment and task list again. The picture names the log's end it is true
+for, so a write by anyone else in between is read like any other catch-up.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -26,6 +34,17 @@ from app.domain.reminder import ReminderState
 from app.domain.tasks import TaskStore
 from app.services.items import segment_tail
 from app.services.tasks import checkpoint_of, rebuild, task_op_of_payload, task_ops
+
+
+@dataclass(frozen=True)
+class Picture:
+    """What a job held of its session when it stopped: the segment's items and the task
+    list, both as of `last_seq`. Its one owner may go on changing `tasks`."""
+
+    segment: int
+    last_seq: int
+    items: list[ItemPayload]
+    tasks: TaskStore
 
 
 class JobSession:
@@ -45,6 +64,21 @@ class JobSession:
         self.reminder = ReminderState(0, 0, 0)
         self.cancel_requested = False
         self._tasks_loaded = False
+
+    def adopt(self, picture: Picture | None) -> None:
+        """Start from what an earlier job of the session held (None: from the log)."""
+        if picture is None:
+            return
+        self.segment_no, self.last_seq = picture.segment, picture.last_seq
+        self.items, self.tasks = list(picture.items), picture.tasks
+        self._tasks_loaded = True
+
+    def picture(self) -> Picture | None:
+        """What this job holds, for the session's next job; None when it holds nothing
+        whole (never loaded, or dropped after a failed write)."""
+        if self.segment_no is None or not self._tasks_loaded:
+            return None
+        return Picture(self.segment_no, self.last_seq, self.items, self.tasks)
 
     async def refresh(self) -> None:
         """The step's one probe, and a read of whatever moved since the last one."""

@@ -137,3 +137,58 @@ async def test_task_changes_made_over_rest_during_a_turn_reach_the_agents_task_l
         (2, "also the user"),
         (3, "agent task"),
     ]
+
+
+async def test_the_sessions_next_turn_reads_only_what_the_log_gained_since_the_last(
+    quiet_app: FastAPI, fake_llm: FakeMessagesAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn hands the segment it held to the session's next turn in this process: that
+    turn reads the items after the last one it was handed (its own user item), not the
+    segment from its start, and still sends the whole conversation."""
+    import app.worker.job_session as job_session
+
+    read_after: list[int] = []
+    real = job_session.segment_tail
+
+    async def recorded(db: Any, session_id: str, segment: int, after_seq: int) -> Any:
+        read_after.append(after_seq)
+        return await real(db, session_id, segment, after_seq)
+
+    monkeypatch.setattr(job_session, "segment_tail", recorded)
+    async with client_for(quiet_app) as client:
+        session_id = await new_session(client)
+        for text in ("First.", "Second."):
+            fake_llm.reply(f"Answer to {text}")
+            sent = await client.post(
+                f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": text}
+            )
+            assert sent.json()["job"]["status"] == "succeeded", sent.text
+
+    assert read_after == [0, 2]  # the first turn's user item and answer are seq 1 and 2
+    sent_texts = [[b["text"] for b in m["content"]] for m in fake_llm.requests[-1].messages]
+    assert sent_texts == [["First."], ["Answer to First."], ["Second."]]
+
+
+async def test_a_task_written_over_rest_between_turns_reaches_the_next_turn(
+    agent_client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
+) -> None:
+    session_id = await new_session(agent_client)
+    tasks = f"/sessions/{session_id}/tasks"
+    fake_llm.reply(tool_use("TaskCreate", {"subject": "agent task", "description": ""}))
+    fake_llm.reply("Created.")
+    first = await agent_client.post(
+        f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": "Plan."}
+    )
+    assert first.json()["job"]["status"] == "succeeded", first.text
+    made = await agent_client.post(tasks, json={"subject": "from the user", "description": ""})
+    assert made.status_code == 201, made.text
+    fake_llm.reply(tool_use("TaskList", {}, id="toolu_list"))
+    fake_llm.reply("Listed.")
+
+    second = await agent_client.post(
+        f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": "List."}
+    )
+
+    assert second.json()["job"]["status"] == "succeeded", second.text
+    listed = _tool_results(fake_llm.requests[-1])["toolu_list"]
+    assert "agent task" in listed and "from the user" in listed

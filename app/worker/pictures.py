@@ -1,0 +1,35 @@
+"""The session pictures this process's chat turns hand to each other.
+
+A turn's job loads its session's segment and task list once and keeps them current
+(`app.worker.job_session`). Before, the next turn of the same session loaded both again
+from the log, parsing every item of the segment: at one-request turns that read was the
+largest part of a turn's own work. Now a turn that ends leaves what it held here, and the
+session's next turn in this process takes it and reads only what the log gained since.
+
+A picture is taken, not shared: its one owner changes its task list in place. It is
+kept `STRATA_JOB_SESSION_CACHE_SECONDS` at most, and at most
+`STRATA_JOB_SESSION_CACHE_ENTRIES` of them (a segment's items can be large); a miss only
+costs the read it saves.
+"""
+
+from __future__ import annotations
+
+from app.db.caches import Miss, TtlCache
+from app.settings import Settings
+from app.worker.job_session import Picture
+
+
+class SessionPictures:
+    def __init__(self, settings: Settings) -> None:
+        self._kept: TtlCache[str, Picture] = TtlCache(
+            settings.job_session_cache_seconds,
+            max_entries=settings.job_session_cache_entries,
+        )
+
+    def take(self, session_id: str) -> Picture | None:
+        found = self._kept.take(session_id)
+        return None if isinstance(found, Miss) else found
+
+    def keep(self, session_id: str, picture: Picture | None) -> None:
+        if picture is not None:
+            self._kept.put(session_id, picture, self._kept.stamp())
