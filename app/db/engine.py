@@ -239,6 +239,8 @@ class UnitsOfWork(Protocol):
         self, statement: Prepared, params: Mapping[str, Any]
     ) -> list[tuple[Any, ...]]: ...
 
+    async def read_statements(self, work: Work[T]) -> T: ...
+
     async def write(self, work: Work[T]) -> T: ...
 
     async def write_statements(self, work: Work[T]) -> T: ...
@@ -328,6 +330,21 @@ class Database:
             return self._peeker.rows(statement.compiled(self.engine.dialect), params)
         async with self.read() as db:
             return (await statement.execute(db, params)).rows
+
+    async def read_statements(self, work: Work[T]) -> T:
+        """`read_unit` for a read of prepared statements only (`app.db.prepared`), in one
+        snapshot: what a running job reads when the log moved under it (its task
+        operations and its segment's items since, which must agree). On SQLite it runs on
+        the peek's connection, in a transaction of SQLite's own, without a pool checkout
+        or an ORM transaction (a query or a flush in it raises); on PostgreSQL it is a
+        read unit at REPEATABLE READ (under READ COMMITTED each statement would see
+        its own snapshot)."""
+        if self._peeker is not None:
+            self.stats.transactions += 1
+            return await self._peeker.unit(lambda db: work(self._attach(db)), self.engine.dialect)
+        async with self.read() as db:
+            await db.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+            return await work(db)
 
     async def write(self, work: Work[T]) -> T:
         """Run `work(db)` as one write transaction and return what it returned.

@@ -17,9 +17,9 @@ datetime or a flag reads as the ORM reads it): rows come back as plain tuples.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError
@@ -31,6 +31,7 @@ from app.db.sqlite_direct import DirectConnection
 from app.db.stats import stats_of
 
 Processor = Callable[[Any], Any] | None
+T = TypeVar("T")
 _REQUIRED = object()
 
 
@@ -244,16 +245,31 @@ class SqlitePeeker:
         self._conn: sqlite3.Connection | None = None
 
     def rows(self, compiled: CompiledStatement, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        parameters = compiled.parameters(params)
+        try:
+            outcome = run_sqlite(self._connection(), compiled.sql, parameters)
+        except Exception as exc:
+            raise as_sqlalchemy_error(exc, compiled.sql, parameters) from exc
+        return compiled.processed(outcome).rows
+
+    async def unit(self, work: Callable[[AsyncSession], Awaitable[T]], dialect: Dialect) -> T:
+        """`work` (prepared statements only) in one read transaction on this connection:
+        one snapshot for all its statements, without a pool checkout or an ORM
+        transaction. Its statements run at once (a direct connection never suspends), so
+        nothing else uses the connection meanwhile."""
+        connection = self._connection()
+        connection.execute("BEGIN")
+        try:
+            return await work(statement_session(DirectConnection(connection), dialect))
+        finally:
+            connection.execute("ROLLBACK")  # it read only
+
+    def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
             connection = sqlite3.connect(self._path, check_same_thread=False, isolation_level=None)
             self._setup(connection)
             self._conn = connection
-        parameters = compiled.parameters(params)
-        try:
-            outcome = run_sqlite(self._conn, compiled.sql, parameters)
-        except Exception as exc:
-            raise as_sqlalchemy_error(exc, compiled.sql, parameters) from exc
-        return compiled.processed(outcome).rows
+        return self._conn
 
     def close(self) -> None:
         if self._conn is not None:

@@ -76,6 +76,9 @@ class JobDatabase:
     async def peek(self, statement: Prepared, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         return await self.database.peek(statement, params)
 
+    async def read_statements(self, work: Work[T]) -> T:
+        return await self.database.read_statements(work)
+
     async def write(self, work: Work[T]) -> T:
         return await self.database.write(self._fenced(work))
 

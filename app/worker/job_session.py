@@ -94,7 +94,7 @@ class JobSession:
             async def catch_up(db: AsyncSession) -> None:
                 await self._catch_up(db, probe.segment, probe.last_seq)
 
-            await self.database.read_unit(catch_up)
+            await self.database.read_statements(catch_up)
 
     async def _catch_up(self, db: AsyncSession, segment: int, last_seq: int) -> None:
         if not self._tasks_loaded:

@@ -36,13 +36,13 @@ async def quiet_app(make_settings: Any, fake_llm: FakeMessagesAPI) -> AsyncItera
 class Counted:
     """Counts the units of work the runner's job makes through the database: its writes
     (statement units or not), and its reads (its one-statement probe, and any read unit
-    besides)."""
+    or statement read besides)."""
 
     def __init__(self, database: Database) -> None:
         self.writes = 0
         self.probes = 0
         write, read_unit, peek = database.write, database.read_unit, database.peek
-        write_statements = database.write_statements
+        write_statements, read_statements = database.write_statements, database.read_statements
 
         async def counted_write(work: Any) -> Any:
             self.writes += 1
@@ -56,6 +56,10 @@ class Counted:
             self.probes += 1
             return await read_unit(work)
 
+        async def counted_read_statements(work: Any) -> Any:
+            self.probes += 1
+            return await read_statements(work)
+
         async def counted_peek(statement: Any, params: Any) -> Any:
             if statement is PROBE:  # the job's; the runner's claim probe peeks too
                 self.probes += 1
@@ -64,6 +68,7 @@ class Counted:
         database.write = counted_write  # type: ignore[method-assign]
         database.write_statements = counted_write_statements  # type: ignore[method-assign]
         database.read_unit = counted_read_unit  # type: ignore[method-assign]
+        database.read_statements = counted_read_statements  # type: ignore[method-assign]
         database.peek = counted_peek  # type: ignore[method-assign]
 
 
