@@ -45,6 +45,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from app.db.migrate import upgrade_to_head
     from app.main import create_app
+    from app.observability.gc_tuning import tune_gc
 
     overrides: dict[str, object] = {}
     if args.host:
@@ -65,7 +66,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     if not has_keys:
         logger.warning("no API key configured: serving the local tenant on %s only", settings.host)
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_config=None)
+    application = create_app(settings)
+    tune_gc(settings)
+    uvicorn.run(application, host=settings.host, port=settings.port, log_config=None)
     return 0
 
 
@@ -74,6 +77,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     import signal
 
     from app.db.migrate import upgrade_to_head
+    from app.observability.gc_tuning import tune_gc
     from app.wiring import runtime
 
     settings = get_settings()
@@ -86,6 +90,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         async with runtime(settings, with_runner=True):
+            tune_gc(settings)
             await stop.wait()
 
     asyncio.run(work())

@@ -139,6 +139,10 @@ class Settings(BaseSettings):
     # log gained since instead of the whole segment; at most this many sessions' pictures
     job_session_cache_seconds: float = Field(default=60.0, ge=0)
     job_session_cache_entries: int = Field(default=1_000, ge=1)
+    # net allocations of container objects between two collections of the cyclic garbage
+    # collector's youngest generation in `strata serve` / `strata worker` (Python's default is
+    # 700; at that a worker spent ~20% of its CPU per turn collecting)
+    gc_threshold: int = Field(default=50_000, ge=700)
 
     # --- layered memory (seed 003) ------------------------------------------
     memory_l2_window_turns: int = 20
