@@ -118,6 +118,9 @@ class TurnConfig:
     max_tokens: int
     interceptors: Sequence[Interceptor] = field(default_factory=tuple)
     context: ContextPolicy | None = None
+    # the messages an earlier turn of the session built (`TurnOutcome.conversation`): a
+    # turn whose segment extends what it was built from builds only its new items'
+    conversation: Conversation | None = None
 
 
 @dataclass
@@ -129,6 +132,7 @@ class TurnOutcome:
     usage: Usage = field(default_factory=Usage)
     iterations: int = 0
     detail: str = ""
+    conversation: Conversation | None = None  # for the session's next turn
 
 
 async def close_dangling_tool_uses(
@@ -160,7 +164,10 @@ async def run_turn(
     fresh = not await close_dangling_tool_uses(store, INTERRUPTED, items)
     specs = tools.specs(config.tool_names)  # the same for every request of the turn
     # builds only the new items' messages per request; without tools, tool blocks as text
-    conversation = Conversation(tools_offered=bool(specs))
+    conversation = config.conversation
+    if conversation is None or conversation.tools_offered != bool(specs):
+        conversation = Conversation(tools_offered=bool(specs))
+    outcome.conversation = conversation
     rebuilds = refusals = 0
     while True:
         if not fresh:

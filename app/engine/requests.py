@@ -46,7 +46,7 @@ class Conversation:
     results travel as text (see the module's docstring)."""
 
     def __init__(self, *, tools_offered: bool = True) -> None:
-        self._tools_offered = tools_offered
+        self.tools_offered = tools_offered
         self._basis: list[ItemPayload] = []
         self._messages: list[Message] = []
 
@@ -69,7 +69,7 @@ class Conversation:
         )
 
     def _add(self, item: ItemPayload) -> None:
-        role, blocks = _wire_blocks(item) if self._tools_offered else _text_blocks(item)
+        role, blocks = _wire_blocks(item) if self.tools_offered else _text_blocks(item)
         if not blocks:
             return
         if self._messages and self._messages[-1].role == role:

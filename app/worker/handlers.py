@@ -134,7 +134,8 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
     held = JobSession(
         job_database(deps, job), job, checkpoint_every=deps.settings.task_checkpoint_ops
     )
-    held.adopt(deps.pictures.take(job.session_id))
+    picture = deps.pictures.take(job.session_id)
+    held.adopt(picture)
     store = DbTurnStore(held)
     tool_names = session_tools(deps, session)
     config = TurnConfig(
@@ -145,13 +146,14 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
         max_tokens=deps.settings.llm_max_tokens,
         interceptors=[TaskReminder(deps.settings, store)],
         context=ChatContext(deps.settings, lambda: _compact_now(deps, job, tool_names)),
+        conversation=picture.conversation if picture is not None else None,
     )
     ctx = tool_context(deps, held)
     outcome = await run_turn(deps.llm, store, deps.tools, ctx, config, HubTurnEvents(deps.hub, job))
     also = remember_turn(deps, job)
     if outcome.status == "cancelled":
         await close_dangling_tool_uses(store, CANCELLED)
-    deps.pictures.keep(job.session_id, held.picture())
+    deps.pictures.keep(job.session_id, held.picture(outcome.conversation))
     if outcome.status == "cancelled":
         return Outcome(JobStatus.cancelled, also=also)
     if outcome.status == "max_iterations":

@@ -32,6 +32,7 @@ from app.db.repositories.task_checkpoints import CheckpointRow
 from app.domain.items import ItemPayload
 from app.domain.reminder import ReminderState
 from app.domain.tasks import TaskStore
+from app.engine.requests import Conversation
 from app.services.items import segment_tail
 from app.services.tasks import checkpoint_of, rebuild, task_op_of_payload, task_ops
 
@@ -45,6 +46,8 @@ class Picture:
     last_seq: int
     items: list[ItemPayload]
     tasks: TaskStore
+    # the messages built from `items` (`app.engine.requests`), when a turn built them
+    conversation: Conversation | None = None
 
 
 class JobSession:
@@ -73,12 +76,13 @@ class JobSession:
         self.items, self.tasks = list(picture.items), picture.tasks
         self._tasks_loaded = True
 
-    def picture(self) -> Picture | None:
-        """What this job holds, for the session's next job; None when it holds nothing
-        whole (never loaded, or dropped after a failed write)."""
+    def picture(self, conversation: Conversation | None = None) -> Picture | None:
+        """What this job holds, for the session's next job (with the messages a turn built
+        from it); None when it holds nothing whole (never loaded, or dropped after a
+        failed write)."""
         if self.segment_no is None or not self._tasks_loaded:
             return None
-        return Picture(self.segment_no, self.last_seq, self.items, self.tasks)
+        return Picture(self.segment_no, self.last_seq, self.items, self.tasks, conversation)
 
     async def refresh(self) -> None:
         """The step's one probe, and a read of whatever moved since the last one."""

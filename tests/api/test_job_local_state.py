@@ -197,3 +197,31 @@ async def test_a_task_written_over_rest_between_turns_reaches_the_next_turn(
     assert second.json()["job"]["status"] == "succeeded", second.text
     listed = _tool_results(fake_llm.requests[-1])["toolu_list"]
     assert "agent task" in listed and "from the user" in listed
+
+
+async def test_the_sessions_next_turn_builds_only_the_messages_of_its_new_items(
+    quiet_app: FastAPI, fake_llm: FakeMessagesAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The messages a turn built go to the next turn with its segment: that turn builds
+    the previous answer's and its own user item's, not the first turn's again."""
+    from app.engine.requests import Conversation
+
+    built: list[object] = []
+    real = Conversation._add
+
+    def counted(self: Conversation, item: Any) -> None:
+        built.append(item)
+        real(self, item)
+
+    monkeypatch.setattr(Conversation, "_add", counted)
+    async with client_for(quiet_app) as client:
+        session_id = await new_session(client)
+        for text in ("First.", "Second."):
+            fake_llm.reply(f"Answer to {text}")
+            sent = await client.post(
+                f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": text}
+            )
+            assert sent.json()["job"]["status"] == "succeeded", sent.text
+
+    assert len(built) == 3  # First. | Answer to First., Second.
+    assert len(fake_llm.requests[-1].messages) == 3
