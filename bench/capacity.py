@@ -4,7 +4,11 @@ bare SDK loop's CPU per call.
 A `strata worker` process runs a fixed amount of work, TURNS one-request chat turns
 (the fake Messages API, in a process of its own, answers each after 200 ms), with
 the worker's concurrency at 10, 100 and 1,000. The turns are spread round robin over
-as many sessions as the concurrency (a session's turns run one after another). The
+as many sessions as the concurrency, and more when a session would otherwise hold more
+than SESSION_TURNS of them (a session's turns run one after another): at every level a
+turn is then the same work, one request on a short conversation, and none of them ends
+past the memory's L2 window, where each turn's end would also queue an L1 summary, an
+LLM call of its own (at 10 concurrent, sessions of 60 turns made 400 of those). The
 worker is warmed first (a round of turns, not measured). Then the work arrives either
 as a burst (one transaction queues it all) or staggered (in batches every 50 ms, at
 the rate an ideal runner would finish it: concurrency ÷ 200 ms). The clock runs from
@@ -63,6 +67,8 @@ WARM_TURNS = 100
 # the suite past its 10 minutes; raise TURNS as the worker's CPU per turn falls.
 # A level never runs fewer turns than it has concurrent sessions.
 TURNS = 600
+# turns a session holds at most (its warm-up turn included), under the L2 window (20)
+SESSION_TURNS = 7
 FAILED = ("failed", "aborted", "cancelled")
 
 
@@ -172,7 +178,7 @@ async def strata_run(
     """One run on a fresh, migrated database: warm the worker(s), then the fixed work."""
     database = Database(Settings(_env_file=None, database_url=database_url, data_dir=workdir))
     try:
-        sessions = await _sessions(database, concurrency)
+        sessions = await _sessions(database, max(concurrency, -(-turns // (SESSION_TURNS - 1))))
         with workers(
             database_url, llm_url, concurrency, workdir / "worker.log", worker_count
         ) as pids:
@@ -328,7 +334,10 @@ async def run(ctx: Context) -> Section:
     )
     section.notes.append(
         f"One run per row ({turns:,} turns, or as many as the concurrency if more, after "
-        f"{WARM_TURNS} or fewer warm-up turns); the "
+        f"{WARM_TURNS} or fewer warm-up turns), over as many sessions as the concurrency, "
+        f"or more so that none holds over {SESSION_TURNS} turns (no turn ends past the "
+        "memory's L2 window, where it would also queue an L1 summary, an LLM call of its "
+        "own); the "
         "bare loop runs once per level, just before Strata's runs, against the same fake, "
         "with its clients set up as Strata's (at most `STRATA_LLM_REQUESTS_PER_POOL` "
         "requests in flight on one SDK client's connection pool). "
