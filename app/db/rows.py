@@ -12,6 +12,7 @@ statement that read the row.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from typing import Any, TypeVar
 
 from sqlalchemy import Table
@@ -22,6 +23,7 @@ from sqlmodel import SQLModel
 M = TypeVar("M", bound=SQLModel)
 
 
+@cache
 def columns_of(model: type[SQLModel]) -> tuple[str, ...]:
     """The model's attribute of each column of its table, in the order `select(*table.c)`
     and `returning(*table.c)` return them (a column may be named otherwise:
@@ -38,3 +40,10 @@ def detached(model: type[M], keys: Sequence[str], row: Sequence[Any]) -> M:
     instance.__dict__.update(zip(keys, row, strict=True))
     make_transient_to_detached(instance)
     return instance
+
+
+def clone(instance: M) -> M:
+    """A detached, clean copy of a clean `instance`: changes made to it (and rolled back
+    with a unit of work) never reach the original."""
+    keys = columns_of(type(instance))
+    return detached(type(instance), keys, [getattr(instance, key) for key in keys])

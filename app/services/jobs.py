@@ -120,8 +120,7 @@ async def set_status(
         job.lease_owner = None
         job.lease_expires_at = None
         await give_back_segment(db, job)  # whoever ends it: its runner, a cancel, …
-    db.add(job)
-    await db.flush()
+    await JobRepository(db).save_status(job)
     data = job_status_data(job, error=error)
     await record_event(db, job.session_id, "job.status", data, job_id=job.id)
     await webhooks.job_status_changed(db, job, error=error, result=result)

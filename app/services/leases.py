@@ -22,6 +22,7 @@ from app.db.engine import Database
 from app.db.models import Job
 from app.db.prepared import Prepared
 from app.db.repositories.jobs import JobRepository
+from app.db.rows import clone
 from app.db.writer import Work
 
 T = TypeVar("T")
@@ -44,14 +45,16 @@ async def fence(db: AsyncSession, job: Job) -> None:
 async def held_job(db: AsyncSession, job: Job) -> Job:
     """`job` as a fenced transaction of its runner may change it.
 
-    A chat job's copy is as the runner's last write left it: it is made part of `db`
-    without reading it again (after the fence nobody else writes the job's own columns;
-    a cancel request and the usage counters have statements of their own, which a flush
-    of other columns leaves alone), and being `db`'s, a rollback never touches the
-    runner's. A copy changed in memory since (a piece job's runner keeps its movement
-    there) is read again instead: its changes are not the database's."""
+    A chat job's copy is as the runner's last write left it: a copy of it is used, not
+    the row read again (after the fence nobody else writes the job's own columns; a
+    cancel request and the usage counters have statements of their own). Left out of
+    `db`, a status change writes only its own columns, by one prepared statement
+    (`JobRepository.save_status`), without the ORM's flush; and being a copy, a rollback
+    leaves the runner's as it was (its lease token still fences the retry). A copy
+    changed in memory since (a piece job's runner keeps its movement there) is read again
+    instead: its changes are not the database's."""
     if not inspect(job).modified:
-        return await db.merge(job, load=False)
+        return clone(job)
     current = await JobRepository(db).get(job.id)
     if current is None:
         raise LeaseLost(job.id)

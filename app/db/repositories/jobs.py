@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Integer, String, and_, bindparam, cast, exists, func, or_, update
+from sqlalchemy import Integer, String, and_, bindparam, cast, exists, func, inspect, or_, update
 from sqlalchemy import select as core_select
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -99,6 +99,21 @@ _CLAIM = Prepared(
     .returning(*_J.c)
 )
 _COLUMNS = columns_of(Job)
+# what a status change sets (`app.services.jobs.set_status`), and nothing else
+_STATUS_COLUMNS = (
+    "status",
+    "updated_at",
+    "error",
+    "result",
+    "finished_at",
+    "lease_owner",
+    "lease_expires_at",
+)
+_SAVE_STATUS = Prepared(
+    _J.update()
+    .where(_J.c.number == bindparam("j_number"))
+    .values({name: bindparam(f"j_{name}", type_=_J.c[name].type) for name in _STATUS_COLUMNS})
+)
 
 
 class JobRepository:
@@ -151,6 +166,19 @@ class JobRepository:
         rows = (await _CLAIM.execute(self.db, params)).rows
         number = _COLUMNS.index("number")
         return [detached(Job, _COLUMNS, row) for row in sorted(rows, key=lambda row: row[number])]
+
+    async def save_status(self, job: Job) -> None:
+        """Write the status change made on `job`. A job this unit of work holds is flushed
+        by the ORM with whatever else changed on it; a detached one, a runner's own clean
+        copy (`app.services.leases.held_job`), by one prepared statement of the columns a
+        status change sets (the others may have been written since by statements of their
+        own: usage counters, a cancel request)."""
+        if not inspect(job).detached:
+            self.db.add(job)
+            await self.db.flush()
+            return
+        params = {f"j_{name}": getattr(job, name) for name in _STATUS_COLUMNS}
+        await _SAVE_STATUS.execute(self.db, {"j_number": job.number, **params})
 
     async def renew_leases(
         self, leases: dict[str, str], until: datetime
