@@ -112,12 +112,15 @@ async def strata_turn(
     deps = Deps(settings, database, LiveHub(), llm, tools, piece_catalog(settings, tools))
     try:
 
-        async def claimed_turn(db: AsyncSession) -> Job:
-            job = await send_message(db, TENANT, session_id, message, IfBusy.reject)
-            await JobRepository(db).take(job, new_id("w"), utcnow() + timedelta(hours=1))
-            return job
+        async def queued(db: AsyncSession) -> Job:
+            return await send_message(db, TENANT, session_id, message, IfBusy.reject)
 
-        job = await database.write(claimed_turn)
+        async def claimed(db: AsyncSession) -> list[Job]:
+            until = utcnow() + timedelta(hours=1)
+            return await JobRepository(db).claim(new_id("w"), until, limit=1)
+
+        await database.write(queued)
+        (job,) = await database.write_statements(claimed)
         before = db_counts(database.stats)
         await run_chat(deps, job)
         turn = db_counts(database.stats) - before
