@@ -33,10 +33,17 @@ def columns_of(model: type[SQLModel]) -> tuple[str, ...]:
     return tuple(mapper.get_property_by_column(column).key for column in table.c)
 
 
+@cache
+def _manager(model: type[SQLModel]) -> Any:
+    """The model's class manager, its mappers configured (once: asking costs a walk of
+    every registry)."""
+    configure_mappers()
+    return inspect_model(model).class_manager
+
+
 def detached(model: type[M], keys: Sequence[str], row: Sequence[Any]) -> M:
     """`model` with the row's values (`keys` names them), detached and clean."""
-    configure_mappers()  # once per process; a flag's look after that
-    instance: M = inspect_model(model).class_manager.new_instance()
+    instance: M = _manager(model).new_instance()
     instance.__dict__.update(zip(keys, row, strict=True))
     make_transient_to_detached(instance)
     return instance

@@ -151,12 +151,7 @@ def _message_chars(message: Message) -> int:
 
 
 def _tool_chars(tool: ToolSpec) -> int:
-    return (
-        BLOCK_OVERHEAD_CHARS
-        + len(tool.name)
-        + len(tool.description)
-        + _json_chars(tool.input_schema)
-    )
+    return BLOCK_OVERHEAD_CHARS + len(tool.name) + len(tool.description) + tool.schema_chars
 
 
 @dataclass(frozen=True)

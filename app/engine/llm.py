@@ -7,6 +7,7 @@ tool-result block that exists only on the wire.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -62,6 +63,12 @@ class ToolSpec(BaseModel):
     def json_value(self) -> dict[str, Any]:
         """The spec as a JSON value, made once (read-only, like `Message.json_content`)."""
         return self.model_dump(mode="json")
+
+    @cached_property
+    def schema_chars(self) -> int:
+        """The length of its input schema as JSON, counted once: a process's specs are
+        built once and sized in every request (`app.engine.context`)."""
+        return len(json.dumps(self.input_schema, ensure_ascii=False, separators=(",", ":")))
 
 
 @dataclass
