@@ -203,7 +203,7 @@ async def _targets(db: AsyncSession, tenant: str) -> tuple[Target, ...]:
 
 async def _read_targets(db: AsyncSession, tenant: str) -> tuple[Target, ...]:
     rows = await WebhookRepository(db).enabled_for_tenant(tenant)
-    return tuple(Target(row.id, frozenset(row.events)) for row in rows)
+    return tuple(Target(subscription_id, frozenset(events)) for subscription_id, events in rows)
 
 
 async def enqueue_event(

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal, TypeVar
 
+from sqlalchemy.exc import InvalidRequestError
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database, is_transient
@@ -287,7 +288,18 @@ class Runner:
             current.lease_expires_at = None
             await set_status(db, current, JobStatus.queued)
 
-        await self.database.write(hand_back)
+        await self._closing_write(hand_back)
+
+    async def _closing_write(self, work: Callable[[AsyncSession], Awaitable[None]]) -> None:
+        """A job's closing write as a statement unit, which is what most are: a chat turn's
+        end (its lease, its status, its memory, its events and webhook deliveries) is
+        prepared statements. One that reaches for the ORM (a piece job's state, a chain's
+        walk, a summary job to queue) is rolled back whole and runs again as a unit with
+        an ORM session."""
+        try:
+            await self.database.write_statements(work)
+        except InvalidRequestError:  # a query, a flush or a staged change: see writer
+            await self.database.write(work)
 
     async def _finish(self, job: Job, outcome: Outcome) -> None:
         async def finish(db: AsyncSession) -> None:
@@ -301,4 +313,4 @@ class Runner:
                 await ending.also(db)
             await set_status(db, current, ending.status, error=ending.error, result=ending.result)
 
-        await self.database.write(finish)
+        await self._closing_write(finish)

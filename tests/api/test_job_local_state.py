@@ -225,3 +225,34 @@ async def test_the_sessions_next_turn_builds_only_the_messages_of_its_new_items(
 
     assert len(built) == 3  # First. | Answer to First., Second.
     assert len(fake_llm.requests[-1].messages) == 3
+
+
+async def test_a_chat_turns_end_is_one_statement_unit(
+    quiet_app: FastAPI, fake_llm: FakeMessagesAPI
+) -> None:
+    """Its lease, status, memory and events are prepared statements: no ORM unit (on
+    SQLite a statement unit runs without an ORM session)."""
+    database: Database = quiet_app.state.database
+    units: list[tuple[str, str]] = []
+    write, write_statements = database.write, database.write_statements
+
+    async def recorded_write(work: Any) -> Any:
+        units.append(("orm", work.__qualname__))
+        return await write(work)
+
+    async def recorded_write_statements(work: Any) -> Any:
+        units.append(("statements", work.__qualname__))
+        return await write_statements(work)
+
+    database.write = recorded_write  # type: ignore[method-assign]
+    database.write_statements = recorded_write_statements  # type: ignore[method-assign]
+    async with client_for(quiet_app) as client:
+        session_id = await new_session(client)
+        fake_llm.reply("Hello.")
+        sent = await client.post(
+            f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": "Hi."}
+        )
+        assert sent.json()["job"]["status"] == "succeeded", sent.text
+
+    ends = [kind for kind, name in units if name == "Runner._finish.<locals>.finish"]
+    assert ends == ["statements"]

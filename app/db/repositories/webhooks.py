@@ -6,12 +6,26 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, func, or_, update
+from sqlalchemy import and_, bindparam, func, insert, or_, true, update
+from sqlalchemy import select as core_select
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import WebhookAttempt, WebhookDelivery, WebhookSubscription
+from app.db.prepared import Prepared
+from app.db.rows import columns_of
 from app.db.types import utcnow
+
+# what a job's end and a task write run, prepared (a statement unit may run them)
+_SUB = WebhookSubscription.__table__  # type: ignore[attr-defined]
+_DELIVERY = WebhookDelivery.__table__  # type: ignore[attr-defined]
+_TARGETS = Prepared(
+    core_select(_SUB.c.id, _SUB.c.events)
+    .where(_SUB.c.tenant == bindparam("w_tenant"), _SUB.c.enabled == true())
+    .order_by(_SUB.c.id)
+)
+_DELIVERY_COLUMNS = columns_of(WebhookDelivery)
+_ADD_DELIVERY = Prepared(insert(_DELIVERY), column_keys=_DELIVERY_COLUMNS)
 
 
 class WebhookRepository:
@@ -40,11 +54,10 @@ class WebhookRepository:
         query = query.order_by(col(WebhookSubscription.id).desc()).limit(limit)
         return list((await self.db.exec(query)).all())
 
-    async def enabled_for_tenant(self, tenant: str) -> list[WebhookSubscription]:
-        query = select(WebhookSubscription).where(
-            WebhookSubscription.tenant == tenant, col(WebhookSubscription.enabled).is_(True)
-        )
-        return list((await self.db.exec(query.order_by(col(WebhookSubscription.id)))).all())
+    async def enabled_for_tenant(self, tenant: str) -> list[tuple[str, list[str]]]:
+        """The id and events of each enabled subscription of `tenant`, by id."""
+        rows = (await _TARGETS.execute(self.db, {"w_tenant": tenant})).rows
+        return [(subscription_id, list(events)) for subscription_id, events in rows]
 
     async def remove(self, row: WebhookSubscription) -> None:
         """Its deliveries and their attempts go with it (ON DELETE CASCADE)."""
@@ -82,8 +95,11 @@ class WebhookRepository:
 
     # --- deliveries -----------------------------------------------------------
     async def add_delivery(self, row: WebhookDelivery) -> WebhookDelivery:
-        self.db.add(row)
-        await self.db.flush()
+        """Insert `row` (left out of the ORM session), by one prepared statement."""
+        values = dict(
+            zip(_DELIVERY_COLUMNS, (getattr(row, key) for key in _DELIVERY_COLUMNS), strict=True)
+        )
+        await _ADD_DELIVERY.execute(self.db, values)
         return row
 
     async def get_delivery(self, delivery_id: str) -> WebhookDelivery | None:
