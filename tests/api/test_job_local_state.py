@@ -144,6 +144,18 @@ async def test_task_changes_made_over_rest_during_a_turn_reach_the_agents_task_l
     ]
 
 
+async def _one_request_turns(app: FastAPI, fake: FakeMessagesAPI, *texts: str) -> None:
+    """A new session's turns, one after another, each answered `Answer to <text>`."""
+    async with client_for(app) as client:
+        session_id = await new_session(client)
+        for text in texts:
+            fake.reply(f"Answer to {text}")
+            sent = await client.post(
+                f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": text}
+            )
+            assert sent.json()["job"]["status"] == "succeeded", sent.text
+
+
 async def test_the_sessions_next_turn_reads_only_what_the_log_gained_since_the_last(
     quiet_app: FastAPI, fake_llm: FakeMessagesAPI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -160,14 +172,7 @@ async def test_the_sessions_next_turn_reads_only_what_the_log_gained_since_the_l
         return await real(db, session_id, segment, after_seq)
 
     monkeypatch.setattr(job_session, "segment_tail", recorded)
-    async with client_for(quiet_app) as client:
-        session_id = await new_session(client)
-        for text in ("First.", "Second."):
-            fake_llm.reply(f"Answer to {text}")
-            sent = await client.post(
-                f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": text}
-            )
-            assert sent.json()["job"]["status"] == "succeeded", sent.text
+    await _one_request_turns(quiet_app, fake_llm, "First.", "Second.")
 
     assert read_after == [0, 2]  # the first turn's user item and answer are seq 1 and 2
     sent_texts = [[b["text"] for b in m["content"]] for m in fake_llm.requests[-1].messages]
@@ -214,14 +219,7 @@ async def test_the_sessions_next_turn_builds_only_the_messages_of_its_new_items(
         real(self, item)
 
     monkeypatch.setattr(Conversation, "_add", counted)
-    async with client_for(quiet_app) as client:
-        session_id = await new_session(client)
-        for text in ("First.", "Second."):
-            fake_llm.reply(f"Answer to {text}")
-            sent = await client.post(
-                f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": text}
-            )
-            assert sent.json()["job"]["status"] == "succeeded", sent.text
+    await _one_request_turns(quiet_app, fake_llm, "First.", "Second.")
 
     assert len(built) == 3  # First. | Answer to First., Second.
     assert len(fake_llm.requests[-1].messages) == 3
@@ -246,13 +244,7 @@ async def test_a_chat_turns_end_is_one_statement_unit(
 
     database.write = recorded_write  # type: ignore[method-assign]
     database.write_statements = recorded_write_statements  # type: ignore[method-assign]
-    async with client_for(quiet_app) as client:
-        session_id = await new_session(client)
-        fake_llm.reply("Hello.")
-        sent = await client.post(
-            f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": "Hi."}
-        )
-        assert sent.json()["job"]["status"] == "succeeded", sent.text
+    await _one_request_turns(quiet_app, fake_llm, "Hi.")
 
     ends = [kind for kind, name in units if name == "Runner._finish.<locals>.finish"]
     assert ends == ["statements"]
