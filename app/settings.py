@@ -137,9 +137,11 @@ class Settings(BaseSettings):
     # a chat turn leaves the segment and task list it held for the session's next turn in
     # this process, kept this long (seconds; 0 keeps none), so that turn reads only what the
     # log gained since instead of the whole segment; at most this many sessions' pictures
-    # (a segment near the context window holds ~1 MB of text: 256 of them bound what is kept)
+    # (each holds its session's current segment, ~1 MB of text near the context window; a
+    # picture is taken by its session's next turn, so fewer entries than sessions turning at
+    # once in the process makes every turn miss)
     job_session_cache_seconds: float = Field(default=60.0, ge=0)
-    job_session_cache_entries: int = Field(default=256, ge=1)
+    job_session_cache_entries: int = Field(default=1_000, ge=1)
     # net allocations of container objects between two collections of the cyclic garbage
     # collector's youngest generation in `strata serve` / `strata worker` (Python's default is
     # 700; at that a worker spent ~20% of its CPU per turn collecting)
