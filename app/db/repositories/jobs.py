@@ -3,7 +3,19 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Integer, String, and_, bindparam, cast, exists, func, inspect, or_, update
+from sqlalchemy import (
+    Integer,
+    String,
+    and_,
+    bindparam,
+    cast,
+    exists,
+    func,
+    inspect,
+    or_,
+    union_all,
+    update,
+)
 from sqlalchemy import select as core_select
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -51,14 +63,16 @@ _SET_INPUT = Prepared(
 )
 
 
-def _claimable(now: Any) -> Any:
-    """The jobs a runner may take (see `JobRepository.claimable_batch`), as one condition
-    on the jobs table: the claim and its probe decide alike."""
+def _claimable(now: Any, limit: Any) -> Any:
+    """The numbers of the first `limit` jobs a runner may take, in queue order: queued,
+    or running with an expired lease, and not behind an unfinished earlier job of its
+    session. The claim and its probe decide alike.
+
+    Each of the two kinds is its own walk of `(status, number)` in queue order that stops
+    at `limit`: one condition `queued OR expired` made SQLite gather every queued job's
+    row before sorting (a burst of 2,000 queued turns: 1.4 ms per claim, on the writer).
+    PostgreSQL locks each walk's rows `FOR UPDATE SKIP LOCKED`."""
     earlier = _J.alias("earlier")
-    ready = or_(
-        _J.c.status == JobStatus.queued,
-        and_(_J.c.status == JobStatus.running, _J.c.lease_expires_at < now),
-    )
     blocked = exists().where(
         earlier.c.session_id == _J.c.session_id,
         earlier.c.number < _J.c.number,
@@ -66,10 +80,24 @@ def _claimable(now: Any) -> Any:
         or_(*(earlier.c.status == status for status in _ACTIVE)),
         earlier.c.lane == "session",
     )
-    return and_(ready, or_(_J.c.lane != "session", ~blocked))
+
+    def walk(ready: Any) -> Any:
+        return (
+            core_select(_J.c.number)
+            .where(ready, or_(_J.c.lane != "session", ~blocked))
+            .order_by(_J.c.number)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+            .subquery()
+        )
+
+    queued = walk(_J.c.status == JobStatus.queued)
+    expired = walk(and_(_J.c.status == JobStatus.running, _J.c.lease_expires_at < now))
+    both = union_all(core_select(queued.c.number), core_select(expired.c.number)).subquery()
+    return core_select(both.c.number).order_by(both.c.number).limit(limit)
 
 
-CLAIMABLE = Prepared(core_select(_J.c.number).where(_claimable(bindparam("now"))).limit(1))
+CLAIMABLE = Prepared(_claimable(bindparam("now"), 1))
 """Whether any job is claimable now (`{"now": …}`): what a runner asks, through
 `Database.peek`, before it queues a claim for the writer; an idle runner asks it every
 poll."""
@@ -77,16 +105,7 @@ poll."""
 _NOW = bindparam("now", type_=_J.c.updated_at.type)
 _CLAIM = Prepared(
     _J.update()
-    .where(
-        _J.c.number.in_(
-            core_select(_J.c.number)
-            .where(_claimable(_NOW))
-            .order_by(_J.c.number)
-            .limit(bindparam("limit", type_=Integer))
-            .with_for_update(skip_locked=True)
-            .correlate(None)  # its own `jobs`, not the UPDATE's
-        )
-    )
+    .where(_J.c.number.in_(_claimable(_NOW, bindparam("limit", type_=Integer))))
     .values(
         status=JobStatus.running,
         attempts=_J.c.attempts + 1,
