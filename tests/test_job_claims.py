@@ -13,7 +13,7 @@ import threading
 from collections.abc import AsyncIterator
 from contextlib import closing
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from sqlalchemy.dialects import postgresql, sqlite
@@ -25,6 +25,7 @@ from app.db.models import Job, Session
 from app.db.repositories.jobs import _CLAIM, CLAIMABLE, JobRepository
 from app.db.types import utcnow
 from app.settings import Settings
+from app.worker.runner import Runner
 
 HOLD_SECONDS = 0.5
 """How long worker A keeps its claim open when B is expected to wait for it."""
@@ -320,3 +321,31 @@ async def test_the_claim_probe_sees_a_job_exactly_when_a_claim_would_take_one(
 
     assert bool(taken) is claimable
     assert bool(probed) is claimable
+
+
+async def test_a_runner_looks_before_it_claims_unless_its_last_claim_took_all_it_asked(
+    database: Database, settings: Settings
+) -> None:
+    """An idle runner's polls are reads, never a queued write; a runner whose last claim
+    filled its free slots claims again at once when a slot frees (the look would cost a
+    read per job for a yes)."""
+    await _seed(database, "s1", "s2", "s3")
+    runner = Runner(settings, database, *cast(Any, (None, None, None, None)), worker_id="w")
+    looks: list[Any] = []
+    peek = database.peek
+
+    async def counted_peek(statement: Any, params: Any) -> Any:
+        looks.append(statement)
+        return await peek(statement, params)
+
+    database.peek = counted_peek  # type: ignore[method-assign]
+
+    first = await runner._claim(2)
+    looked_first = len(looks)
+    second = await runner._claim(2)
+    looked_second = len(looks)
+    third = await runner._claim(2)
+
+    assert ([job.id for job in first], looked_first) == (["job_s1", "job_s2"], 1)
+    assert ([job.id for job in second], looked_second) == (["job_s3"], 1)
+    assert (third, len(looks)) == ([], 2)

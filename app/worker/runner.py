@@ -88,6 +88,8 @@ class Runner:
         self._running: dict[str, _Running] = {}
         self._wake = asyncio.Event()
         self._outage = Outage(logger, "runner", settings.db_retry_max_seconds)
+        # the last claim took all it asked for: more work is likely queued
+        self._claimed_full = False
 
     def wake(self) -> None:
         """Tell the runner new work may be there (saves a poll interval)."""
@@ -145,14 +147,18 @@ class Runner:
 
     async def _claim(self, limit: int) -> list[Job]:
         """Take up to `limit` jobs in one transaction. A read looks first, so an idle
-        runner's polls never queue for the writer."""
-        if not await self.database.peek(CLAIMABLE, {"now": utcnow()}):
+        runner's polls never queue for the writer; not after a claim that took all it
+        asked for (a busy runner, a job's end freeing a slot), where the look would
+        mostly say yes."""
+        if not self._claimed_full and not await self.database.peek(CLAIMABLE, {"now": utcnow()}):
             return []
 
         async def claim(db: AsyncSession) -> list[Job]:
             return await claim_jobs(db, self.worker_id, self._lease_until(), limit=limit)
 
+        self._claimed_full = False  # until this claim says otherwise, even if it fails
         jobs = await self.database.write_statements(claim)
+        self._claimed_full = len(jobs) == limit
         for job in jobs:
             if job.attempts > 1:
                 logger.warning("job %s resumed (attempt %s)", job.id, job.attempts)
