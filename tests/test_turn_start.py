@@ -6,6 +6,8 @@ queued turn cost a whole ORM unit of work on the writer."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
+from typing import Any, cast
 
 import pytest
 from sqlalchemy import inspect
@@ -19,6 +21,9 @@ from app.domain.ids import new_id
 from app.domain.jobs import JobKind
 from app.services.chat import append_turn_input
 from app.services.jobs import enqueue
+from app.settings import Settings
+from app.worker import kinds
+from app.worker.runner import Runner
 from tests.support.databases import database_with
 
 SESSION = "ses_start"
@@ -85,3 +90,43 @@ async def test_a_turn_started_twice_appends_its_message_once(database: Database)
         await database.write_statements(lambda db: append_turn_input(db, job))
 
     assert len(await logged(database)) == 1
+
+
+def _runner(database: Database) -> Runner:
+    """A runner to claim with (no job of it runs here)."""
+    settings = Settings(_env_file=None, database_url="sqlite://")
+    return Runner(settings, database, *cast(Any, (None, None, None, None)), worker_id="w")
+
+
+async def test_a_queued_turn_is_claimed_and_its_message_appended_in_one_transaction(
+    database: Database,
+) -> None:
+    """Before, the claim and the turn's start were two write units of their own."""
+    job = await queued_turn(database)
+    before = database.stats.snapshot()
+
+    (claimed,) = await _runner(database)._claim(1)
+    spent = database.stats.since(before)
+
+    assert claimed.id == job.id
+    assert claimed.input["item_seq"] == (await logged(database))[0].seq
+    assert spent.transactions == 2  # the look, then the claim
+
+
+async def test_a_claim_whose_start_fails_claims_alone_and_the_job_starts_on_its_own(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One job's failing start must not take the claim with it every poll (nothing would
+    ever run): the jobs are claimed without their starts, each then starts itself."""
+    job = await queued_turn(database)
+
+    async def broken(db: AsyncSession, job: Job) -> None:
+        raise ValueError("no start")
+
+    chat = kinds.HANDLERS[JobKind.chat]
+    monkeypatch.setitem(kinds.HANDLERS, JobKind.chat, replace(chat, on_claim=broken))
+
+    (claimed,) = await _runner(database)._claim(1)
+
+    assert (claimed.id, claimed.status, "item_seq" in claimed.input) == (job.id, "running", False)
+    assert await logged(database) == []

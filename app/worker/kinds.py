@@ -14,8 +14,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sqlmodel.ext.asyncio.session import AsyncSession
+
 from app.db.models import Job
 from app.domain.jobs import JobKind, JobStatus
+from app.services.chat import append_turn_input
 from app.worker.handlers import (
     Also,
     Deps,
@@ -38,6 +41,9 @@ class Handler:
     run: Callable[[Deps, Job], Awaitable[Outcome]]
     # what an ending the handler did not decide itself still implies
     on_end: Callable[[Deps, Job], Also | None] = _nothing
+    # what the job writes in the transaction that claims it, before it runs (prepared
+    # statements only: the claim is a statement unit)
+    on_claim: Callable[[AsyncSession, Job], Awaitable[None]] | None = None
 
     def failed(self, deps: Deps, job: Job, error: dict[str, Any]) -> Outcome:
         return Outcome(JobStatus.failed, error=error, also=self.on_end(deps, job))
@@ -47,7 +53,8 @@ class Handler:
 
 
 HANDLERS: dict[JobKind, Handler] = {
-    JobKind.chat: Handler(run_chat, remember_turn),
+    # a turn queued behind another logs its user message as it starts
+    JobKind.chat: Handler(run_chat, remember_turn, on_claim=append_turn_input),
     JobKind.compaction: Handler(run_compact),
     JobKind.summary: Handler(run_summarize),
     JobKind.piece: Handler(run_piece, piece_ended_otherwise),

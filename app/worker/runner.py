@@ -146,18 +146,35 @@ class Runner:
         return utcnow() + timedelta(seconds=self.settings.job_lease_seconds)
 
     async def _claim(self, limit: int) -> list[Job]:
-        """Take up to `limit` jobs in one transaction. A read looks first, so an idle
-        runner's polls never queue for the writer; not after a claim that took all it
-        asked for (a busy runner, a job's end freeing a slot), where the look would
-        mostly say yes."""
+        """Take up to `limit` jobs in one transaction, with what each writes as it starts
+        (a queued turn's user message: one transaction less per turn).
+
+        A read looks first, so an idle runner's polls never queue for the writer; not
+        after a claim that took all it asked for (a busy runner, a job's end freeing a
+        slot), where the look would mostly say yes."""
         if not self._claimed_full and not await self.database.peek(CLAIMABLE, {"now": utcnow()}):
             return []
 
         async def claim(db: AsyncSession) -> list[Job]:
             return await claim_jobs(db, self.worker_id, self._lease_until(), limit=limit)
 
+        async def claim_and_start(db: AsyncSession) -> list[Job]:
+            jobs = await claim(db)
+            for job in jobs:
+                if (start := handler_of(job).on_claim) is not None:
+                    await start(db, job)
+            return jobs
+
         self._claimed_full = False  # until this claim says otherwise, even if it fails
-        jobs = await self.database.write_statements(claim)
+        try:
+            jobs = await self.database.write_statements(claim_and_start)
+        except Exception as exc:
+            if is_transient(exc):
+                raise
+            # one job's start failed and took the claim with it: claim alone, and each
+            # job starts on its own (`_start_turn`), where a failure is that job's
+            logger.warning("claiming with the jobs' starts failed (%s); claiming alone", exc)
+            jobs = await self.database.write_statements(claim)
         self._claimed_full = len(jobs) == limit
         for job in jobs:
             if job.attempts > 1:
