@@ -26,6 +26,7 @@ from app.db.engine import sync_url
 from app.db.migrate import head_revision
 from app.db.types import utcnow
 from app.main import create_app
+from app.observability import gc_tuning
 from app.settings import Settings, get_settings
 from tests.support.apps import serve
 
@@ -129,6 +130,34 @@ def test_serve_on_loopback_without_keys_serves_the_local_tenant(
     assert (kwargs["host"], kwargs["port"]) == ("127.0.0.1", 8000)
     assert "no API key configured" in capsys.readouterr().err
     assert _query(db_url, "SELECT version_num FROM alembic_version") == [(head_revision(),)]
+
+
+class _Tuned(Exception):
+    """Raised by a stand-in `tune_gc`: the process got that far."""
+
+
+def test_serve_tunes_the_garbage_collector_before_it_serves(
+    db_url: str, monkeypatch: pytest.MonkeyPatch, uvicorn_calls: list[Any]
+) -> None:
+    tuned: list[int] = []
+    monkeypatch.setattr(gc_tuning, "tune_gc", lambda _settings: tuned.append(len(uvicorn_calls)))
+
+    assert main(["serve"]) == 0
+
+    assert tuned == [0]  # once, before uvicorn ran
+
+
+@pytest.mark.timeout(30)  # without the call the worker would wait for a signal
+def test_a_worker_tunes_the_garbage_collector_once_its_runtime_started(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def tune(_settings: Any) -> None:
+        raise _Tuned
+
+    monkeypatch.setattr(gc_tuning, "tune_gc", tune)
+
+    with pytest.raises(_Tuned):
+        main(["worker"])
 
 
 def test_serve_on_an_open_address_with_a_stored_key(

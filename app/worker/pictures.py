@@ -16,16 +16,21 @@ costs the read it saves.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 from app.db.caches import Miss, TtlCache
 from app.settings import Settings
 from app.worker.job_session import Picture
 
 
 class SessionPictures:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, clock: Callable[[], float] = time.monotonic) -> None:
+        """`clock` (seconds) times the pictures."""
         self._kept: TtlCache[str, Picture] = TtlCache(
             settings.job_session_cache_seconds,
             max_entries=settings.job_session_cache_entries,
+            clock=clock,
         )
 
     def take(self, session_id: str) -> Picture | None:
