@@ -19,7 +19,13 @@ from app.db.models import Job, Session
 from app.db.repositories.sessions import SESSION_ROW
 from app.domain.jobs import JobStatus
 from app.engine.llm import LLM
-from app.engine.loop import CANCELLED, TurnConfig, close_dangling_tool_uses, run_turn
+from app.engine.loop import (
+    CANCELLED,
+    TurnConfig,
+    TurnOutcome,
+    close_dangling_tool_uses,
+    run_turn,
+)
 from app.engine.pieces import PieceCatalog
 from app.engine.tools import ToolContext, ToolRegistry
 from app.services.chat import append_turn_input
@@ -150,10 +156,14 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
     )
     ctx = tool_context(deps, held)
     outcome = await run_turn(deps.llm, store, deps.tools, ctx, config, HubTurnEvents(deps.hub, job))
-    also = remember_turn(deps, job)
-    if outcome.status == "cancelled":
+    if outcome.status == "cancelled":  # before the picture is kept: it holds the results
         await close_dangling_tool_uses(store, CANCELLED)
     deps.pictures.keep(job.session_id, held.picture(outcome.conversation))
+    return _turn_ended(deps, outcome, also=remember_turn(deps, job))
+
+
+def _turn_ended(deps: Deps, outcome: TurnOutcome, *, also: Also) -> Outcome:
+    """How a chat job ends, from how its turn ended."""
     if outcome.status == "cancelled":
         return Outcome(JobStatus.cancelled, also=also)
     if outcome.status == "max_iterations":
