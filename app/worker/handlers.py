@@ -16,7 +16,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
 from app.db.models import Job, Session
-from app.db.repositories.sessions import SESSION_ROW
+from app.db.repositories.sessions import SESSION_ROW, probe_from
 from app.domain.jobs import JobStatus
 from app.engine.llm import LLM
 from app.engine.loop import (
@@ -142,6 +142,7 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
     )
     picture = deps.pictures.take(job.session_id)
     held.adopt(picture)
+    held.probed(probe_from(session, job.cancel_requested))
     store = DbTurnStore(held)
     tool_names = session_tools(deps, session)
     config = TurnConfig(

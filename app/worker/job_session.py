@@ -27,7 +27,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import UnitsOfWork
 from app.db.models import Job
-from app.db.repositories.sessions import PROBE, probe_of, probe_params
+from app.db.repositories.sessions import PROBE, Probe, probe_of, probe_params
 from app.db.repositories.task_checkpoints import CheckpointRow
 from app.domain.items import ItemPayload
 from app.domain.reminder import ReminderState
@@ -67,6 +67,8 @@ class JobSession:
         self.reminder = ReminderState(0, 0, 0)
         self.cancel_requested = False
         self._tasks_loaded = False
+        # the next step's probe, when something read it already (the turn's start)
+        self._probed: Probe | None = None
 
     def adopt(self, picture: Picture | None) -> None:
         """Start from what an earlier job of the session held (None: from the log)."""
@@ -84,10 +86,17 @@ class JobSession:
             return None
         return Picture(self.segment_no, self.last_seq, self.items, self.tasks, conversation)
 
+    def probed(self, probe: Probe) -> None:
+        """What the next step's probe would read, read already: a turn's start reads its
+        session's row, which says it, and its first step then reads nothing more."""
+        self._probed = probe
+
     async def refresh(self) -> None:
         """The step's one probe, and a read of whatever moved since the last one."""
-        rows = await self.database.peek(PROBE, probe_params(self.job.session_id, self.job.id))
-        probe = probe_of(rows)
+        probe, self._probed = self._probed, None
+        if probe is None:
+            rows = await self.database.peek(PROBE, probe_params(self.job.session_id, self.job.id))
+            probe = probe_of(rows)
         if probe is None:  # the session or the job is gone: stop
             self.cancel_requested = True
             return

@@ -248,3 +248,26 @@ async def test_a_chat_turns_end_is_one_statement_unit(
 
     ends = [kind for kind, name in units if name == "Runner._finish.<locals>.finish"]
     assert ends == ["statements"]
+
+
+async def test_a_turns_first_request_needs_no_probe_of_its_own(
+    quiet_app: FastAPI, fake_llm: FakeMessagesAPI
+) -> None:
+    """The turn's start reads its session's row, which says what the step's probe would
+    (where the log ends, the reminder's counters); the cancel flag is the claim's."""
+    database = quiet_app.state.database
+    probes: list[Any] = []
+    peek = database.peek
+
+    async def counted_peek(statement: Any, params: Any) -> Any:
+        if statement is PROBE:
+            probes.append(params)
+        return await peek(statement, params)
+
+    database.peek = counted_peek
+    async with client_for(quiet_app) as client:
+        await _turn_with_steps(client, fake_llm, 0, Counted(database))
+        one_request = len(probes)
+        await _turn_with_steps(client, fake_llm, 2, Counted(database))
+
+    assert (one_request, len(probes)) == (0, 2)  # then one per step after the first

@@ -60,6 +60,21 @@ def session_of(rows: list[tuple[Any, ...]]) -> Session | None:
     return detached(Session, _COLUMNS, rows[0]) if rows else None
 
 
+def probe_from(session: Session, cancel_requested: bool) -> Probe:
+    """What `PROBE` would say, from a session row just read (`SESSION_ROW`) and the job's
+    cancel flag as the job has it."""
+    return Probe(
+        last_seq=session.last_seq,
+        segment=session.current_segment,
+        reminder=ReminderState(
+            requests_done=session.llm_requests,
+            last_task_write_request=session.last_task_write_request,
+            last_reminder_request=session.last_reminder_request,
+        ),
+        cancel_requested=cancel_requested,
+    )
+
+
 _ALLOCATE = Prepared(
     _S.update()
     .where(_S.c.id == bindparam("s_id"))
