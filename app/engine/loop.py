@@ -96,6 +96,11 @@ class TurnStore(Protocol):
         """Several items in one go (one step's tool results)."""
         ...
 
+    async def append_answer(self, payload: ItemPayload, usage: Usage) -> None:
+        """The LLM's answer that ends the turn (no tool call). The loop reads nothing after
+        it, so a store may write it with the turn's end instead of on its own."""
+        ...
+
     async def cancel_requested(self) -> bool: ...
 
 
@@ -219,14 +224,15 @@ async def run_turn(
             stop_reason=response.stop_reason,
             usage=response.usage,
         )
+        if not any(isinstance(b, ToolUseBlock) for b in response.content):
+            await store.append_answer(assistant, response.usage)
+            outcome.final_text = text_of(response.content)
+            return outcome
         await store.append(assistant, Origin.llm, response.usage)
 
         ended_by = await _run_tools(response, store, tools, ctx, config, events, budget)
         if ended_by is not None:
             outcome.status = "ended_by_tool"
-            return outcome
-        if not any(isinstance(b, ToolUseBlock) for b in response.content):
-            outcome.final_text = text_of(response.content)
             return outcome
 
 

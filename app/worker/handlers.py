@@ -143,7 +143,7 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
     picture = deps.pictures.take(job.session_id)
     held.adopt(picture)
     held.probed(probe_from(session, job.cancel_requested))
-    store = DbTurnStore(held)
+    store = DbTurnStore(held, answer_with_end=True)
     tool_names = session_tools(deps, session)
     config = TurnConfig(
         model=session.model or deps.settings.model,
@@ -160,7 +160,19 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
     if outcome.status == "cancelled":  # before the picture is kept: it holds the results
         await close_dangling_tool_uses(store, CANCELLED)
     deps.pictures.keep(job.session_id, held.picture(outcome.conversation))
-    return _turn_ended(deps, outcome, also=remember_turn(deps, job))
+    return _turn_ended(deps, outcome, also=_then(store.answer_write(), remember_turn(deps, job)))
+
+
+def _then(first: Also | None, then: Also) -> Also:
+    """`first`, then `then`, in one transaction."""
+    if first is None:
+        return then
+
+    async def both(db: AsyncSession) -> None:
+        await first(db)
+        await then(db)
+
+    return both
 
 
 def _turn_ended(deps: Deps, outcome: TurnOutcome, *, also: Also) -> Outcome:

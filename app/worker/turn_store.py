@@ -6,7 +6,7 @@ saw happen survives a crash at the next line.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -34,13 +34,21 @@ def writes_tasks(message: AssistantMessage) -> bool:
 class DbTurnStore:
     """The loop's store over the job's session held in memory (`JobSession`): a step
     costs one probe read, and each append one write transaction whose item is kept
-    without being read back."""
+    without being read back.
 
-    def __init__(self, session: JobSession) -> None:
+    With `answer_with_end`, the answer that ends the turn is not written on its own: its
+    write goes to the transaction that records the job's end (`answer_write`), one
+    transaction less per turn. Nothing reads the log in between, the answer's events
+    still come before the job's status, and a job that ends without that transaction
+    (its lease lost, the process gone) is resumed from the log, asking the LLM again."""
+
+    def __init__(self, session: JobSession, *, answer_with_end: bool = False) -> None:
         self.session = session
         self.job = session.job
         # the request being answered carries the task reminder (set by the interceptor)
         self.reminder_pending = False
+        self._answer_with_end = answer_with_end
+        self._answer: Callable[[AsyncSession], Awaitable[list[int]]] | None = None
 
     async def segment(self) -> list[ItemPayload]:
         await self.session.refresh()
@@ -51,11 +59,47 @@ class DbTurnStore:
     ) -> None:
         await self.append_all([payload], origin, usage)
 
+    async def append_answer(self, payload: ItemPayload, usage: Usage) -> None:
+        if not self._answer_with_end:
+            await self.append(payload, Origin.llm, usage)
+            return
+        self._answer = self._writes([payload], Origin.llm, usage)
+
+    def answer_write(self) -> Callable[[AsyncSession], Awaitable[None]] | None:
+        """The turn's answer, for the transaction of the job's end (None: none waits)."""
+        answer, self._answer = self._answer, None
+        if answer is None:
+            return None
+
+        async def write(db: AsyncSession) -> None:
+            await answer(db)
+
+        return write
+
     async def append_all(
         self, payloads: Sequence[ItemPayload], origin: Origin, usage: Usage | None = None
     ) -> None:
         """Append `payloads` in one transaction (an LLM response, or one step's tool
         results); `usage` is the response's, counted with it."""
+        checkpoint = self.session.checkpoint
+        work = self._writes(payloads, origin, usage)
+        database = self.session.database
+        # a checkpoint is kept through the ORM; every other statement here is prepared
+        write = database.write if checkpoint is not None else database.write_statements
+        try:
+            seqs = await write(work)
+        except BaseException:
+            self.session.invalidate()
+            raise
+        if checkpoint is self.session.checkpoint:
+            self.session.checkpoint = None
+        for seq, payload in zip(seqs, payloads, strict=True):
+            self.session.appended(seq, payload)
+
+    def _writes(
+        self, payloads: Sequence[ItemPayload], origin: Origin, usage: Usage | None
+    ) -> Callable[[AsyncSession], Awaitable[list[int]]]:
+        """What appending `payloads` writes, as a unit's work; returns their seqs."""
         job = self.job
         reminded, self.reminder_pending = self.reminder_pending, False
         checkpoint = self.session.checkpoint
@@ -85,18 +129,7 @@ class DbTurnStore:
                 await keep_checkpoint(db, job.session_id, checkpoint)
             return seqs
 
-        database = self.session.database
-        # a checkpoint is kept through the ORM; every other statement here is prepared
-        write = database.write if checkpoint is not None else database.write_statements
-        try:
-            seqs = await write(work)
-        except BaseException:
-            self.session.invalidate()
-            raise
-        if checkpoint is self.session.checkpoint:
-            self.session.checkpoint = None
-        for seq, payload in zip(seqs, payloads, strict=True):
-            self.session.appended(seq, payload)
+        return work
 
     async def cancel_requested(self) -> bool:
         """As of the step's probe; a cancel asked in this process also stops the job's

@@ -9,8 +9,10 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
+from sqlmodel import col, select
 
 from app.db.engine import Database
+from app.db.models import Event
 from app.db.repositories.sessions import PROBE
 from tests.fakes.messages_api import FakeMessagesAPI, RecordedRequest, reply, tool_use
 from tests.support.apps import client_for
@@ -160,8 +162,9 @@ async def test_the_sessions_next_turn_reads_only_what_the_log_gained_since_the_l
     quiet_app: FastAPI, fake_llm: FakeMessagesAPI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A turn hands the segment it held to the session's next turn in this process: that
-    turn reads the items after the last one it was handed (its own user item), not the
-    segment from its start, and still sends the whole conversation."""
+    turn reads the items after the last one it was handed (the first turn's answer, which
+    was written with that turn's end, and its own user item), not the segment from its
+    start, and still sends the whole conversation."""
     import app.worker.job_session as job_session
 
     read_after: list[int] = []
@@ -174,7 +177,7 @@ async def test_the_sessions_next_turn_reads_only_what_the_log_gained_since_the_l
     monkeypatch.setattr(job_session, "segment_tail", recorded)
     await _one_request_turns(quiet_app, fake_llm, "First.", "Second.")
 
-    assert read_after == [0, 2]  # the first turn's user item and answer are seq 1 and 2
+    assert read_after == [0, 1]  # the first turn's user item is seq 1, its answer 2
     sent_texts = [[b["text"] for b in m["content"]] for m in fake_llm.requests[-1].messages]
     assert sent_texts == [["First."], ["Answer to First."], ["Second."]]
 
@@ -271,3 +274,30 @@ async def test_a_turns_first_request_needs_no_probe_of_its_own(
         await _turn_with_steps(client, fake_llm, 2, Counted(database))
 
     assert (one_request, len(probes)) == (0, 2)  # then one per step after the first
+
+
+async def test_a_one_request_turns_answer_is_written_with_its_end(
+    quiet_app: FastAPI, fake_llm: FakeMessagesAPI
+) -> None:
+    """One transaction less per turn: the answer that ends the turn goes into the
+    transaction that records the job's end, its events before the job's status."""
+    database = quiet_app.state.database
+    counted = Counted(database)
+    async with client_for(quiet_app) as client:
+        session_id = await new_session(client)
+        writes = counted.writes
+        fake_llm.enqueue(reply("Done."))
+        sent = await client.post(
+            f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": "Go."}
+        )
+        spent = counted.writes - writes
+    async with database.read() as db:
+        query = select(Event).where(col(Event.job_id) == sent.json()["job"]["id"])
+        events = (await db.exec(query.order_by(col(Event.id)))).all()
+
+    assert sent.json()["job"]["status"] == "succeeded"
+    assert spent == 3  # the message's own write, the claim, and the end with the answer
+    kinds = [(e.type, e.data.get("status" if e.type == "job.status" else "kind")) for e in events]
+    assert kinds.index(("item.appended", "assistant_message")) < kinds.index(
+        ("job.status", "succeeded")
+    )

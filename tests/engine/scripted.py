@@ -104,6 +104,9 @@ class InMemoryStore:
         for payload in payloads:
             await self.append(payload, origin)
 
+    async def append_answer(self, payload: ItemPayload, usage: Usage) -> None:
+        await self.append(payload, Origin.llm, usage)
+
     async def cancel_requested(self) -> bool:
         return self.cancel
 
