@@ -47,7 +47,7 @@ from app.services.chat import IfBusy, send_message
 from app.services.live import LiveHub
 from app.settings import Settings
 from app.wiring import builtin_tools, piece_catalog
-from app.worker.handlers import Deps, run_chat
+from app.worker.runner import Runner
 from bench import fake_llm
 from bench.common import (
     Context,
@@ -104,12 +104,12 @@ def _settings(url: str, database_url: str, data_dir: Path) -> Settings:
 async def strata_turn(
     settings: Settings, session_id: str, message: str
 ) -> tuple[CountingLLM, DbCounts]:
-    """One chat turn through the worker's handler; the LLM wrapper and the turn's counts
-    (from the job's claim on: `run_chat`, not the write that queued it)."""
+    """One chat turn as the worker runs it, to its end; the LLM wrapper and the turn's
+    counts (from the job's claim on: not the write that queued it, nor the claim)."""
     database = Database(settings)
     llm = CountingLLM(AnthropicLLM(settings), database)
     tools = builtin_tools(settings)
-    deps = Deps(settings, database, LiveHub(), llm, tools, piece_catalog(settings, tools))
+    runner = Runner(settings, database, llm, tools, LiveHub(), piece_catalog(settings, tools))
     try:
 
         async def queued(db: AsyncSession) -> Job:
@@ -122,7 +122,7 @@ async def strata_turn(
         await database.write(queued)
         (job,) = await database.write_statements(claimed)
         before = db_counts(database.stats)
-        await run_chat(deps, job)
+        await runner.run_claimed(job)
         turn = db_counts(database.stats) - before
     finally:
         await llm.inner.close()
@@ -277,10 +277,10 @@ async def run(ctx: Context) -> Section:
         "**Counts** (in process, not load-dependent): per step, from one request's start "
         f"to the next's, averaged over the turn's {steps} steps; per one-request turn, "
         f"a turn the fake answers without a tool call (message `{fake_llm.ONE_REQUEST}`), "
-        "from the job's claim on (`run_chat`; the write that queued and claimed it is "
-        "one more transaction). Hand-offs: 2 per write unit on the writer thread (there "
-        "and back), 2 per aiosqlite call on the event loop (each runs on the "
-        "connection's thread)."
+        "from the job's claim on to its end, as the runner runs it (the writes that "
+        "queued and claimed it are two more transactions). Hand-offs: 2 per write unit "
+        "on the writer thread (there and back), 2 per aiosqlite call on the event loop "
+        "(each runs on the connection's thread)."
     )
     section.notes.append(f"This section took {time.monotonic() - started:.0f} s.")
     shutil.rmtree(ctx.workdir / "data", ignore_errors=True)

@@ -220,6 +220,11 @@ class Runner:
 
         return await self.database.write(renew)
 
+    async def run_claimed(self, job: Job) -> None:
+        """Run a job claimed outside this runner's loop to its end, its closing write
+        included (the step-overhead benchmark drives one turn so). Never raises."""
+        await self._run_job(_Running(job=job))
+
     async def _run_job(self, running: _Running) -> None:
         """Never raises: a job that cannot even be settled keeps its lease, and once that
         expires any runner resumes it. The runner itself must outlive every job."""

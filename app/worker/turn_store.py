@@ -60,7 +60,9 @@ class DbTurnStore:
         await self.append_all([payload], origin, usage)
 
     async def append_answer(self, payload: ItemPayload, usage: Usage) -> None:
-        if not self._answer_with_end:
+        # a task checkpoint due is kept through the ORM: written now, it leaves the job's
+        # end a statement unit
+        if not self._answer_with_end or self.session.checkpoint is not None:
             await self.append(payload, Origin.llm, usage)
             return
         self._answer = self._writes([payload], Origin.llm, usage)
