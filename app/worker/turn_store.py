@@ -1,7 +1,8 @@
 """The agent loop's ports, backed by the database and the live hub.
 
 Every append is a unit of work committed before the loop goes on: what a client
-saw happen survives a crash at the next line.
+saw happen survives a crash at the next line. The one exception is a chat turn's last
+answer, which commits with the job's end: the loop goes on to nothing but that end.
 """
 
 from __future__ import annotations
