@@ -63,15 +63,15 @@ def session_of(rows: list[tuple[Any, ...]]) -> Session | None:
 def probe_from(session: Session, cancel_requested: bool) -> Probe:
     """What `PROBE` would say, from a session row just read (`SESSION_ROW`) and the job's
     cancel flag as the job has it."""
-    return Probe(
-        last_seq=session.last_seq,
-        segment=session.current_segment,
-        reminder=ReminderState(
-            requests_done=session.llm_requests,
-            last_task_write_request=session.last_task_write_request,
-            last_reminder_request=session.last_reminder_request,
-        ),
-        cancel_requested=cancel_requested,
+    return _probe(
+        (
+            session.last_seq,
+            session.current_segment,
+            session.llm_requests,
+            session.last_task_write_request,
+            session.last_reminder_request,
+            cancel_requested,
+        )
     )
 
 
@@ -174,7 +174,11 @@ flag. A running job asks it once per step, through `Database.peek`."""
 def probe_of(rows: list[tuple[Any, ...]]) -> Probe | None:
     if not rows or rows[0][5] is None:  # the session or the job is gone
         return None
-    row = rows[0]
+    return _probe(rows[0])
+
+
+def _probe(row: tuple[Any, ...]) -> Probe:
+    """A probe from `PROBE`'s columns, in its order."""
     return Probe(
         last_seq=row[0],
         segment=row[1],
