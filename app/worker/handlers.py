@@ -47,7 +47,8 @@ from app.worker.turn_store import DbTurnStore, HubTurnEvents
 logger = logging.getLogger("strata.jobs")
 PROBLEM_PREFIX = "urn:strata:problem:"
 
-Also = Callable[[AsyncSession], Awaitable[None]]
+# what a job's end also writes, in its transaction (what it returns is not used)
+Also = Callable[[AsyncSession], Awaitable[object]]
 
 
 def problem(slug: str, title: str, detail: str) -> dict[str, Any]:
@@ -127,8 +128,9 @@ async def _system_prompt(deps: Deps, job: Job, session: Session) -> str | None:
 
 async def _start_turn(deps: Deps, job: Job) -> Session:
     """The session, read by one statement without an ORM session; and first the user's
-    item, when the turn was queued behind another (it is usually in the log already,
-    appended at enqueue), in a statement unit."""
+    item, when it is not in the log yet: it is appended at enqueue, or for a turn queued
+    behind another by the claim (`Handler.on_claim`), unless that claim had to be made
+    without the jobs' starts."""
     if "item_seq" not in job.input:
         await job_database(deps, job).write_statements(lambda db: append_turn_input(db, job))
     rows = await deps.database.peek(SESSION_ROW, {"s_id": job.session_id})

@@ -68,16 +68,10 @@ class DbTurnStore:
             return
         self._answer = self._writes([payload], Origin.llm, usage)
 
-    def answer_write(self) -> Callable[[AsyncSession], Awaitable[None]] | None:
+    def answer_write(self) -> Callable[[AsyncSession], Awaitable[list[int]]] | None:
         """The turn's answer, for the transaction of the job's end (None: none waits)."""
         answer, self._answer = self._answer, None
-        if answer is None:
-            return None
-
-        async def write(db: AsyncSession) -> None:
-            await answer(db)
-
-        return write
+        return answer
 
     async def append_all(
         self, payloads: Sequence[ItemPayload], origin: Origin, usage: Usage | None = None
