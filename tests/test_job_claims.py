@@ -18,6 +18,7 @@ from typing import Any, cast
 import pytest
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
@@ -349,3 +350,32 @@ async def test_a_runner_looks_before_it_claims_unless_its_last_claim_took_all_it
     assert ([job.id for job in first], looked_first) == (["job_s1", "job_s2"], 1)
     assert ([job.id for job in second], looked_second) == (["job_s3"], 1)
     assert (third, len(looks)) == ([], 2)
+
+
+async def test_after_a_claim_that_failed_a_runner_looks_first_again(
+    database: Database, settings: Settings
+) -> None:
+    """A failed claim says nothing about the queue: the next claim does not skip the look
+    on the strength of the claim before it."""
+    await _seed(database, "s1", "s2", "s3")
+    runner = Runner(settings, database, *cast(Any, (None, None, None, None)), worker_id="w")
+    looks: list[Any] = []
+    peek, write_statements = database.peek, database.write_statements
+
+    async def counted_peek(statement: Any, params: Any) -> Any:
+        looks.append(statement)
+        return await peek(statement, params)
+
+    async def unavailable(work: Any) -> Any:
+        raise OperationalError("BEGIN IMMEDIATE", (), Exception("database is locked"))
+
+    database.peek = counted_peek  # type: ignore[method-assign]
+    await runner._claim(1)  # took all it asked for
+    database.write_statements = unavailable  # type: ignore[method-assign]
+    with pytest.raises(OperationalError):
+        await runner._claim(1)  # no look: the claim before was full
+    database.write_statements = write_statements  # type: ignore[method-assign]
+    looked_before = len(looks)
+    (job,) = await runner._claim(1)
+
+    assert (looked_before, len(looks), job.id) == (1, 2, "job_s2")
