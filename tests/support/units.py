@@ -1,0 +1,28 @@
+"""Which write units a piece of code runs, by the name of each unit's work."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.db.engine import Database
+
+
+def count_write_units(database: Database) -> list[str]:
+    """Record the work of every write unit `database` runs from now on (the innermost
+    name of the work's function), in order, in the list returned."""
+    names: list[str] = []
+    write, write_statements = database.write, database.write_statements
+
+    def counted(inner: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        async def unit(work: Callable[[AsyncSession], Awaitable[Any]]) -> Any:
+            names.append(getattr(work, "__qualname__", repr(work)).rsplit(".", 1)[-1])
+            return await inner(work)
+
+        return unit
+
+    database.write = counted(write)  # type: ignore[method-assign]
+    database.write_statements = counted(write_statements)  # type: ignore[method-assign]
+    return names
