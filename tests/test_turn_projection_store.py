@@ -15,9 +15,16 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
-from app.db.models import MemoryTurn
+from app.db.models import MemoryDetail, MemoryTurn
 from app.db.repositories.memory import MemoryRepository
-from app.domain.items import AssistantMessage, Origin, TextBlock, user_text
+from app.domain.items import (
+    AssistantMessage,
+    Origin,
+    TextBlock,
+    ToolResult,
+    ToolUseBlock,
+    user_text,
+)
 from app.memory.timeref import second_of_day
 from app.services.items import append_item
 from app.services.memory import project_turns
@@ -104,3 +111,32 @@ async def test_a_turn_whose_text_changed_is_replaced_and_its_l1_dropped(
     assert again.assistant_text.endswith("And the notes are out.")
     assert (again.ended_at, again.ended_second) == (later, second_of_day(later))
     assert (again.l1, again.l1_fallback) == (None, False)
+
+
+async def test_a_turn_with_tool_calls_is_projected_by_prepared_statements_and_its_l3_kept_once(
+    database: Database,
+) -> None:
+    """Before, a turn's L3 rows were looked up and inserted through the ORM: the end of
+    every turn that called a tool failed as a statement unit and ran again as an ORM
+    unit. Projected again, the turn adds no L3 row twice."""
+    call = ToolUseBlock(id="toolu_clock", name="current_time", input={})
+    said = [
+        user_text("What time is it?"),
+        AssistantMessage(content=[call]),
+        ToolResult(tool_use_id=call.id, content="08:30 UTC", name=call.name),
+        AssistantMessage(content=[TextBlock(text="Half past eight.")]),
+    ]
+
+    async def write(db: AsyncSession) -> None:
+        for n, payload in enumerate(said):
+            origin = Origin.user if n == 0 else Origin.system
+            await append_item(db, SESSION, payload, origin, at=AT + timedelta(seconds=n))
+
+    await database.write(write)
+
+    assert await database.write_statements(lambda db: project_turns(db, SESSION, [1])) == 1
+    await database.write_statements(lambda db: project_turns(db, SESSION, [1]))
+
+    async with database.read() as db:
+        details = (await db.exec(select(MemoryDetail.source_id))).all()
+    assert sorted(details) == sorted(set(details)) and len(details) >= 2

@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import (
     Integer,
+    String,
     Text,
     and_,
     bindparam,
@@ -24,6 +25,7 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 from sqlmodel.sql.expression import SelectOfScalar
 
+from app.db import deferred
 from app.db.models import MemoryDetail, MemoryTurn, Session
 from app.db.prepared import Prepared
 from app.db.types import UTCDateTime, utcnow
@@ -283,22 +285,26 @@ class MemoryRepository:
         await self.db.flush()
 
     async def add_details(self, rows: Sequence[MemoryDetail]) -> None:
-        """Insert a turn's new L3 rows in one statement: a turn of many tool calls flushed
-        one ORM object at a time cost a flush each (24 of them for 12 tool calls). Nothing
-        reads their ids."""
-        if not rows:
-            return
-        values = [row.model_dump(exclude={"id"}) for row in rows]
-        await self.db.exec(insert(MemoryDetail), params=values)
+        """Insert a turn's new L3 rows with the unit's end, in one multi-row INSERT
+        (`app.db.deferred`; a turn of many tool calls flushed one ORM object at a time
+        cost a flush each). Prepared statements: a turn's end stays a statement unit.
+        Nothing reads their ids."""
+        table = MemoryDetail.__table__  # type: ignore[attr-defined]
+        for row in rows:
+            deferred.defer(self.db, table, row.model_dump(exclude={"id"}))
 
     async def detail_sources(self, origin_session_id: str, source_ids: Sequence[str]) -> set[str]:
+        """Which of `source_ids` the session's L3 holds (rows deferred in this unit too)."""
         if not source_ids:
             return set()
-        query = select(MemoryDetail.source_id).where(
-            MemoryDetail.origin_session_id == origin_session_id,
-            col(MemoryDetail.source_id).in_(source_ids),
-        )
-        return set((await self.db.exec(query)).all())
+        await deferred.flush(self.db)
+        known: set[str] = set()
+        for start in range(0, len(source_ids), _SOURCES_CHUNK):
+            chunk = source_ids[start : start + _SOURCES_CHUNK]
+            params = {"origin": origin_session_id, **{f"s_{n}": s for n, s in enumerate(chunk)}}
+            rows = (await _detail_sources(len(chunk)).execute(self.db, params)).rows
+            known.update(row[0] for row in rows)
+        return known
 
     async def without_l1(self, session_ids: Sequence[str], window: int) -> list[MemoryTurn]:
         """Turns of these sessions older than their newest `window`, without L1, oldest first."""
@@ -596,3 +602,17 @@ class ChainRepository:
             Session.tenant == tenant, Session.source == source, Session.external_id == external_id
         )
         return (await self.db.exec(query)).first()
+
+
+_SOURCES_CHUNK = 50  # source ids per look-up at most: a prepared statement per count up to it
+
+
+@functools.cache
+def _detail_sources(count: int) -> Prepared:
+    wanted = [bindparam(f"s_{n}", type_=String()) for n in range(count)]
+    return Prepared(
+        sa_select(MemoryDetail.source_id).where(  # type: ignore[call-overload]
+            col(MemoryDetail.origin_session_id) == bindparam("origin"),
+            col(MemoryDetail.source_id).in_(wanted),
+        )
+    )
