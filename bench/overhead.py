@@ -11,7 +11,8 @@ difference is Strata's own work per step, and nothing of the SDK, the loopback o
 the fake is in it. Both loops run in this process, one after the other.
 
 The fake runs in a process of its own (`bench.fake_llm`) and answers at once with one
-more tool call (`CurrentTime`), so a turn keeps making requests. Three sessions:
+more tool call (`current_time`, a builtin tool that only reads, so each step is logged in
+one transaction), so a turn keeps making requests. Three sessions:
 a fresh one (100 items), one whose log holds 10,000 items, and one whose log holds
 10,000 task operations (the task list is rebuilt from the log); their current
 segment holds 200 items (all, for the fresh one). A step that reads the whole log
@@ -65,7 +66,7 @@ SEGMENT = 200
 REQUESTS_PER_TURN = 12
 TARGET_MS = 2.0
 FLAT_WITHIN = 0.10
-TOOL = "CurrentTime"
+TOOL = "current_time"
 
 
 class CountingLLM:

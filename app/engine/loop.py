@@ -101,6 +101,13 @@ class TurnStore(Protocol):
         it, so a store may write it with the turn's end instead of on its own."""
         ...
 
+    async def append_step(
+        self, assistant: ItemPayload, usage: Usage, results: Sequence[ItemPayload]
+    ) -> None:
+        """An LLM response whose tool calls only read, with their results, once they ran:
+        in one go (a store writes one transaction per step, not two)."""
+        ...
+
     async def cancel_requested(self) -> bool: ...
 
 
@@ -224,13 +231,23 @@ async def run_turn(
             stop_reason=response.stop_reason,
             usage=response.usage,
         )
-        if not any(isinstance(b, ToolUseBlock) for b in response.content):
+        calls = [b for b in response.content if isinstance(b, ToolUseBlock)]
+        if not calls:
             await store.append_answer(assistant, response.usage)
             outcome.final_text = text_of(response.content)
             return outcome
-        await store.append(assistant, Origin.llm, response.usage)
-
-        ended_by = await _run_tools(response, store, tools, ctx, config, events, budget)
+        # a call that changes something is logged before it runs (a crash in between
+        # leaves it dangling, closed as interrupted on resume); calls that only read run
+        # first, and the response is logged with their results: one write per step
+        logged_first = not all(tools.only_reads(call.name) for call in calls)
+        if logged_first:
+            await store.append(assistant, Origin.llm, response.usage)
+        ended_by, results = await _run_tools(calls, store, tools, ctx, config, events, budget)
+        if logged_first:
+            if results:
+                await store.append_all(results, Origin.system)
+        else:
+            await store.append_step(assistant, response.usage, results)
         if ended_by is not None:
             outcome.status = "ended_by_tool"
             return outcome
@@ -253,21 +270,20 @@ async def _outbound(
 
 
 async def _run_tools(
-    response: LLMResponse,
+    calls: list[ToolUseBlock],
     store: TurnStore,
     tools: ToolRegistry,
     ctx: ToolContext,
     config: TurnConfig,
     events: TurnEvents,
     budget: ResponseBudget,
-) -> str | None:
-    """Run the response's tool calls in order and record their results in one append
-    (tools that record their own result, the task tools, do so as they run). The
-    results share `budget`: each call is given its share as `ctx.result_tokens`. Returns
-    the name of a tool that ended the step, if one did."""
+) -> tuple[str | None, list[ItemPayload]]:
+    """Run a response's tool calls in order; their results, for the caller to record in
+    one append (tools that record their own result, the task tools, do so as they run).
+    The results share `budget`: each call is given its share as `ctx.result_tokens`.
+    Also returns the name of a tool that ended the step, if one did."""
     results: list[ItemPayload] = []
     ended_by: str | None = None
-    calls = [b for b in response.content if isinstance(b, ToolUseBlock)]
     for index, block in enumerate(calls):
         if await store.cancel_requested():
             break
@@ -284,9 +300,7 @@ async def _run_tools(
         await events.tool_finished(block, output)
         if output.ends_turn:
             ended_by = block.name
-    if results:
-        await store.append_all(results, Origin.system)
-    return ended_by
+    return ended_by, results
 
 
 def _result(block: ToolUseBlock, content: str, *, is_error: bool) -> ToolResult:

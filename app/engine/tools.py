@@ -103,6 +103,10 @@ class Tool(Generic[ArgsT]):
     in_chat: bool = True
     # How to get the rest of a result cut to its budget, for the truncation note.
     read_on: str = DEFAULT_READ_ON
+    # It only reads: calling it changes nothing anywhere (no file, no log, no task). Such a
+    # call need not be logged before it runs; a step whose calls all only read is logged
+    # once they ran, call and results in one transaction (`app.engine.loop`).
+    read_only: bool = False
 
     def spec(self) -> ToolSpec:
         """What a request offers the model: built from the input model on each call (a
@@ -144,6 +148,12 @@ class ToolRegistry:
 
     def specs(self, names: Iterable[str]) -> list[ToolSpec]:
         return [self._specs[name] for name in names if name in self._specs]
+
+    def only_reads(self, name: str) -> bool:
+        """Whether a call of `name` changes nothing: a tool that only reads, or one this
+        registry does not hold (the call answers an error and runs nothing)."""
+        tool = self._tools.get(name)
+        return tool is None or tool.read_only
 
     async def run(
         self,

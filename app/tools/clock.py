@@ -26,4 +26,5 @@ def current_time_tool(display_timezone: str) -> Tool[CurrentTimeInput]:
         description="The current date and time, in UTC and in the server's display time zone.",
         input_model=CurrentTimeInput,
         invoke=invoke,
+        read_only=True,
     )

@@ -67,4 +67,5 @@ def detail_tool() -> Tool[DetailArgs]:
         DetailArgs,
         _detail,
         read_on="Call Detail again with a later offset, or a narrower time.",
+        read_only=True,
     )

@@ -77,6 +77,7 @@ def task_tools() -> list[Tool[Any]]:
             TaskListArgs,
             _list,
             read_on="TaskGet shows one task in full.",
+            read_only=True,
         ),
-        Tool("TaskGet", "One task by taskid.", TaskGetArgs, _get),
+        Tool("TaskGet", "One task by taskid.", TaskGetArgs, _get, read_only=True),
     ]

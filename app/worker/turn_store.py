@@ -1,8 +1,10 @@
 """The agent loop's ports, backed by the database and the live hub.
 
 Every append is a unit of work committed before the loop goes on: what a client
-saw happen survives a crash at the next line. The one exception is a chat turn's last
-answer, which commits with the job's end: the loop goes on to nothing but that end.
+saw happen survives a crash at the next line. Two exceptions: a chat turn's last
+answer, which commits with the job's end (the loop goes on to nothing but that end),
+and a response whose tool calls only read, which commits with their results once they
+ran (nothing happened that a crash before that commit would leave unlogged).
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ from app.services.live import LiveHub
 from app.services.tasks import keep_checkpoint
 from app.worker.job_session import JobSession
 
+Group = tuple[Sequence[ItemPayload], Origin, Usage | None]
+"""Items appended together, their origin, and the usage of the response they are."""
+
 
 def writes_tasks(message: AssistantMessage) -> bool:
     return any(
@@ -35,7 +40,7 @@ def writes_tasks(message: AssistantMessage) -> bool:
 class DbTurnStore:
     """The loop's store over the job's session held in memory (`JobSession`): a step
     costs one probe read, and each append one write transaction whose item is kept
-    without being read back.
+    without being read back (a step whose calls only read: one for the step).
 
     With `answer_with_end`, the answer that ends the turn is not written on its own: its
     write goes to the transaction that records the job's end (`answer_write`), one
@@ -66,7 +71,7 @@ class DbTurnStore:
         if not self._answer_with_end or self.session.checkpoint is not None:
             await self.append(payload, Origin.llm, usage)
             return
-        self._answer = self._writes([payload], Origin.llm, usage)
+        self._answer = self._writes([([payload], Origin.llm, usage)])
 
     def answer_write(self) -> Callable[[AsyncSession], Awaitable[list[int]]] | None:
         """The turn's answer, for the transaction of the job's end (None: none waits)."""
@@ -78,8 +83,18 @@ class DbTurnStore:
     ) -> None:
         """Append `payloads` in one transaction (an LLM response, or one step's tool
         results); `usage` is the response's, counted with it."""
+        await self._append([(payloads, origin, usage)])
+
+    async def append_step(
+        self, assistant: ItemPayload, usage: Usage, results: Sequence[ItemPayload]
+    ) -> None:
+        await self._append([([assistant], Origin.llm, usage), (results, Origin.system, None)])
+
+    async def _append(self, groups: Sequence[Group]) -> None:
+        """Append the groups' items in one transaction, in order."""
         checkpoint = self.session.checkpoint
-        work = self._writes(payloads, origin, usage)
+        work = self._writes(groups)
+        payloads = [payload for group in groups for payload in group[0]]
         database = self.session.database
         # a checkpoint is kept through the ORM; every other statement here is prepared
         write = database.write if checkpoint is not None else database.write_statements
@@ -93,35 +108,21 @@ class DbTurnStore:
         for seq, payload in zip(seqs, payloads, strict=True):
             self.session.appended(seq, payload)
 
-    def _writes(
-        self, payloads: Sequence[ItemPayload], origin: Origin, usage: Usage | None
-    ) -> Callable[[AsyncSession], Awaitable[list[int]]]:
-        """What appending `payloads` writes, as a unit's work; returns their seqs."""
+    def _writes(self, groups: Sequence[Group]) -> Callable[[AsyncSession], Awaitable[list[int]]]:
+        """What appending the groups' items writes, as a unit's work; returns their seqs."""
         job = self.job
         reminded, self.reminder_pending = self.reminder_pending, False
         checkpoint = self.session.checkpoint
 
         async def work(db: AsyncSession) -> list[int]:
             seqs = []
-            for payload in payloads:
-                row = await append_item(
-                    db, job.session_id, payload, origin, turn=job.turn, job_id=job.id
-                )
-                seqs.append(row.seq)
-            sessions = SessionRepository(db)
-            answered = [p for p in payloads if isinstance(p, AssistantMessage)]
-            if answered and origin is Origin.llm:
-                await sessions.count_request(
-                    job.session_id,
-                    wrote_tasks=any(writes_tasks(p) for p in answered),
-                    usage=usage,
-                    carried_reminder=reminded,
-                )
-            elif usage is not None:
-                await sessions.add_usage(job.session_id, usage)
-            if usage is not None:
-                await JobRepository(db).add_usage(job.id, usage)
-                await record_event(db, job.session_id, "usage", usage.model_dump(), job_id=job.id)
+            for payloads, origin, usage in groups:
+                for payload in payloads:
+                    row = await append_item(
+                        db, job.session_id, payload, origin, turn=job.turn, job_id=job.id
+                    )
+                    seqs.append(row.seq)
+                await _count(db, job, payloads, origin, usage, reminded=reminded)
             if checkpoint is not None:  # after the appends, which hold the session's row
                 await keep_checkpoint(db, job.session_id, checkpoint)
             return seqs
@@ -132,6 +133,33 @@ class DbTurnStore:
         """As of the step's probe; a cancel asked in this process also stops the job's
         task at once (the runner is told after the commit)."""
         return self.session.cancel_requested
+
+
+async def _count(
+    db: AsyncSession,
+    job: Job,
+    payloads: Sequence[ItemPayload],
+    origin: Origin,
+    usage: Usage | None,
+    *,
+    reminded: bool,
+) -> None:
+    """The session's and the job's counters for appended items: an LLM response is one
+    more request answered (and its usage, if given, is added)."""
+    sessions = SessionRepository(db)
+    answered = [p for p in payloads if isinstance(p, AssistantMessage)]
+    if answered and origin is Origin.llm:
+        await sessions.count_request(
+            job.session_id,
+            wrote_tasks=any(writes_tasks(p) for p in answered),
+            usage=usage,
+            carried_reminder=reminded,
+        )
+    elif usage is not None:
+        await sessions.add_usage(job.session_id, usage)
+    if usage is not None:
+        await JobRepository(db).add_usage(job.id, usage)
+        await record_event(db, job.session_id, "usage", usage.model_dump(), job_id=job.id)
 
 
 class HubTurnEvents:

@@ -107,6 +107,12 @@ class InMemoryStore:
     async def append_answer(self, payload: ItemPayload, usage: Usage) -> None:
         await self.append(payload, Origin.llm, usage)
 
+    async def append_step(
+        self, assistant: ItemPayload, usage: Usage, results: Sequence[ItemPayload]
+    ) -> None:
+        await self.append(assistant, Origin.llm, usage)
+        await self.append_all(results, Origin.system)
+
     async def cancel_requested(self) -> bool:
         return self.cancel
 
