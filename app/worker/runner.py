@@ -90,12 +90,6 @@ class Runner:
         self._outage = Outage(logger, "runner", settings.db_retry_max_seconds)
         # the last claim took all it asked for: more work is likely queued
         self._claimed_full = False
-        # slots promised to claims in flight (the loop's, or a job's end claiming more
-        # than its own slot), so that two claims never fill the same slot
-        self._reserved = 0
-        # where the main loop starts jobs; None outside `run` (nothing claims then)
-        self._group: asyncio.TaskGroup | None = None
-        self._stop: asyncio.Event | None = None
 
     def wake(self) -> None:
         """Tell the runner new work may be there (saves a poll interval)."""
@@ -112,45 +106,29 @@ class Runner:
         loop = asyncio.get_running_loop()
         async with asyncio.TaskGroup() as group:
             group.create_task(self._heartbeat(stop), name="strata-heartbeat")
-            self._group, self._stop = group, stop
             while not stop.is_set():
                 self.ticked_at = loop.time()
-                free = self._free()
+                free = self.settings.worker_concurrency - len(self._running)
                 jobs = await self._claim_safely(free) if free > 0 else []
+                for job in jobs:
+                    if (previous := self._running.get(job.id)) is not None:
+                        self._stop_job(previous, "lease_lost")  # claimed again, see _run_job
+                    running = _Running(job=job)
+                    self._running[job.id] = running
+                    running.task = group.create_task(self._run_job(running))
                 if jobs and len(jobs) == free:
                     continue  # there may be more
                 await self._idle(stop, self._outage.backoff(self.settings.worker_poll_seconds))
             await self._shut_down()
-        self._group = None
         logger.info("runner %s stopped", self.worker_id)
 
-    def _free(self) -> int:
-        """Slots no running job holds and no claim in flight was promised."""
-        return self.settings.worker_concurrency - len(self._running) - self._reserved
-
-    def _start(self, jobs: list[Job]) -> None:
-        """Run claimed jobs as tasks of the main loop's group."""
-        assert self._group is not None
-        for job in jobs:
-            if (previous := self._running.get(job.id)) is not None:
-                self._stop_job(previous, "lease_lost")  # claimed again, see _run_job
-            running = _Running(job=job)
-            if self._stop is not None and self._stop.is_set():
-                running.stop_reason = "shutdown"  # claimed as the runner stopped: hand back
-            self._running[job.id] = running
-            running.task = self._group.create_task(self._run_job(running))
-
     async def _claim_safely(self, limit: int) -> list[Job]:
-        self._reserved += limit
         try:
             jobs = await self._claim(limit)
         except Exception as exc:  # the runner never dies of the database
             self._outage.failed(exc, "could not claim jobs")
             return []
-        finally:
-            self._reserved -= limit
         self._outage.recovered()
-        self._start(jobs)
         return jobs
 
     async def _shut_down(self) -> None:
@@ -176,40 +154,32 @@ class Runner:
         slot), where the look would mostly say yes."""
         if not self._claimed_full and not await self.database.peek(CLAIMABLE, {"now": utcnow()}):
             return []
+
+        async def claim(db: AsyncSession) -> list[Job]:
+            return await claim_jobs(db, self.worker_id, self._lease_until(), limit=limit)
+
+        async def claim_and_start(db: AsyncSession) -> list[Job]:
+            jobs = await claim(db)
+            for job in jobs:
+                if (start := handler_of(job).on_claim) is not None:
+                    await start(db, job)
+            return jobs
+
         self._claimed_full = False  # until this claim says otherwise, even if it fails
-        claimed: list[Job] = []
         try:
-            await self.database.write_statements(self._claiming(limit, claimed, starts=True))
+            jobs = await self.database.write_statements(claim_and_start)
         except Exception as exc:
             if is_transient(exc):
                 raise
             # one job's start failed and took the claim with it: claim alone, and each
             # job starts on its own (`_start_turn`), where a failure is that job's
             logger.warning("claiming with the jobs' starts failed (%s); claiming alone", exc)
-            await self.database.write_statements(self._claiming(limit, claimed, starts=False))
-        self._claimed(claimed, limit)
-        return claimed
-
-    def _claiming(
-        self, limit: int, into: list[Job], *, starts: bool
-    ) -> Callable[[AsyncSession], Awaitable[None]]:
-        """A unit's work that claims up to `limit` jobs into `into` (what the unit last
-        claimed: a retried unit starts it again), with what each writes as it starts."""
-
-        async def claim(db: AsyncSession) -> None:
-            into.clear()
-            into.extend(await claim_jobs(db, self.worker_id, self._lease_until(), limit=limit))
-            for job in into if starts else ():
-                if (start := handler_of(job).on_claim) is not None:
-                    await start(db, job)
-
-        return claim
-
-    def _claimed(self, jobs: list[Job], limit: int) -> None:
+            jobs = await self.database.write_statements(claim)
         self._claimed_full = len(jobs) == limit
         for job in jobs:
             if job.attempts > 1:
                 logger.warning("job %s resumed (attempt %s)", job.id, job.attempts)
+        return jobs
 
     def _stop_job(self, running: _Running, reason: StopReason) -> None:
         if running.stop_reason is None:
@@ -276,10 +246,6 @@ class Runner:
 
     async def _settle(self, running: _Running) -> None:
         job = running.job
-        if running.stop_reason == "shutdown":
-            running.settling = True
-            await self._persist(job, self._hand_back)
-            return
         try:
             outcome = await self._execute(job)
         except asyncio.CancelledError:
@@ -375,41 +341,4 @@ class Runner:
                 await ending.also(db)
             await set_status(db, current, ending.status, error=ending.error, result=ending.result)
 
-        more = self._more_after(job)
-        if not more:
-            await self._closing_write(finish)
-            return
-        claimed: list[Job] = []
-        claim = self._claiming(more, claimed, starts=True)
-
-        async def finish_and_claim(db: AsyncSession) -> None:
-            await finish(db)
-            await claim(db)
-
-        self._reserved += more - 1  # the first is the slot this job leaves
-        try:
-            await self._closing_write(finish_and_claim)
-        except LeaseLost:
-            raise
-        except Exception as exc:
-            if is_transient(exc):
-                raise
-            # a claimed job's start failed and took this job's end with it: end it alone
-            logger.warning("job %s: ending it with the next claim failed (%s)", job.id, exc)
-            await self._closing_write(finish)
-            self._claimed_full = False
-            return
-        finally:
-            self._reserved -= more - 1
-        self._claimed(claimed, more)
-        self._start(claimed)
-
-    def _more_after(self, job: Job) -> int:
-        """How many jobs a job's end claims in its own transaction (one transaction less
-        per job): the slot it leaves and any other free one, while the queue is busy (the
-        last claim took all it asked for) and the main loop is there to start them."""
-        if self._group is None or self._stop is None or self._stop.is_set():
-            return 0
-        if not self._claimed_full or job.id not in self._running:
-            return 0
-        return max(self._free(), 0) + 1
+        await self._closing_write(finish)
