@@ -47,7 +47,7 @@ async def test_a_step_whose_calls_only_read_is_logged_in_one_transaction(
     units, kinds = await one_turn(make_settings, fake_llm, "current_time", {})
 
     assert kinds == ["user_message", "assistant_message", "tool_result", "assistant_message"]
-    assert units == ["claim", "fenced", "finish"]  # the step: one fenced unit of the job
+    assert units == ["claim_and_start", "fenced", "finish"]  # the step: one fenced unit of the job
 
 
 async def test_a_call_that_changes_something_is_logged_before_it_runs(
@@ -60,4 +60,4 @@ async def test_a_call_that_changes_something_is_logged_before_it_runs(
     )
 
     assert kinds == ["user_message", "assistant_message", "tool_result", "assistant_message"]
-    assert units[:2] == ["claim", "fenced"] and len(units) == 4
+    assert units[:2] == ["claim_and_start", "fenced"] and len(units) == 4

@@ -74,12 +74,21 @@ class Counted:
         database.peek = counted_peek  # type: ignore[method-assign]
 
 
+CLOCK: tuple[str, dict[str, Any]] = ("current_time", {})
+"""A call of a tool that only reads."""
+
+
 async def _turn_with_steps(
-    client: httpx.AsyncClient, fake: FakeMessagesAPI, steps: int, counted: Counted
+    client: httpx.AsyncClient,
+    fake: FakeMessagesAPI,
+    steps: int,
+    counted: Counted,
+    call: tuple[str, dict[str, Any]],
 ) -> tuple[int, int]:
     session_id = await new_session(client)
+    name, args = call
     for n in range(steps):  # two tool calls in each response
-        calls = [tool_use("current_time", {}, id=f"toolu_{steps}_{n}_{k}") for k in range(2)]
+        calls = [tool_use(name, args, id=f"toolu_{steps}_{n}_{k}") for k in range(2)]
         fake.enqueue(reply(*calls))
     fake.enqueue(reply("Done."))
     writes, probes = counted.writes, counted.probes
@@ -91,17 +100,30 @@ async def _turn_with_steps(
     return counted.writes - writes, counted.probes - probes
 
 
-async def test_a_step_costs_one_probe_and_one_write_per_response_and_per_tool_batch(
+async def _per_step(
+    app: FastAPI, fake: FakeMessagesAPI, call: tuple[str, dict[str, Any]]
+) -> tuple[float, float]:
+    """Writes and probes per step: a turn of five steps against one of one."""
+    counted = Counted(app.state.database)
+    async with client_for(app) as client:
+        one = await _turn_with_steps(client, fake, 1, counted, call)
+        five = await _turn_with_steps(client, fake, 5, counted, call)
+    return (five[0] - one[0]) / 4, (five[1] - one[1]) / 4
+
+
+async def test_a_step_whose_calls_only_read_costs_one_probe_and_one_write(
     quiet_app: FastAPI, fake_llm: FakeMessagesAPI
 ) -> None:
-    counted = Counted(quiet_app.state.database)
-    async with client_for(quiet_app) as client:
-        one = await _turn_with_steps(client, fake_llm, 1, counted)
-        five = await _turn_with_steps(client, fake_llm, 5, counted)
+    """The response and its two results, in one transaction once the calls ran."""
+    assert await _per_step(quiet_app, fake_llm, CLOCK) == (1, 1)
 
-    writes_per_step = (five[0] - one[0]) / 4
-    probes_per_step = (five[1] - one[1]) / 4
-    assert (writes_per_step, probes_per_step) == (2, 1)
+
+async def test_a_step_whose_calls_change_something_writes_the_response_before_they_run(
+    quiet_app: FastAPI, fake_llm: FakeMessagesAPI
+) -> None:
+    """One write for the response, then each TaskCreate writes its effect and its result."""
+    create = ("TaskCreate", {"subject": "Ship", "description": "Ship it."})
+    assert await _per_step(quiet_app, fake_llm, create) == (3, 1)
 
 
 def _tool_results(request: RecordedRequest) -> dict[str, str]:
@@ -269,9 +291,9 @@ async def test_a_turns_first_request_needs_no_probe_of_its_own(
 
     database.peek = counted_peek
     async with client_for(quiet_app) as client:
-        await _turn_with_steps(client, fake_llm, 0, Counted(database))
+        await _turn_with_steps(client, fake_llm, 0, Counted(database), CLOCK)
         one_request = len(probes)
-        await _turn_with_steps(client, fake_llm, 2, Counted(database))
+        await _turn_with_steps(client, fake_llm, 2, Counted(database), CLOCK)
 
     assert (one_request, len(probes)) == (0, 2)  # then one per step after the first
 
