@@ -130,26 +130,14 @@ def wire_params(request: LLMRequest) -> dict[str, Any]:
 
 def _messages_to_wire(request: LLMRequest) -> list[dict[str, Any]]:
     """The messages' JSON, shared with earlier requests (read-only: the SDK copies what
-    it sends); only the last block, which carries the cache breakpoint, is new."""
-    messages: list[dict[str, Any]] = []
-    for message in request.messages:
-        blocks = message.json_content
-        if not all(_sendable(block) for block in blocks):
-            blocks = [block for block in blocks if _sendable(block)]
-        if blocks:
-            messages.append({"role": message.role, "content": blocks})
+    it sends); only the last message, whose last block carries the cache breakpoint, is
+    new."""
+    messages = [wire for message in request.messages if (wire := message.json_value)]
     if messages:
-        *head, last = messages[-1]["content"]
-        messages[-1]["content"] = [*head, {**last, "cache_control": _EPHEMERAL}]
+        last = messages[-1]
+        *head, block = last["content"]
+        messages[-1] = {**last, "content": [*head, {**block, "cache_control": _EPHEMERAL}]}
     return messages
-
-
-def _sendable(block: dict[str, Any]) -> bool:
-    """Thinking is only valid with extended thinking on; the API refuses a text block
-    without visible text (a model may answer one)."""
-    if block["type"] == "thinking":
-        return False
-    return not (block["type"] == "text" and not block["text"].strip())
 
 
 def _blocks_from_wire(content: list[Any]) -> list[ContentBlock]:
