@@ -12,11 +12,14 @@ the fake is in it. Both loops run in this process, one after the other.
 
 The fake runs in a process of its own (`bench.fake_llm`) and answers at once with one
 more tool call (`current_time`, a builtin tool that only reads, so each step is logged in
-one transaction), so a turn keeps making requests. Three sessions:
-a fresh one (100 items), one whose log holds 10,000 items, and one whose log holds
-10,000 task operations (the task list is rebuilt from the log); their current
-segment holds 200 items (all, for the fresh one). A step that reads the whole log
-grows with it; the target asks it to stay within 10% of the fresh session's.
+one transaction), so a turn keeps making requests. Three sessions whose current
+segment holds 200 items: a fresh one (those 200 items are its whole log), one whose log
+holds 10,000 items, and one whose log holds 10,000 task operations (the task list is
+rebuilt from the log). They differ only in what lies before the segment: a step that
+reads the whole log grows with it, and the target asks it to stay within 10% of the
+fresh session's. A fourth, fresh session of 100 items is there for scale: a step's
+work also grows with the conversation it sends (the SDK's, and Strata's), and the
+first runs of this benchmark compared the long sessions with it.
 
 The transactions, statements and thread hand-offs of a step and of a one-request
 chat turn are counted in process (`Database.stats` plus aiosqlite's hand-offs,
@@ -67,6 +70,7 @@ REQUESTS_PER_TURN = 12
 TARGET_MS = 2.0
 FLAT_WITHIN = 0.10
 TOOL = "current_time"
+SCALE_ITEMS = 100
 
 
 class CountingLLM:
@@ -218,10 +222,14 @@ async def run(ctx: Context) -> Section:
     )
     task_ops = ctx.scale(10_000, 2_000)
     long_log = ctx.scale(10_000, 2_000)
+    # the fresh session's segment is as long as the others' (the whole of its log), so
+    # the rows differ only in what lies before it; the last row, a shorter segment, is
+    # for scale (the step's own work also grows with the conversation it sends)
     conditions = [
-        ("fresh session (100 items)", 100, 0),
+        (f"fresh session ({SEGMENT} items)", SEGMENT, 0),
         (f"{long_log:,} log items", long_log, 0),
         (f"{task_ops:,} task operations", SEGMENT, task_ops),
+        (f"for scale: fresh session of {SCALE_ITEMS} items (a shorter segment)", SCALE_ITEMS, 0),
     ]
     started = time.monotonic()
     results: list[tuple[str, dict[str, Any]]] = []
@@ -244,6 +252,7 @@ async def run(ctx: Context) -> Section:
     for index, (label, r) in enumerate(results):
         own: Stats = r["own"]
         flat = index == 0 or abs(own.median - fresh) <= FLAT_WITHIN * abs(fresh)
+        for_scale = index == len(conditions) - 1
         section.rows.append(
             Row(
                 label=label,
@@ -256,7 +265,7 @@ async def run(ctx: Context) -> Section:
                     "per step": r["steps"].cell(steps),
                     "per one-request turn": r["turn"].cell(),
                 },
-                meets=own.median <= TARGET_MS and flat,
+                meets=None if for_scale else own.median <= TARGET_MS and flat,
                 data={
                     "strata_gap": r["strata"].as_dict(),
                     "bare_gap": r["bare"].as_dict(),
