@@ -330,6 +330,8 @@ class Runner:
             await self.database.write(work)
 
     async def _finish(self, job: Job, outcome: Outcome) -> None:
+        ended: list[JobStatus] = []
+
         async def finish(db: AsyncSession) -> None:
             await fence(db, job)
             current = await held_job(db, job)
@@ -340,5 +342,8 @@ class Runner:
             if ending.also is not None:
                 await ending.also(db)
             await set_status(db, current, ending.status, error=ending.error, result=ending.result)
+            ended[:] = [ending.status]
 
         await self._closing_write(finish)
+        # the line that pairs with "claimed": a job's log says how its run ended
+        logger.info("job %s %s (runner %s)", job.id, ended[0], self.worker_id)
