@@ -16,8 +16,10 @@ so no fragment ever names an element that is not there.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from html import escape
@@ -29,7 +31,13 @@ from app.console.render import Renderer, oob, read_stamp
 from app.console.sse import KEEPALIVE, Comment, SseReader, StreamEvent, frame
 from app.domain.jobs import TERMINAL
 
+logger = logging.getLogger("strata.console")
+
 TASK_TOOLS = frozenset({"TaskCreate", "TaskUpdate"})
+GONE = frozenset({403, 404})
+"""What a region's read answers when its subject is gone or forbidden now."""
+LAST_TRIES = 3
+"""How often a stream that ends tries a region that could not be read, 0.2 s apart."""
 GAUGE_MARKS = (70, 85, 95, 99)
 
 
@@ -65,12 +73,21 @@ class Feed:
         raise NotImplementedError
 
     async def flush(self) -> str:
+        """The fragments of this batch. A region whose read failed otherwise than gone
+        (the API busy or away for a moment) stays to render at the next flush: rendered
+        never, it would show what it showed before the event, for good."""
+        failed: set[str] = set()
         for region in sorted(self.dirty):
             try:
                 self.out.append(await self.refresh(region))
-            except ApiError:  # the region is gone or forbidden now: leave it as it was
-                continue
-        self.dirty.clear()
+            except ApiError as exc:
+                if exc.status in GONE:  # leave it as it was
+                    continue
+                logger.warning(
+                    "console: could not read the %s region (%s): %s", region, exc.status, exc
+                )
+                failed.add(region)
+        self.dirty = failed
         html, self.out = "".join(self.out), []
         return html
 
@@ -287,7 +304,11 @@ async def relay(
                 yield frame("console", await feed.flush(), last_id)
             if feed.ended:
                 break
-        if feed.out or feed.dirty:
+        for _ in range(LAST_TRIES):  # the stream's last word: its regions as they end
+            if not (feed.out or feed.dirty):
+                break
             yield frame("console", await feed.flush(), last_id)
+            if feed.dirty:
+                await asyncio.sleep(0.2)
     if feed.ended or isinstance(feed, JobFeed):
         yield frame("end", "the job has ended")

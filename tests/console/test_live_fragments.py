@@ -85,3 +85,30 @@ async def test_a_compaction_is_marked_in_the_conversation_and_a_system_note_show
     assert "We planned the memo." in html
     assert '<span class="who">System note</span>' in html
     assert "Tasks: [1] pending: Outline" in html
+
+
+async def test_a_region_the_api_could_not_read_for_a_moment_is_rendered_at_the_next_flush() -> None:
+    """A status event marks the job's regions for a read; before, a read that met the API
+    busy (503) dropped the region, which kept what it showed before the event, for good
+    if that was the job's last event."""
+    answers = [(503, {"title": "Service Unavailable", "status": 503})]
+
+    async def api(scope: Any, receive: Any, send: Any) -> None:
+        if scope["path"].endswith("/comments"):
+            status, body = 200, {"data": []}
+        else:
+            status, body = answers.pop(0) if answers else (200, {"id": "job_1"})
+        await send(
+            {"type": "http.response.start", "status": status,
+             "headers": [(b"content-type", b"application/json")]}
+        )  # fmt: skip
+        await send({"type": "http.response.body", "body": json.dumps(body).encode()})
+
+    feed = JobFeed(PublicApi(api, None), Renderer(ZoneInfo("UTC")), resumed=False, job_id="job_1")
+    feed.dirty.add("comments")
+
+    first = await feed.flush()
+    second = await feed.flush()
+
+    assert (first, feed.dirty) == ("", set())
+    assert 'hx-swap-oob="innerHTML:#comment-list"' in second
