@@ -318,21 +318,19 @@ class Runner:
 
         await self._closing_write(hand_back)
 
-    async def _closing_write(self, work: Callable[[AsyncSession], Awaitable[None]]) -> None:
+    async def _closing_write(self, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
         """A job's closing write as a statement unit, which is what most are: a chat turn's
         end (its lease, its status, its memory, its events and webhook deliveries) is
         prepared statements. One that reaches for the ORM (a piece job's state, a chain's
         walk, a summary job to queue) is rolled back whole and runs again as a unit with
         an ORM session."""
         try:
-            await self.database.write_statements(work)
+            return await self.database.write_statements(work)
         except InvalidRequestError:  # a query, a flush or a staged change: see writer
-            await self.database.write(work)
+            return await self.database.write(work)
 
     async def _finish(self, job: Job, outcome: Outcome) -> None:
-        ended: list[JobStatus] = []
-
-        async def finish(db: AsyncSession) -> None:
+        async def finish(db: AsyncSession) -> JobStatus:
             await fence(db, job)
             current = await held_job(db, job)
             ending = outcome
@@ -342,8 +340,8 @@ class Runner:
             if ending.also is not None:
                 await ending.also(db)
             await set_status(db, current, ending.status, error=ending.error, result=ending.result)
-            ended[:] = [ending.status]
+            return ending.status
 
-        await self._closing_write(finish)
+        ended = await self._closing_write(finish)
         # the line that pairs with "claimed": a job's log says how its run ended
-        logger.info("job %s %s (runner %s)", job.id, ended[0], self.worker_id)
+        logger.info("job %s %s (runner %s)", job.id, ended, self.worker_id)
