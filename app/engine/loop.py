@@ -236,18 +236,18 @@ async def run_turn(
             await store.append_answer(assistant, response.usage)
             outcome.final_text = text_of(response.content)
             return outcome
-        # a call that changes something is logged before it runs (a crash in between
-        # leaves it dangling, closed as interrupted on resume); calls that only read run
-        # first, and the response is logged with their results: one write per step
-        logged_first = not all(tools.only_reads(call.name) for call in calls)
-        if logged_first:
+        if all(tools.only_reads(call.name) for call in calls):
+            # calls that only read run first, and the response is logged with their
+            # results: one write per step
+            ended_by, results = await _run_tools(calls, store, tools, ctx, config, events, budget)
+            await store.append_step(assistant, response.usage, results)
+        else:
+            # a call that changes something is logged before it runs (a crash in between
+            # leaves it dangling, closed as interrupted on resume)
             await store.append(assistant, Origin.llm, response.usage)
-        ended_by, results = await _run_tools(calls, store, tools, ctx, config, events, budget)
-        if logged_first:
+            ended_by, results = await _run_tools(calls, store, tools, ctx, config, events, budget)
             if results:
                 await store.append_all(results, Origin.system)
-        else:
-            await store.append_step(assistant, response.usage, results)
         if ended_by is not None:
             outcome.status = "ended_by_tool"
             return outcome
