@@ -37,7 +37,9 @@ TASK_TOOLS = frozenset({"TaskCreate", "TaskUpdate"})
 GONE = frozenset({403, 404})
 """What a region's read answers when its subject is gone or forbidden now."""
 LAST_TRIES = 3
-"""How often a stream that ends tries a region that could not be read, 0.2 s apart."""
+"""How often a stream that ends tries a region that could not be read, ..."""
+LAST_TRY_PAUSE = 0.2
+"""... and how many seconds apart."""
 GAUGE_MARKS = (70, 85, 95, 99)
 
 
@@ -304,11 +306,11 @@ async def relay(
                 yield frame("console", await feed.flush(), last_id)
             if feed.ended:
                 break
-        for _ in range(LAST_TRIES):  # the stream's last word: its regions as they end
-            if not (feed.out or feed.dirty):
-                break
+        tries = 0  # the stream's last word: its regions as they end
+        while (feed.out or feed.dirty) and tries < LAST_TRIES:
+            if tries:
+                await asyncio.sleep(LAST_TRY_PAUSE)
             yield frame("console", await feed.flush(), last_id)
-            if feed.dirty:
-                await asyncio.sleep(0.2)
+            tries += 1
     if feed.ended or isinstance(feed, JobFeed):
         yield frame("end", "the job has ended")
