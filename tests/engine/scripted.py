@@ -86,6 +86,8 @@ class InMemoryStore:
         self.appended: list[Appended] = []
         self.cancel = False
         self.cancel_after_appends = cancel_after_appends
+        # steps whose response was logged with its results, in one go (`append_step`)
+        self.steps_in_one_write = 0
 
     async def segment(self) -> list[ItemPayload]:
         return list(self.payloads)
@@ -110,6 +112,7 @@ class InMemoryStore:
     async def append_step(
         self, assistant: ItemPayload, usage: Usage, results: Sequence[ItemPayload]
     ) -> None:
+        self.steps_in_one_write += 1
         await self.append(assistant, Origin.llm, usage)
         await self.append_all(results, Origin.system)
 

@@ -592,3 +592,56 @@ async def test_an_interceptor_cannot_edit_a_message_or_block_in_place() -> None:
     assert len(refused) == 6  # three edits refused in each of the two requests
     assert snapshot(store.payloads[: len(before)]) == before
     assert llm.requests[1].messages[0].content == (TextBlock(text="hi"),)
+
+
+LOOK = dataclasses.replace(config(), tool_names=("look",))
+
+
+def logged_when_run(store: InMemoryStore, *, read_only: bool) -> tuple[ToolRegistry, list[bool]]:
+    """A registry of one tool, `look`, that notes whether its call's response was in the
+    store when it ran."""
+    seen: list[bool] = []
+
+    async def look(ctx: ToolContext, args: Empty) -> str:
+        seen.append(any(isinstance(p, AssistantMessage) for p in store.payloads))
+        return "looked"
+
+    return ToolRegistry([Tool("look", "Look.", Empty, look, read_only=read_only)]), seen
+
+
+async def test_a_response_whose_calls_only_read_is_logged_with_their_results_after_they_ran() -> (
+    None
+):
+    llm = ScriptedLLM([answer(call("look", id="t1"), call("look", id="t2")), answer("Done.")])
+    store = InMemoryStore([user_text("go")])
+    tools, seen = logged_when_run(store, read_only=True)
+
+    outcome = await run_turn(llm, store, tools, CTX, LOOK, RecordingEvents())
+
+    assert (outcome.status, seen, store.steps_in_one_write) == ("completed", [False, False], 1)
+    assert kinds(store) == [
+        "user_message", "assistant_message", "tool_result", "tool_result", "assistant_message"
+    ]  # fmt: skip
+
+
+async def test_a_call_that_changes_something_runs_after_its_response_was_logged() -> None:
+    llm = ScriptedLLM([answer(call("look", id="t1")), answer("Done.")])
+    store = InMemoryStore([user_text("go")])
+    tools, seen = logged_when_run(store, read_only=False)
+
+    await run_turn(llm, store, tools, CTX, LOOK, RecordingEvents())
+
+    assert (seen, store.steps_in_one_write) == ([True], 0)
+
+
+def test_a_tool_the_registry_does_not_hold_only_reads() -> None:
+    """Its call runs nothing (the model is told the tool is unknown)."""
+    writes = Tool("writes", "Writes.", Empty, lambda ctx, args: _never())
+    reads = dataclasses.replace(writes, name="reads", read_only=True)
+    registry = ToolRegistry([writes, reads])
+
+    assert [registry.only_reads(n) for n in ("writes", "reads", "missing")] == [False, True, True]
+
+
+async def _never() -> str:
+    raise AssertionError("not called")
