@@ -17,8 +17,16 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
 from app.db.models import Job, TaskCheckpoint
-from app.domain.items import Origin, TaskEvent, ToolResult, user_text
+from app.domain.items import (
+    AssistantMessage,
+    Origin,
+    TaskEvent,
+    TextBlock,
+    ToolResult,
+    user_text,
+)
 from app.domain.tasks import TaskOp, TaskStore, replay
+from app.domain.usage import Usage
 from app.services.items import append_item
 from app.services.tasks import change_task, rebuild, task_ops
 from app.worker.job_session import JobSession
@@ -194,6 +202,32 @@ async def test_a_job_whose_load_replayed_many_operations_leaves_a_checkpoint_wit
     assert held.checkpoint is None  # written once
     async with database.read() as db:
         assert (await rebuild(db, SESSION)).replayed == 0
+
+
+async def test_a_turns_answer_is_written_at_once_when_a_checkpoint_is_due(
+    database: Database,
+) -> None:
+    """The answer that ends a chat turn waits for the job's end (a statement unit), except
+    when its write carries a checkpoint, which goes through the ORM: then it is written
+    at once, with the checkpoint, and nothing waits for the end."""
+    await _agent_writes(database, _ops(25, seed=7))
+    job = Job(id="job_answer", tenant="t", session_id=SESSION, kind="chat", turn=1)
+
+    async def add(db: AsyncSession) -> None:
+        db.add(job)
+
+    await database.write(add)
+    held = JobSession(database, job, checkpoint_every=10)
+    store = DbTurnStore(held, answer_with_end=True)
+    await store.segment()  # loads the task list: a checkpoint is due
+    answer = AssistantMessage(content=[TextBlock(text="Done.")])
+
+    await store.append_answer(answer, Usage(input_tokens=3, output_tokens=1))
+
+    checkpoint = await _checkpoint(database)
+    assert checkpoint is not None and checkpoint.ops == 25
+    assert store.answer_write() is None
+    assert held.items[-1] == answer
 
 
 async def test_a_task_the_agent_writes_is_held_as_replaying_the_log_gives_it(
