@@ -11,7 +11,7 @@ import pytest
 from app.wiring import runtime
 from tests.fakes.messages_api import FakeMessagesAPI
 from tests.support.chat import TERMINAL, wait_until
-from tests.test_runner_faults import _status, agent_settings, enqueue_turn, running
+from tests.support.runners import agent_settings, enqueue_turn, has_status, running
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -25,7 +25,7 @@ async def test_a_jobs_end_is_logged_with_how_it_ended(
     async with runtime(settings, with_runner=False) as parts:
         job_id = await enqueue_turn(parts.database, "Hello.")
         async with running(parts, settings, "runner-log"):
-            await wait_until(lambda: _status(parts.database, job_id, TERMINAL), seconds=30)
+            await wait_until(lambda: has_status(parts.database, job_id, TERMINAL), seconds=30)
 
     lines = [r.getMessage() for r in caplog.records if job_id in r.getMessage()]
     assert any("claimed by runner runner-log" in line for line in lines)

@@ -16,8 +16,8 @@ import pytest
 from app.wiring import runtime
 from tests.fakes.messages_api import FakeMessagesAPI, tool_use
 from tests.support.chat import TERMINAL, wait_until
+from tests.support.runners import agent_settings, enqueue_turn, has_status, job_of, log_of, running
 from tests.support.units import count_write_units
-from tests.test_runner_faults import _log, _status, agent_settings, enqueue_turn, job_of, running
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -34,9 +34,9 @@ async def one_turn(
         job_id = await enqueue_turn(parts.database, "Go on.")
         units = count_write_units(parts.database)
         async with running(parts, settings, "runner"):
-            await wait_until(lambda: _status(parts.database, job_id, TERMINAL), seconds=30)
+            await wait_until(lambda: has_status(parts.database, job_id, TERMINAL), seconds=30)
         job = await job_of(parts.database, job_id)
-        log = await _log(parts.database, job.session_id)
+        log = await log_of(parts.database, job.session_id)
     assert job.status == "succeeded"
     return units, [item["kind"] for item in log]
 

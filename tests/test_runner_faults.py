@@ -9,67 +9,29 @@ import asyncio
 import subprocess
 import sys
 import textwrap
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
-from app.db.engine import Database
-from app.db.repositories.jobs import JobRepository
-from app.services.chat import IfBusy, send_message
-from app.services.sessions import create_session
 from app.settings import Settings
-from app.wiring import Runtime, runtime
+from app.wiring import runtime
 from app.worker.runner import Runner
 from tests.fakes.messages_api import FakeMessagesAPI, Step, reply, tool_use
 from tests.support.apps import serve
 from tests.support.chat import TERMINAL, assert_log_consistent, items, new_session, wait_until
+from tests.support.runners import (
+    agent_settings,
+    enqueue_turn,
+    has_status,
+    job_of,
+    log_of,
+    running,
+)
 
 pytestmark = pytest.mark.timeout(90)
-
-
-def agent_settings(make_settings: Any, fake: FakeMessagesAPI, **overrides: Any) -> Settings:
-    values: dict[str, Any] = {
-        "anthropic_base_url": fake.url,
-        "llm_max_retries": 0,
-        "llm_timeout_seconds": 30.0,
-        "worker_poll_seconds": 0.02,
-        "job_heartbeat_seconds": 0.1,
-        "db_retry_max_seconds": 0.5,
-    }
-    return make_settings(**{**values, **overrides})
-
-
-@asynccontextmanager
-async def running(parts: Runtime, settings: Settings, worker_id: str) -> AsyncIterator[Runner]:
-    """A runner of its own over `parts`, as another process would have."""
-    runner = Runner(
-        settings, parts.database, parts.llm, parts.tools, parts.hub, parts.pieces,
-        worker_id=worker_id,
-    )  # fmt: skip
-    stop = asyncio.Event()
-    task = asyncio.create_task(runner.run(stop))
-    try:
-        yield runner
-    finally:
-        stop.set()
-        await task
-
-
-async def enqueue_turn(database: Database, text: str) -> str:
-    async def work(db: Any) -> str:
-        session = await create_session(db, "acme")
-        return (await send_message(db, "acme", session.id, text, IfBusy.enqueue)).id
-
-    return await database.write(work)
-
-
-async def job_of(database: Database, job_id: str) -> Any:
-    async with database.read() as db:
-        return await JobRepository(db).get(job_id)
 
 
 # --- fenced leases ----------------------------------------------------------------------
@@ -100,10 +62,10 @@ async def test_a_runner_whose_lease_was_taken_over_writes_nothing(
         async with running(a_parts, late, "runner-a") as runner_a:
             await fake_llm.wait_for_requests(1)
             async with running(b_parts, prompt, "runner-b"):
-                await wait_until(lambda: _status(b_parts.database, job_id, TERMINAL), seconds=20)
+                await wait_until(lambda: has_status(b_parts.database, job_id, TERMINAL), seconds=20)
                 await wait_until(lambda: _idle(runner_a), seconds=20)  # A got its answer
         job = await job_of(b_parts.database, job_id)
-        log = await _log(b_parts.database, job.session_id)
+        log = await log_of(b_parts.database, job.session_id)
 
     assert (job.status, job.attempts) == ("succeeded", 2)
     assert [i["kind"] for i in log] == [
@@ -117,21 +79,8 @@ async def test_a_runner_whose_lease_was_taken_over_writes_nothing(
     assert len(fake_llm.requests) == 3
 
 
-async def _status(database: Database, job_id: str, statuses: frozenset[str]) -> bool:
-    job = await job_of(database, job_id)
-    return job is not None and job.status in statuses
-
-
 async def _idle(runner: Runner) -> bool:
     return not runner._running
-
-
-async def _log(database: Database, session_id: str) -> list[dict[str, Any]]:
-    from app.db.repositories.items import ItemRepository
-
-    async with database.read() as db:
-        rows = await ItemRepository(db).list_page(session_id, after_seq=0, limit=1000)
-    return [{"seq": r.seq, "kind": r.kind, **r.payload} for r in rows]
 
 
 # --- database outages under running turns ------------------------------------------------
