@@ -180,18 +180,26 @@ async def test_a_rest_task_event_after_the_checkpoint_is_replayed(database: Data
     assert rebuilt.store == await _whole_replay(database)
 
 
-async def test_a_job_whose_load_replayed_many_operations_leaves_a_checkpoint_with_its_append(
-    database: Database,
-) -> None:
-    await _agent_writes(database, _ops(25, seed=6))
-    job = Job(id="job_ckpt", tenant="t", session_id=SESSION, kind="chat", turn=1)
+async def _job_after_25_task_ops(
+    database: Database, *, seed: int, answer_with_end: bool = False
+) -> tuple[JobSession, DbTurnStore]:
+    """A chat job of a session whose log holds 25 task operations and no checkpoint, with
+    its store; checkpoints are due past 10 operations replayed."""
+    await _agent_writes(database, _ops(25, seed=seed))
+    job = Job(id=f"job_{seed}", tenant="t", session_id=SESSION, kind="chat", turn=1)
 
     async def add(db: AsyncSession) -> None:
         db.add(job)
 
     await database.write(add)
     held = JobSession(database, job, checkpoint_every=10)
-    store = DbTurnStore(held)
+    return held, DbTurnStore(held, answer_with_end=answer_with_end)
+
+
+async def test_a_job_whose_load_replayed_many_operations_leaves_a_checkpoint_with_its_append(
+    database: Database,
+) -> None:
+    held, store = await _job_after_25_task_ops(database, seed=6)
 
     await store.segment()  # the job's first look: it loads the task list
     assert await _checkpoint(database) is None  # a read writes nothing
@@ -210,15 +218,7 @@ async def test_a_turns_answer_is_written_at_once_when_a_checkpoint_is_due(
     """The answer that ends a chat turn waits for the job's end (a statement unit), except
     when its write carries a checkpoint, which goes through the ORM: then it is written
     at once, with the checkpoint, and nothing waits for the end."""
-    await _agent_writes(database, _ops(25, seed=7))
-    job = Job(id="job_answer", tenant="t", session_id=SESSION, kind="chat", turn=1)
-
-    async def add(db: AsyncSession) -> None:
-        db.add(job)
-
-    await database.write(add)
-    held = JobSession(database, job, checkpoint_every=10)
-    store = DbTurnStore(held, answer_with_end=True)
+    held, store = await _job_after_25_task_ops(database, seed=7, answer_with_end=True)
     await store.segment()  # loads the task list: a checkpoint is due
     answer = AssistantMessage(content=[TextBlock(text="Done.")])
 
