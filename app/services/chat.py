@@ -12,7 +12,7 @@ from app.db.repositories.jobs import JobRepository
 from app.db.repositories.sessions import SessionRepository
 from app.domain.errors import Conflict
 from app.domain.ids import new_id
-from app.domain.items import Origin, user_text
+from app.domain.items import ItemPayload, Origin, user_text
 from app.domain.jobs import JobKind
 from app.services.items import append_item
 from app.services.jobs import enqueue
@@ -66,6 +66,14 @@ async def enqueue_compaction(db: AsyncSession, tenant: str, session_id: str) -> 
             turn=session.current_turn,
         ),
     )
+
+
+def turn_input(job: Job) -> tuple[int, ItemPayload] | None:
+    """The user item a chat job's input put in the log, and its `seq`; None while it is
+    not there yet. It is what `append_turn_input` wrote, so a job holding the log up to
+    the item before needs no read to hold this one too."""
+    seq = job.input.get("item_seq")
+    return None if seq is None else (seq, user_text(job.input["text"]))
 
 
 async def append_turn_input(db: AsyncSession, job: Job) -> None:

@@ -28,7 +28,7 @@ from app.engine.loop import (
 )
 from app.engine.pieces import PieceCatalog
 from app.engine.tools import ToolContext, ToolRegistry
-from app.services.chat import append_turn_input
+from app.services.chat import append_turn_input, turn_input
 from app.services.compaction import CompactionFailed, compact_session
 from app.services.leases import JobDatabase
 from app.services.live import LiveHub
@@ -61,6 +61,8 @@ class Outcome:
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     also: Also | None = None
+    # run on the runner's loop once the end (with `also`) committed
+    committed: Callable[[], None] | None = None
 
 
 @dataclass
@@ -144,6 +146,8 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
     )
     picture = deps.pictures.take(job.session_id)
     held.adopt(picture)
+    if (item := turn_input(job)) is not None:
+        held.known(*item)
     held.probed(probe_from(session, job.cancel_requested))
     store = DbTurnStore(held, answer_with_end=True)
     tool_names = session_tools(deps, session)
@@ -161,8 +165,16 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
     outcome = await run_turn(deps.llm, store, deps.tools, ctx, config, HubTurnEvents(deps.hub, job))
     if outcome.status == "cancelled":  # before the picture is kept: it holds the results
         await close_dangling_tool_uses(store, CANCELLED)
-    deps.pictures.keep(job.session_id, held.picture(outcome.conversation))
-    return _turn_ended(deps, outcome, also=_then(store.answer_write(), remember_turn(deps, job)))
+    answer = store.answer_write()
+
+    def committed() -> None:
+        # kept once the answer is in the log, with it: the session's next turn in this
+        # process then holds the log up to its own user item without a read
+        store.answer_committed()
+        deps.pictures.keep(job.session_id, held.picture(outcome.conversation))
+
+    also = _then(answer, remember_turn(deps, job))
+    return _turn_ended(deps, outcome, also=also, committed=committed)
 
 
 def _then(first: Also | None, then: Also) -> Also:
@@ -177,20 +189,24 @@ def _then(first: Also | None, then: Also) -> Also:
     return both
 
 
-def _turn_ended(deps: Deps, outcome: TurnOutcome, *, also: Also) -> Outcome:
+def _turn_ended(
+    deps: Deps, outcome: TurnOutcome, *, also: Also, committed: Callable[[], None]
+) -> Outcome:
     """How a chat job ends, from how its turn ended."""
     if outcome.status == "cancelled":
-        return Outcome(JobStatus.cancelled, also=also)
+        return Outcome(JobStatus.cancelled, also=also, committed=committed)
     if outcome.status == "max_iterations":
         detail = (
             f"the agent made {outcome.iterations} LLM calls without ending its turn "
             f"(STRATA_AGENT_MAX_ITERATIONS={deps.settings.agent_max_iterations})"
         )
         error = problem("agent-max-iterations", "Too many iterations", detail)
-        return Outcome(JobStatus.failed, error=error, also=also)
+        return Outcome(JobStatus.failed, error=error, also=also, committed=committed)
     if outcome.status == "context_exhausted":
-        return Outcome(JobStatus.failed, error=context_exhausted(outcome.detail), also=also)
-    return Outcome(JobStatus.succeeded, result={"text": outcome.final_text}, also=also)
+        error = context_exhausted(outcome.detail)
+        return Outcome(JobStatus.failed, error=error, also=also, committed=committed)
+    result = {"text": outcome.final_text}
+    return Outcome(JobStatus.succeeded, result=result, also=also, committed=committed)
 
 
 def context_exhausted(detail: str) -> dict[str, Any]:

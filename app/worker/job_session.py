@@ -78,6 +78,14 @@ class JobSession:
         self.items, self.tasks = list(picture.items), picture.tasks
         self._tasks_loaded = True
 
+    def known(self, seq: int, payload: ItemPayload) -> None:
+        """An item known to be in the log at `seq` without reading it (the user message
+        that queued this turn): held at once when it directly follows what this job
+        holds, so the turn's first step reads nothing of the log; otherwise the next
+        `refresh` reads it with whatever else the log gained."""
+        if self.segment_no is not None and seq == self.last_seq + 1:
+            self.appended(seq, payload)
+
     def picture(self, conversation: Conversation | None = None) -> Picture | None:
         """What this job holds, for the session's next job (with the messages a turn built
         from it); None when it holds nothing whole (never loaded, or dropped after a

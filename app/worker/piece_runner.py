@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -189,7 +190,7 @@ def _ended(job: Job, outcome: Outcome) -> Outcome:
         if then is not None:
             await then(db)
 
-    return Outcome(outcome.status, result=outcome.result, error=outcome.error, also=also)
+    return replace(outcome, also=also)
 
 
 def give_back_segment(job: Job) -> Also:

@@ -343,5 +343,7 @@ class Runner:
             return ending.status
 
         ended = await self._closing_write(finish)
+        if outcome.committed is not None:
+            outcome.committed()
         # the line that pairs with "claimed": a job's log says how its run ended
         logger.info("job %s %s (runner %s)", job.id, ended, self.worker_id)

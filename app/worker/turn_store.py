@@ -55,6 +55,9 @@ class DbTurnStore:
         self.reminder_pending = False
         self._answer_with_end = answer_with_end
         self._answer: Callable[[AsyncSession], Awaitable[list[int]]] | None = None
+        # the deferred answer, and where the end's transaction put it (once it ran)
+        self._answer_payload: ItemPayload | None = None
+        self._answer_seqs: list[int] = []
 
     async def segment(self) -> list[ItemPayload]:
         await self.session.refresh()
@@ -72,11 +75,26 @@ class DbTurnStore:
             await self.append(payload, Origin.llm, usage)
             return
         self._answer = self._writes([([payload], Origin.llm, usage)])
+        self._answer_payload = payload
 
-    def answer_write(self) -> Callable[[AsyncSession], Awaitable[list[int]]] | None:
+    def answer_write(self) -> Callable[[AsyncSession], Awaitable[None]] | None:
         """The turn's answer, for the transaction of the job's end (None: none waits)."""
         answer, self._answer = self._answer, None
-        return answer
+        if answer is None:
+            return None
+
+        async def write(db: AsyncSession) -> None:
+            # a unit run again (`Runner._closing_write`) tells where its last run put it
+            self._answer_seqs = await answer(db)
+
+        return write
+
+    def answer_committed(self) -> None:
+        """The job's end committed with the answer: the session held in memory holds it
+        too, so the session's next turn in this process reads nothing for it."""
+        if self._answer_payload is not None:
+            for seq in self._answer_seqs:
+                self.session.known(seq, self._answer_payload)
 
     async def append_all(
         self, payloads: Sequence[ItemPayload], origin: Origin, usage: Usage | None = None

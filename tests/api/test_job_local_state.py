@@ -180,13 +180,13 @@ async def _one_request_turns(app: FastAPI, fake: FakeMessagesAPI, *texts: str) -
             assert sent.json()["job"]["status"] == "succeeded", sent.text
 
 
-async def test_the_sessions_next_turn_reads_only_what_the_log_gained_since_the_last(
+async def test_the_sessions_next_turn_reads_nothing_of_the_log_when_nobody_else_wrote(
     quiet_app: FastAPI, fake_llm: FakeMessagesAPI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A turn hands the segment it held to the session's next turn in this process: that
-    turn reads the items after the last one it was handed (the first turn's answer, which
-    was written with that turn's end, and its own user item), not the segment from its
-    start, and still sends the whole conversation."""
+    """A turn hands the segment it held to the session's next turn in this process, once
+    its end (which writes its answer) committed: that turn holds the answer, and its own
+    user item follows it, so it reads nothing of the segment, and still sends the whole
+    conversation."""
     import app.worker.job_session as job_session
 
     read_after: list[int] = []
@@ -199,7 +199,7 @@ async def test_the_sessions_next_turn_reads_only_what_the_log_gained_since_the_l
     monkeypatch.setattr(job_session, "segment_tail", recorded)
     await _one_request_turns(quiet_app, fake_llm, "First.", "Second.")
 
-    assert read_after == [0, 1]  # the first turn's user item is seq 1, its answer 2
+    assert read_after == [0]  # the first turn's: its user item is seq 1, its answer 2
     sent_texts = [[b["text"] for b in m["content"]] for m in fake_llm.requests[-1].messages]
     assert sent_texts == [["First."], ["Answer to First."], ["Second."]]
 
