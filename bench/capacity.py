@@ -40,6 +40,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anthropic
 from sqlalchemy import func, select
@@ -207,11 +208,18 @@ async def strata_run(
     return Outcome(turns, seconds, cpu, failed + max(0, warm + turns - ended))
 
 
-async def bare_run(llm_url: str, concurrency: int, calls: int) -> Outcome:
+async def bare_run(llm_url: str, concurrency: int, calls: int, request: dict[str, Any]) -> Outcome:
     """The yardstick: `concurrency` asyncio tasks making `calls` streaming calls in all,
     each consuming its stream as Strata does; this process's CPU over them. The clients
     are configured as Strata's (`AnthropicLLM`): the SDK's default connection pool, at
-    most `llm_requests_per_pool` requests in flight on one client (`ClientPools`)."""
+    most `llm_requests_per_pool` requests in flight on one client (`ClientPools`).
+
+    Each call sends `request`, a body Strata sent (its conversation and tool definitions).
+    The SDK's own work grows with the body (it copies and encodes every part of it): with
+    a one-line request instead, the bare loop's CPU per call would count the size of
+    Strata's requests as Strata's overhead."""
+    params = dict(request)
+    params.pop("stream", None)  # `messages.stream` sets it
     failed = 0
 
     def client() -> anthropic.AsyncAnthropic:
@@ -226,11 +234,7 @@ async def bare_run(llm_url: str, concurrency: int, calls: int) -> Outcome:
             nonlocal failed
             try:
                 with pools.client() as pooled:
-                    async with pooled.messages.stream(
-                        model="claude-sonnet-4-5",
-                        max_tokens=1024,
-                        messages=[{"role": "user", "content": "Go on."}],
-                    ) as stream:
+                    async with pooled.messages.stream(**params) as stream:
                         async for _event in stream:
                             pass
                         await stream.get_final_message()
@@ -293,11 +297,17 @@ async def run(ctx: Context) -> Section:
     with fake_llm.running(delay=LLM_SECONDS) as fake:
         for concurrency in levels:
             work = max(turns, concurrency)
-            bare = await bare_run(fake.url, concurrency, work)
-            for mode in ("staggered", "burst"):
-                out = await _sqlite_level(ctx, fake, template, concurrency, work, mode)
-                if mode == "burst":
-                    burst_rates.append(out.rate)
+            fake.typical_request()  # forget the requests of the level before
+            outs = {
+                mode: await _sqlite_level(ctx, fake, template, concurrency, work, mode)
+                for mode in ("staggered", "burst")
+            }
+            request = fake.typical_request()
+            if request is None:
+                raise RuntimeError("no request of Strata's turns reached the fake")
+            bare = await bare_run(fake.url, concurrency, work, request)
+            burst_rates.append(outs["burst"].rate)
+            for mode, out in outs.items():
                 ratio = out.cpu_ms_per_turn / (bare.cpu_s * 1000 / bare.turns)
                 section.rows.append(
                     Row(
@@ -338,9 +348,13 @@ async def run(ctx: Context) -> Section:
         f"or more so that none holds over {SESSION_TURNS} turns (no turn ends past the "
         "memory's L2 window, where it would also queue an L1 summary, an LLM call of its "
         "own); the "
-        "bare loop runs once per level, just before Strata's runs, against the same fake, "
+        "bare loop runs once per level, just after Strata's runs, against the same fake, "
         "with its clients set up as Strata's (at most `STRATA_LLM_REQUESTS_PER_POOL` "
-        "requests in flight on one SDK client's connection pool). "
+        "requests in flight on one SDK client's connection pool), every call sending one "
+        "request Strata's turns sent in those runs, of their median length (its "
+        "conversation and tool definitions; the SDK copies and encodes each part of a "
+        "body, so a one-line request would count the size of Strata's requests as Strata's "
+        "overhead). "
         "A row's CPU ratio is Strata's worker CPU per turn over the bare loop's CPU per call; "
         "a Strata turn also claims its job, persists the message, the answer and the usage, "
         "publishes events and ends the job, and the worker also runs the background jobs the "

@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -48,16 +49,50 @@ def answer(body: dict[str, Any], text: str, tool: str | None, delay: float) -> S
     return reply(text, tool_use(tool, {}), delay=delay, chunk_text=False)
 
 
+class Requests:
+    """The requests answered since the last look, by their number of messages: the last
+    body of each length, and how many came of each."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._bodies: dict[int, dict[str, Any]] = {}
+        self._counts: Counter[int] = Counter()
+
+    def saw(self, body: dict[str, Any]) -> None:
+        length = len(body.get("messages") or [])
+        with self._lock:
+            self._bodies[length] = body
+            self._counts[length] += 1
+
+    def typical(self) -> dict[str, Any] | None:
+        """A body of the median length of those seen, which are then forgotten (the
+        next look covers what came after)."""
+        with self._lock:
+            lengths = sorted(self._counts.elements())
+            body = self._bodies[lengths[len(lengths) // 2]] if lengths else None
+            self._bodies, self._counts = {}, Counter()
+        return body
+
+
 def serve(delay: float, text: str, tool: str | None) -> None:
     fake = FakeMessagesAPI(validate_requests=False)
-    fake.always(lambda body: answer(body, text, tool, delay))
+    seen = Requests()
+
+    def answered(body: dict[str, Any]) -> Step:
+        seen.saw(body)
+        return answer(body, text, tool, delay)
+
+    fake.always(answered)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
 
     def commands() -> None:
         for line in sys.stdin:
-            if line.strip() == "take":
+            command = line.strip()
+            if command == "take":
                 print(json.dumps(fake.take_exchanges()), flush=True)
+            elif command == "typical":
+                print(json.dumps(seen.typical()), flush=True)
         stop.set()  # the parent is gone
 
     with fake:
@@ -78,10 +113,19 @@ class FakeLLM:
     def take_exchanges(self) -> list[tuple[float, float]]:
         """(arrived, written) of the requests answered since the last call, in the
         child's `perf_counter` seconds (only differences between them mean anything)."""
+        return [(a, w) for a, w in json.loads(self._ask("take"))]
+
+    def typical_request(self) -> dict[str, Any] | None:
+        """The body of a request of median length (in messages) among those answered
+        since the last call; None when none was."""
+        found: dict[str, Any] | None = json.loads(self._ask("typical"))
+        return found
+
+    def _ask(self, command: str) -> str:
         assert self._proc.stdin is not None and self._proc.stdout is not None
-        self._proc.stdin.write("take\n")
+        self._proc.stdin.write(command + "\n")
         self._proc.stdin.flush()
-        return [(a, w) for a, w in json.loads(self._proc.stdout.readline())]
+        return self._proc.stdout.readline()
 
 
 @contextlib.contextmanager

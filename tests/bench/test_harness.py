@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import capacity, memory_economy
+from bench import capacity, fake_llm, memory_economy
 from bench.api_throughput import Load, starved, unstarved
 from bench.common import Context, DbCounts, HandoffCounter, Row, Section, Stats, step_gaps_ms
 from bench.run import BENCHMARKS, render
@@ -153,3 +153,15 @@ def test_pairs_with_a_starved_baseline_are_discarded_and_counted() -> None:
 def test_throughput_may_not_fall_as_concurrency_grows_beyond_noise() -> None:
     assert capacity.nondecreasing([15.0, 30.0, 29.0])  # within 5%
     assert not capacity.nondecreasing([15.6, 11.6])
+
+
+def test_the_fakes_typical_request_is_one_of_median_length_and_then_forgotten() -> None:
+    """The capacity benchmark's bare loop sends it: a request Strata's turns sent."""
+    seen = fake_llm.Requests()
+    for length in (1, 3, 3, 5, 7):
+        seen.saw({"messages": [{"role": "user", "content": str(n)} for n in range(length)]})
+
+    typical = seen.typical()
+
+    assert typical is not None and len(typical["messages"]) == 3
+    assert seen.typical() is None
