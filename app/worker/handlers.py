@@ -97,16 +97,22 @@ def tool_context(deps: Deps, session: JobSession, **extra: Any) -> ToolContext:
     )
 
 
-def remember_turn(deps: Deps, job: Job) -> Also:
-    """At a turn's end: its L2/L3, and the L1 backlog job when the chain outgrew the window."""
+def remember_turn(deps: Deps, job: Job, session: Session | None = None) -> Also:
+    """At a turn's end: its L2/L3, and the L1 backlog job when the chain outgrew the window.
+
+    `session` is the session's row as the turn's start read it, when it did: which chain
+    the turn belongs to changes only by a merge, and a merge queues the summaries it
+    makes due itself. Without it, the row is read here."""
 
     async def also(db: AsyncSession) -> None:
         if job.turn is None:
             return
         await project_turns(db, job.session_id, [job.turn])
-        rows = (await SESSION_ROW.execute(db, {"s_id": job.session_id})).rows
-        session = session_from(rows, job.tenant, job.session_id)
-        await enqueue_if_needed(db, session, deps.settings.memory_l2_window_turns)
+        chain = session
+        if chain is None:
+            rows = (await SESSION_ROW.execute(db, {"s_id": job.session_id})).rows
+            chain = session_from(rows, job.tenant, job.session_id)
+        await enqueue_if_needed(db, chain, deps.settings.memory_l2_window_turns)
 
     return also
 
@@ -173,7 +179,7 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
         store.answer_committed()
         deps.pictures.keep(job.session_id, held.picture(outcome.conversation))
 
-    also = _then(answer, remember_turn(deps, job))
+    also = _then(answer, remember_turn(deps, job, session))
     return _turn_ended(deps, outcome, also=also, committed=committed)
 
 

@@ -13,7 +13,8 @@ from sqlmodel import col, select
 
 from app.db.engine import Database
 from app.db.models import Event
-from app.db.repositories.sessions import PROBE
+from app.db.prepared import Prepared
+from app.db.repositories.sessions import PROBE, SESSION_ROW
 from tests.fakes.messages_api import FakeMessagesAPI, RecordedRequest, reply, tool_use
 from tests.support.apps import client_for
 from tests.support.chat import new_session
@@ -273,6 +274,45 @@ async def test_a_chat_turns_end_is_one_statement_unit(
 
     ends = [kind for kind, name in units if name == "Runner._finish.<locals>.finish"]
     assert ends == ["statements"]
+
+
+async def test_a_chat_turns_end_does_not_read_its_session_again(
+    quiet_app: FastAPI, fake_llm: FakeMessagesAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The turn's start read the session's row; its end decides from that row whether the
+    chain's summaries are due (a merge, the one thing that changes a chain, queues its
+    own)."""
+    database: Database = quiet_app.state.database
+    write_statements = database.write_statements
+    ending = False
+    read_at_end: list[Any] = []
+
+    async def flagged_write_statements(work: Any) -> Any:
+        if work.__qualname__ != "Runner._finish.<locals>.finish":
+            return await write_statements(work)
+
+        async def flagged(db: Any) -> Any:
+            nonlocal ending
+            ending = True
+            try:
+                return await work(db)
+            finally:
+                ending = False
+
+        return await write_statements(flagged)
+
+    real = Prepared.execute
+
+    async def recorded(self: Prepared, db: Any, params: Any) -> Any:
+        if ending and self is SESSION_ROW:
+            read_at_end.append(params)
+        return await real(self, db, params)
+
+    database.write_statements = flagged_write_statements  # type: ignore[method-assign]
+    monkeypatch.setattr(Prepared, "execute", recorded)
+    await _one_request_turns(quiet_app, fake_llm, "Hi.")
+
+    assert read_at_end == []
 
 
 async def test_a_turns_first_request_needs_no_probe_of_its_own(
