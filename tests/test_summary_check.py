@@ -140,3 +140,35 @@ async def test_a_summarize_job_is_enqueued_only_past_the_window(
 
     assert (job is not None) == enqueued
     assert job is None or (job.kind, job.lane) == ("summary", "background")
+
+
+async def test_a_lone_sessions_count_takes_in_a_session_merged_into_it(database: Database) -> None:
+    """The merged session's turns may not all have moved yet: they count as the target's
+    own (the count for a session alone looks for such a merge in the same statement)."""
+
+    async def build(db: AsyncSession) -> Session:
+        target = await create_session(db, "acme")
+        source = await create_session(db, "acme")
+        source.merged_into = target.id
+        db.add(source)
+        for n in range(WINDOW + 3):  # the three oldest are still the source's
+            owner = source if n < 3 else target
+            db.add(
+                MemoryTurn(
+                    session_id=owner.id,
+                    origin_session_id=owner.id,
+                    turn=n + 1,
+                    ended_at=T0 + timedelta(seconds=n),
+                    user_text=f"question {n}",
+                )
+            )
+        await db.flush()
+        return target
+
+    target = await database.write(build)
+
+    async with database.read() as db:
+        count = await pending_count(db, target, WINDOW)
+        pending = await pending_turns(db, target, WINDOW)
+
+    assert count == len(pending) == 3

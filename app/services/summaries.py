@@ -24,7 +24,7 @@ from app.engine.context import DEFAULT_CHARS_PER_TOKEN, estimate_request_tokens
 from app.engine.llm import LLM, LLMError, LLMRequest, text_of
 from app.memory.l1 import L1_SYSTEM, l1_request, l2_text, one_line
 from app.services.jobs import enqueue
-from app.services.memory import owners_of
+from app.services.memory import has_predecessors, owners_of
 from app.settings import Settings
 
 logger = logging.getLogger("strata.summaries")
@@ -37,8 +37,14 @@ async def pending_turns(db: AsyncSession, session: Session, window: int) -> list
 
 
 async def pending_count(db: AsyncSession, session: Session, window: int) -> int:
-    """How many turns `pending_turns` would load, counted without loading any."""
-    return await MemoryRepository(db).count_without_l1(await owners_of(db, session), window)
+    """How many turns `pending_turns` would load, counted without loading any; for a
+    session that continues none and that none was merged into (most), by one statement."""
+    repo = MemoryRepository(db)
+    if window > 0 and not has_predecessors(session):
+        alone = await repo.alone_without_l1(session.id, window)
+        if alone is not None:
+            return alone
+    return await repo.count_without_l1(await owners_of(db, session), window)
 
 
 async def enqueue_if_needed(db: AsyncSession, session: Session, window: int) -> Job | None:

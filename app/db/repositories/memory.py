@@ -245,6 +245,16 @@ _SET_TURN_TEXT = Prepared(
 )
 _S = Session.__table__  # type: ignore[attr-defined]
 _MERGED_INTO_ONE = Prepared(sa_select(_S.c.id).where(_S.c.merged_into == bindparam("m_target")))
+# a session's own count, and how many sessions were merged into it (whose turns count too)
+_COUNT_WITHOUT_L1_ALONE = Prepared(
+    sa_select(
+        sa_select(func.count())
+        .select_from(_S)
+        .where(_S.c.merged_into == bindparam("m_owner"))
+        .scalar_subquery(),
+        _COUNT_WITHOUT_L1_OF_ONE.statement.scalar_subquery(),  # type: ignore[attr-defined]
+    )
+)
 
 
 class MemoryRepository:
@@ -326,6 +336,15 @@ class MemoryRepository:
             return int((await _COUNT_WITHOUT_L1_OF_ONE.execute(self.db, params)).rows[0][0])
         query = select(func.count()).select_from(MemoryTurn)
         return int((await self.db.exec(query.where(*self._without_l1(session_ids, window)))).one())
+
+    async def alone_without_l1(self, session_id: str, window: int) -> int | None:
+        """`count_without_l1` of a session no other session was merged into, in one
+        statement with the look for such a merge: every turn's end of a chain of one
+        session asks. None when one was (its turns count too: ask `count_without_l1`
+        with `with_merged`)."""
+        params = {"m_owner": session_id, "m_offset": max(window, 1) - 1}
+        merged, count = (await _COUNT_WITHOUT_L1_ALONE.execute(self.db, params)).rows[0]
+        return None if merged else int(count)
 
     @staticmethod
     def _without_l1(session_ids: Sequence[str], window: int) -> list[Any]:
