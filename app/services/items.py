@@ -22,6 +22,7 @@ from app.domain.items import (
     starts_turn,
     tool_name_of,
 )
+from app.domain.usage import Usage
 from app.services.events import record_event
 from app.services.pagination import Page, page_of
 from app.services.sessions import check_session, no_session
@@ -53,6 +54,30 @@ async def append_item(
     return await add_item(
         db, session_id, slot, payload, origin, turn=turn, job_id=job_id, at=at, source_id=source_id
     )
+
+
+async def append_answered(
+    db: AsyncSession,
+    session_id: str,
+    payload: ItemPayload,
+    *,
+    turn: int | None,
+    job_id: str,
+    wrote_tasks: bool,
+    usage: Usage | None,
+    carried_reminder: bool,
+) -> AppendedItem:
+    """`append_item` for a running job's LLM response: its place in the log and the
+    request it answered (`SessionRepository.allocate_answered`) are one statement, at
+    every agent step."""
+    sessions = SessionRepository(db)
+    try:
+        slot = await sessions.allocate_answered(
+            session_id, wrote_tasks=wrote_tasks, usage=usage, carried_reminder=carried_reminder
+        )
+    except NoResultFound as exc:  # the session vanished under the running job
+        raise InvalidInput(f"session {session_id!r} does not exist") from exc
+    return await add_item(db, session_id, slot, payload, Origin.llm, turn=turn, job_id=job_id)
 
 
 async def reserve_item(

@@ -21,7 +21,7 @@ from app.domain.tasks import TASK_WRITE_TOOLS
 from app.domain.usage import Usage
 from app.engine.tools import ToolOutput
 from app.services.events import record_event
-from app.services.items import append_item
+from app.services.items import append_answered, append_item
 from app.services.live import LiveHub
 from app.services.tasks import keep_checkpoint
 from app.worker.job_session import JobSession
@@ -135,12 +135,25 @@ class DbTurnStore:
         async def work(db: AsyncSession) -> list[int]:
             seqs = []
             for payloads, origin, usage in groups:
+                answered = _answered(payloads, origin)
                 for payload in payloads:
-                    row = await append_item(
-                        db, job.session_id, payload, origin, turn=job.turn, job_id=job.id
-                    )
+                    if answered and payload is answered[0]:  # its place and its request
+                        row = await append_answered(
+                            db,
+                            job.session_id,
+                            payload,
+                            turn=job.turn,
+                            job_id=job.id,
+                            wrote_tasks=any(writes_tasks(p) for p in answered),
+                            usage=usage,
+                            carried_reminder=reminded,
+                        )
+                    else:
+                        row = await append_item(
+                            db, job.session_id, payload, origin, turn=job.turn, job_id=job.id
+                        )
                     seqs.append(row.seq)
-                await _count(db, job, payloads, origin, usage, reminded=reminded)
+                await _count(db, job, usage, request_counted=bool(answered))
             if checkpoint is not None:  # after the appends, which hold the session's row
                 await keep_checkpoint(db, job.session_id, checkpoint)
             return seqs
@@ -153,31 +166,23 @@ class DbTurnStore:
         return self.session.cancel_requested
 
 
-async def _count(
-    db: AsyncSession,
-    job: Job,
-    payloads: Sequence[ItemPayload],
-    origin: Origin,
-    usage: Usage | None,
-    *,
-    reminded: bool,
-) -> None:
-    """The session's and the job's counters for appended items: an LLM response is one
-    more request answered (and its usage, if given, is added)."""
-    sessions = SessionRepository(db)
-    answered = [p for p in payloads if isinstance(p, AssistantMessage)]
-    if answered and origin is Origin.llm:
-        await sessions.count_request(
-            job.session_id,
-            wrote_tasks=any(writes_tasks(p) for p in answered),
-            usage=usage,
-            carried_reminder=reminded,
-        )
-    elif usage is not None:
-        await sessions.add_usage(job.session_id, usage)
-    if usage is not None:
-        await JobRepository(db).add_usage(job.id, usage)
-        await record_event(db, job.session_id, "usage", usage.model_dump(), job_id=job.id)
+def _answered(payloads: Sequence[ItemPayload], origin: Origin) -> list[AssistantMessage]:
+    """The group's LLM response (one request answered, counted with the first's append);
+    none in a group of tool results or a client's items."""
+    if origin is not Origin.llm:
+        return []
+    return [p for p in payloads if isinstance(p, AssistantMessage)]
+
+
+async def _count(db: AsyncSession, job: Job, usage: Usage | None, *, request_counted: bool) -> None:
+    """The usage of appended items, in the session's and the job's counters and as an
+    event (the session's was added with the request the response answered, if any)."""
+    if usage is None:
+        return
+    if not request_counted:
+        await SessionRepository(db).add_usage(job.session_id, usage)
+    await JobRepository(db).add_usage(job.id, usage)
+    await record_event(db, job.session_id, "usage", usage.model_dump(), job_id=job.id)
 
 
 class HubTurnEvents:

@@ -129,10 +129,13 @@ def _status_is(status: SessionStatus) -> list[Any]:
     return [~_jobs_in(ACTIVE), ~_jobs_in(WAITING)]
 
 
-_COUNT_REQUEST = Prepared(
+# an LLM response's place in the log, and the request it answered counted
+_ALLOCATE_ANSWERED = Prepared(
     _S.update()
     .where(_S.c.id == bindparam("s_id"))
     .values(
+        last_seq=_S.c.last_seq + 1,
+        updated_at=bindparam("s_now", type_=_S.c.updated_at.type),
         llm_requests=_S.c.llm_requests + 1,
         last_task_write_request=_when(
             "s_wrote", _S.c.llm_requests + 1, _S.c.last_task_write_request
@@ -142,6 +145,7 @@ _COUNT_REQUEST = Prepared(
         ),
         **_plus_usage(_S),
     )
+    .returning(_S.c.last_seq, _S.c.current_turn, _S.c.current_segment, _S.c.tenant)
 )
 _ADD_USAGE = Prepared(_S.update().where(_S.c.id == bindparam("s_id")).values(**_plus_usage(_S)))
 _J = Job.__table__  # type: ignore[attr-defined]
@@ -278,24 +282,30 @@ class SessionRepository:
         """The probe in this unit of work (see `probe_of`)."""
         return probe_of((await _PROBE.execute(self.db, probe_params(session_id, job_id))).rows)
 
-    async def count_request(
+    async def allocate_answered(
         self,
         session_id: str,
         *,
         wrote_tasks: bool,
         usage: Usage | None = None,
         carried_reminder: bool = False,
-    ) -> None:
-        """One more main-thread LLM request answered; remember it if it wrote tasks, and
-        if it carried the task reminder (counted as shown only now that it got an
-        answer). Its usage, if given, is added by the same statement."""
+    ) -> SeqSlot:
+        """`allocate_seq` for a main-thread LLM response, with the request it answered
+        counted by the same statement: remembered if it wrote tasks, and if it carried
+        the task reminder (counted as shown only now that it got an answer); its usage,
+        if given, is added too."""
         params = {
             "s_id": session_id,
+            "s_now": utcnow(),
             "s_wrote": wrote_tasks,
             "s_reminded": carried_reminder,
             **usage_params(usage or Usage()),
         }
-        await _COUNT_REQUEST.execute(self.db, params)
+        rows = (await _ALLOCATE_ANSWERED.execute(self.db, params)).rows
+        if not rows:
+            raise NoResultFound(f"no session {session_id!r}")
+        seq, turn, segment, tenant = rows[0]
+        return SeqSlot(seq=seq, turn=turn, segment=segment, tenant=tenant)
 
     async def last_seq(self, session_id: str) -> int | None:
         """Where the log ends, the row locked for this transaction (PostgreSQL)."""
