@@ -76,7 +76,7 @@ format: dev
 	$(BIN)/ruff format .
 
 typecheck: dev
-	$(BIN)/mypy app
+	$(BIN)/mypy app bench
 
 ## bench: the benchmark suite under bench/ (under 10 minutes on 2 cores); writes bench/RESULTS.md
 ## (BENCH_ARGS="--only capacity" runs one benchmark, "--quick" checks them all in a minute or two)

@@ -137,8 +137,10 @@ async def _report_failures(database: Database) -> None:
     long run can be told apart from a slow one."""
     turns = (col(Job.lane) == "session", col(Job.kind) == "chat")
     async with database.read() as db:
-        query = select(Job.id, Job.status, Job.error).where(*turns, col(Job.status).in_(FAILED))
-        for job_id, status, error in (await db.exec(query)).all():
+        query = select(col(Job.id), col(Job.status), col(Job.error)).where(
+            *turns, col(Job.status).in_(FAILED)
+        )
+        for job_id, status, error in (await db.execute(query)).all():
             print(f"capacity: turn {job_id} {status}: {error}", file=sys.stderr)
 
 
