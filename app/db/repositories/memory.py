@@ -327,22 +327,19 @@ class MemoryRepository:
     async def count_without_l1(self, session_ids: Sequence[str], window: int) -> int:
         """How many turns `without_l1` would load: one count over the partial index of
         turns without L1, past the `window`-th newest turn (found by the session index).
-        Every turn's end asks it, mostly for a chain of one session: that is one prepared
-        statement."""
+        A chain of one session, what most turns' ends ask about, is counted by
+        `alone_without_l1` instead."""
         if not session_ids:
             return 0
-        if len(session_ids) == 1 and window > 0:
-            params = {"m_owner": session_ids[0], "m_offset": window - 1}
-            return int((await _COUNT_WITHOUT_L1_OF_ONE.execute(self.db, params)).rows[0][0])
         query = select(func.count()).select_from(MemoryTurn)
         return int((await self.db.exec(query.where(*self._without_l1(session_ids, window)))).one())
 
     async def alone_without_l1(self, session_id: str, window: int) -> int | None:
         """`count_without_l1` of a session no other session was merged into, in one
-        statement with the look for such a merge: every turn's end of a chain of one
-        session asks. None when one was (its turns count too: ask `count_without_l1`
-        with `with_merged`)."""
-        params = {"m_owner": session_id, "m_offset": max(window, 1) - 1}
+        prepared statement with the look for such a merge: every turn's end of a chain
+        of one session asks. None when one was (its turns count too: ask
+        `count_without_l1` with `with_merged`). `window` is at least 1."""
+        params = {"m_owner": session_id, "m_offset": window - 1}
         merged, count = (await _COUNT_WITHOUT_L1_ALONE.execute(self.db, params)).rows[0]
         return None if merged else int(count)
 
