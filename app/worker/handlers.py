@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -180,7 +180,7 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
         deps.pictures.keep(job.session_id, held.picture(outcome.conversation))
 
     also = _then(answer, remember_turn(deps, job, session))
-    return _turn_ended(deps, outcome, also=also, committed=committed)
+    return replace(_turn_ended(deps, outcome), also=also, committed=committed)
 
 
 def _then(first: Also | None, then: Also) -> Also:
@@ -195,24 +195,20 @@ def _then(first: Also | None, then: Also) -> Also:
     return both
 
 
-def _turn_ended(
-    deps: Deps, outcome: TurnOutcome, *, also: Also, committed: Callable[[], None]
-) -> Outcome:
+def _turn_ended(deps: Deps, outcome: TurnOutcome) -> Outcome:
     """How a chat job ends, from how its turn ended."""
     if outcome.status == "cancelled":
-        return Outcome(JobStatus.cancelled, also=also, committed=committed)
+        return Outcome(JobStatus.cancelled)
     if outcome.status == "max_iterations":
         detail = (
             f"the agent made {outcome.iterations} LLM calls without ending its turn "
             f"(STRATA_AGENT_MAX_ITERATIONS={deps.settings.agent_max_iterations})"
         )
         error = problem("agent-max-iterations", "Too many iterations", detail)
-        return Outcome(JobStatus.failed, error=error, also=also, committed=committed)
+        return Outcome(JobStatus.failed, error=error)
     if outcome.status == "context_exhausted":
-        error = context_exhausted(outcome.detail)
-        return Outcome(JobStatus.failed, error=error, also=also, committed=committed)
-    result = {"text": outcome.final_text}
-    return Outcome(JobStatus.succeeded, result=result, also=also, committed=committed)
+        return Outcome(JobStatus.failed, error=context_exhausted(outcome.detail))
+    return Outcome(JobStatus.succeeded, result={"text": outcome.final_text})
 
 
 def context_exhausted(detail: str) -> dict[str, Any]:
