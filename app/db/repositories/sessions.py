@@ -193,6 +193,14 @@ def _probe(row: tuple[Any, ...]) -> Probe:
     )
 
 
+def _slot_of(rows: list[tuple[Any, ...]], session_id: str) -> SeqSlot:
+    """The slot an allocating UPDATE … RETURNING gave (`_ALLOCATE`, `_ALLOCATE_ANSWERED`)."""
+    if not rows:
+        raise NoResultFound(f"no session {session_id!r}")
+    seq, turn, segment, tenant = rows[0]
+    return SeqSlot(seq=seq, turn=turn, segment=segment, tenant=tenant)
+
+
 class SessionRepository:
     def __init__(self, db: AsyncSession) -> None:
         self.db = db
@@ -245,11 +253,7 @@ class SessionRepository:
             "s_now": utcnow(),
             "s_wrote": wrote_tasks,
         }
-        rows = (await _ALLOCATE.execute(self.db, params)).rows
-        if not rows:
-            raise NoResultFound(f"no session {session_id!r}")
-        seq, turn, segment, tenant = rows[0]
-        return SeqSlot(seq=seq, turn=turn, segment=segment, tenant=tenant)
+        return _slot_of((await _ALLOCATE.execute(self.db, params)).rows, session_id)
 
     async def reserve_turn(self, session_id: str) -> int:
         """Take the next turn number. First statement of a chat enqueue: it also
@@ -301,11 +305,7 @@ class SessionRepository:
             "s_reminded": carried_reminder,
             **usage_params(usage or Usage()),
         }
-        rows = (await _ALLOCATE_ANSWERED.execute(self.db, params)).rows
-        if not rows:
-            raise NoResultFound(f"no session {session_id!r}")
-        seq, turn, segment, tenant = rows[0]
-        return SeqSlot(seq=seq, turn=turn, segment=segment, tenant=tenant)
+        return _slot_of((await _ALLOCATE_ANSWERED.execute(self.db, params)).rows, session_id)
 
     async def last_seq(self, session_id: str) -> int | None:
         """Where the log ends, the row locked for this transaction (PostgreSQL)."""
