@@ -68,12 +68,17 @@ async def enqueue_compaction(db: AsyncSession, tenant: str, session_id: str) -> 
     )
 
 
+def _user_item(job: Job) -> ItemPayload:
+    """The user item a chat job's input makes."""
+    return user_text(job.input["text"])
+
+
 def turn_input(job: Job) -> tuple[int, ItemPayload] | None:
     """The user item a chat job's input put in the log, and its `seq`; None while it is
     not there yet. It is what `append_turn_input` wrote, so a job holding the log up to
     the item before needs no read to hold this one too."""
     seq = job.input.get("item_seq")
-    return None if seq is None else (seq, user_text(job.input["text"]))
+    return None if seq is None else (seq, _user_item(job))
 
 
 async def append_turn_input(db: AsyncSession, job: Job) -> None:
@@ -85,7 +90,7 @@ async def append_turn_input(db: AsyncSession, job: Job) -> None:
     if "item_seq" in job.input:
         return
     item = await append_item(
-        db, job.session_id, user_text(job.input["text"]), Origin.user, turn=job.turn, job_id=job.id
+        db, job.session_id, _user_item(job), Origin.user, turn=job.turn, job_id=job.id
     )
     value = {**job.input, "item_seq": item.seq}
     await JobRepository(db).set_input(job.id, value)
