@@ -9,12 +9,16 @@ import asyncio
 from typing import Any
 
 import pytest
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 import app.worker.runner as runner_module
+from app.db.models import Job
 from app.domain.items import AssistantMessage, UserMessage
+from app.services.chat import IfBusy, send_message
 from app.services.leases import LeaseLost
 from app.wiring import runtime
-from tests.fakes.messages_api import FakeMessagesAPI
+from tests.fakes.messages_api import FakeMessagesAPI, reply
 from tests.support.chat import TERMINAL, wait_until
 from tests.support.runners import agent_settings, enqueue_turn, has_status, job_of, running
 
@@ -60,3 +64,37 @@ async def test_a_turn_whose_end_did_not_commit_leaves_no_picture(
 
     assert job.status == "running"  # its end never committed
     assert runner.deps.pictures.take(job.session_id) is None
+
+
+async def test_a_turn_whose_end_runs_again_through_the_orm_hands_on_the_answer_it_wrote(
+    make_settings: Any, fake_llm: FakeMessagesAPI
+) -> None:
+    """Past the memory's L2 window a turn's end also queues the chain's summary job, which
+    takes the ORM: the end's statement unit is rolled back and runs again as an ORM unit.
+    The picture it hands on holds the answer where that second run put it."""
+    settings = agent_settings(make_settings, fake_llm, memory_l2_window_turns=1)
+    fake_llm.always(lambda body: reply("Done."))  # the turns, and the summary
+    async with runtime(settings, with_runner=False) as parts:
+        first_id = await enqueue_turn(parts.database, "One.")
+        async with running(parts, settings, "runner") as runner:
+            await wait_until(lambda: has_status(parts.database, first_id, TERMINAL), seconds=30)
+            session_id = (await job_of(parts.database, first_id)).session_id
+
+            async def second_turn(db: AsyncSession) -> str:
+                return (await send_message(db, "acme", session_id, "Two.", IfBusy.reject)).id
+
+            second_id = await parts.database.write(second_turn)
+            await wait_until(lambda: has_status(parts.database, second_id, TERMINAL), seconds=30)
+        async with parts.database.read() as db:
+            query = select(Job.kind).where(col(Job.session_id) == session_id)
+            kinds = sorted((await db.exec(query)).all())
+
+    picture = runner.deps.pictures.take(session_id)
+    assert kinds == ["chat", "chat", "summary"]  # the second end queued it
+    assert picture is not None and picture.last_seq == 4
+    assert [type(item) for item in picture.items] == [
+        UserMessage,
+        AssistantMessage,
+        UserMessage,
+        AssistantMessage,
+    ]
