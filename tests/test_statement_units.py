@@ -220,3 +220,22 @@ async def test_a_statement_unit_that_only_stages_an_orm_change_is_refused(
         await database.write_statements(stages)
 
     assert not await stored(database, "ses_half")
+
+
+@pytest.mark.sqlite_only
+async def test_a_statement_unit_that_waits_for_something_is_failed_and_the_writer_goes_on(
+    database: Database,
+) -> None:
+    """The writer thread drives statement units without an event loop: one that waits
+    would wait forever. It is failed there instead, its statements rolled back, and the
+    units queued after it run as usual."""
+
+    async def waits(db: AsyncSession) -> None:
+        await ADD.execute(db, _row("ses_waited"))
+        await asyncio.sleep(0)
+
+    with pytest.raises(RuntimeError, match="waited for something"):
+        await database.write_statements(waits)
+
+    assert not await stored(database, "ses_waited")
+    assert await database.write_statements(adding("ses_after")) == "ses_after"

@@ -1,4 +1,4 @@
-"""SQLite's one writer per process: a thread with its own connection and event loop.
+"""SQLite's one writer per process: a thread with its own connection.
 
 SQLite lets one transaction write at a time. When write transactions ran on the
 request's event loop, each held the write lock across every await of its unit of
@@ -19,15 +19,23 @@ direct connection of the writer's own, begun and committed with SQLite's own
 statements. Through the session's machinery (a pool checkout, the transaction's
 bookkeeping and the greenlet bridge, both ways) a unit cost ~0.4 ms more than the
 SQLite work it held.
+
+The thread waits on a queue, not in an event loop, and a batch of statement units
+runs without one: everything such a unit awaits returns at once (the direct
+connection's calls are coroutines that never suspend), so its coroutine is driven to
+its end in one step (`_drive`), and one that would wait for something is failed. An
+event loop serving every batch cost two of its turns, a poll and a read of its
+wake-up pipe per unit. Batches with ORM units run on an event loop of the thread's
+own (SQLAlchemy's async sessions close in a task of their own).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import queue
 import threading
-from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -84,6 +92,23 @@ async def _statements_only(unit: _Unit, db: AsyncSession) -> Any:
     return value
 
 
+def _drive(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run `coroutine` to its end on this thread, without an event loop. It must never
+    suspend: on the writer thread nothing is there to resume it."""
+    try:
+        coroutine.send(None)
+        # it waits for something: fail it there, so that its transaction is rolled back
+        # and its callers are told, as for any failure
+        coroutine.throw(RuntimeError(_SUSPENDED))
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    coroutine.close()
+    raise RuntimeError(_SUSPENDED)
+
+
+_SUSPENDED = "a unit of work waited for something on the database writer thread"
+
+
 Done = tuple[_Unit, Any, list[signals.Signal]]
 """A unit that ran to its end in a batch: its value and the signals it recorded."""
 
@@ -122,10 +147,9 @@ class SqliteWriter:
         self._stats = stats
         self._batch = batch
         self._on_commit = on_commit
-        self._pending: deque[_Unit] = deque()
+        # units to run; None, put last by `close`, stops the thread
+        self._queue: queue.SimpleQueue[_Unit | None] = queue.SimpleQueue()
         self._guard = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._ready: asyncio.Event | None = None
         self._closing = False
         self._started = threading.Event()
         self._thread = threading.Thread(target=self._main, name=name, daemon=True)
@@ -141,10 +165,8 @@ class SqliteWriter:
         with self._guard:
             if self._closing:
                 raise RuntimeError("the database writer is closed")
-            self._pending.append(_Unit(work, loop, future, fire, statements))
+            self._queue.put(_Unit(work, loop, future, fire, statements))
         self._stats.handoffs += 2  # there and back
-        assert self._loop is not None and self._ready is not None
-        self._loop.call_soon_threadsafe(self._ready.set)
         # a caller that stops waiting cancels only this future, not its unit: the writer
         # runs every unit it took, whole, and `settle` fires its signals all the same
         # (no `shield`: it would cost one more turn of the caller's loop per write)
@@ -152,38 +174,49 @@ class SqliteWriter:
 
     async def close(self) -> None:
         with self._guard:
-            self._closing = True
-        if self._loop is not None and self._ready is not None and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self._ready.set)
+            if not self._closing:
+                self._closing = True
+                self._queue.put(None)  # after every unit: no submit gets past the guard now
         await asyncio.to_thread(self._thread.join)
 
     # --- on the writer thread ---------------------------------------------------
     def _main(self) -> None:
-        asyncio.run(self._serve())
-
-    async def _serve(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._ready = asyncio.Event()
+        loop = asyncio.new_event_loop()  # for the batches with ORM units
         engine = self._make_engine()
         self._started.set()
         try:
-            while True:
-                await self._ready.wait()
-                self._ready.clear()
-                while batch := self._take():
-                    await self._run(engine, batch)
-                with self._guard:
-                    if self._closing and not self._pending:
-                        break
+            while batch := self._take():
+                run = self._run(engine, batch)  # answers every unit of the batch
+                try:
+                    if all(unit.statements for unit in batch):
+                        _drive(run)
+                    else:
+                        loop.run_until_complete(run)
+                except Exception:  # the thread must outlive any batch
+                    logger.exception("the database writer could not finish a batch")
         finally:
             if self._direct is not None:
                 self._direct.stop()
-            await engine.dispose()
+            loop.run_until_complete(engine.dispose())
+            loop.close()
 
     def _take(self) -> list[_Unit]:
-        with self._guard:
-            count = min(len(self._pending), self._batch)
-            return [self._pending.popleft() for _ in range(count)]
+        """The next units, up to a batch: waits for the first, takes what else is queued.
+        Empty once `close` was called and every unit before it ran."""
+        first = self._queue.get()
+        batch: list[_Unit] = []
+        while first is not None:
+            batch.append(first)
+            if len(batch) == self._batch:
+                break
+            try:
+                first = self._queue.get_nowait()
+            except queue.Empty:
+                break
+        else:
+            if batch:  # the stop came behind these: run them, then stop
+                self._queue.put(None)
+        return batch
 
     async def _run(self, engine: AsyncEngine, batch: list[_Unit]) -> None:
         try:
