@@ -16,8 +16,9 @@ from typing import Any, Literal, get_args
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db import caches, signals
+from app.db.engine import UnitsOfWork
 from app.db.models import Job, WebhookAttempt, WebhookDelivery, WebhookSubscription
-from app.db.repositories.webhooks import WebhookRepository
+from app.db.repositories.webhooks import ANY_DUE, WebhookRepository
 from app.db.types import utcnow
 from app.domain.errors import Conflict, InvalidInput, NotFound
 from app.domain.ids import new_id
@@ -283,10 +284,12 @@ class AttemptResult:
         return f"HTTP {self.status_code}" if self.error is None else str(self.error)
 
 
-async def due_deliveries_exist(db: AsyncSession, settings: Settings) -> bool:
+async def due_deliveries_exist(units: UnitsOfWork, settings: Settings) -> bool:
+    """One small read outside any unit of work (`UnitsOfWork.peek`): an idle dispatcher
+    asks every poll."""
     now = utcnow()
     first_delay = timedelta(seconds=settings.webhook_retry_delays[0])
-    return await WebhookRepository(db).any_due(now, now - first_delay)
+    return bool(await units.peek(ANY_DUE, {"now": now, "first_due": now - first_delay}))
 
 
 async def claim_deliveries(

@@ -100,9 +100,8 @@ class WebhookDispatcher:
 
     async def _claim(self) -> list[Claimed]:
         lease = self.settings.webhook_timeout_seconds + LEASE_MARGIN_SECONDS
-        async with self.database.read() as db:  # an idle poll never queues for the writer
-            if not await due_deliveries_exist(db, self.settings):
-                return []
+        if not await due_deliveries_exist(self.database, self.settings):
+            return []  # an idle poll never queues for the writer
         return await self.database.write(
             lambda db: claim_deliveries(db, self.settings, lease_seconds=lease, limit=BATCH)
         )

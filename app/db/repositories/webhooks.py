@@ -149,12 +149,10 @@ class WebhookRepository:
         await self.db.flush()
         return [(delivery, subscription) for delivery, subscription in rows]
 
-    async def any_due(self, now: datetime, first_due: datetime) -> bool:
-        query = self._due(select(WebhookDelivery.id), now, first_due).limit(1)
-        return (await self.db.exec(query)).first() is not None
-
     @staticmethod
-    def _due(query: Any, now: datetime, first_due: datetime) -> Any:
+    def _due(query: Any, now: Any, first_due: Any) -> Any:
+        """`query` narrowed to the deliveries due at `now` (datetimes, or bound parameters
+        for a prepared statement)."""
         return query.join(
             WebhookSubscription,
             col(WebhookSubscription.id) == col(WebhookDelivery.subscription_id),
@@ -185,3 +183,16 @@ class WebhookRepository:
     async def save_delivery(self, row: WebhookDelivery) -> None:
         self.db.add(row)
         await self.db.flush()
+
+
+_WHEN = WebhookDelivery.__table__.c.next_attempt_at.type  # type: ignore[attr-defined]
+ANY_DUE = Prepared(
+    WebhookRepository._due(
+        core_select(WebhookDelivery.__table__.c.id),  # type: ignore[attr-defined]
+        bindparam("now", type_=_WHEN),
+        bindparam("first_due", type_=_WHEN),
+    ).limit(1)
+)
+"""Whether a delivery is due (`{"now": …, "first_due": …}`, as `claim_due` decides): what
+the webhook dispatcher asks, through `Database.peek`, every poll before it queues a claim
+for the writer."""

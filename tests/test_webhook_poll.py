@@ -1,0 +1,61 @@
+"""The webhook dispatcher's poll: an idle dispatcher asks once a poll whether any delivery
+is due, with one small read outside any unit of work, and queues a claim for the writer
+only when one is."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from app.db.engine import Database
+from app.services import webhooks
+from app.settings import Settings
+from app.worker.webhooks import WebhookDispatcher
+
+EVENT = "task.updated"
+
+
+@pytest.fixture
+def settings(make_settings: Any) -> Settings:
+    return make_settings(webhook_retry_schedule="0")
+
+
+@pytest.fixture
+async def database(settings: Settings) -> AsyncIterator[Database]:
+    database = Database(settings)
+    yield database
+    await database.dispose()
+
+
+async def queue_delivery(database: Database) -> None:
+    await database.write(
+        lambda db: webhooks.create_subscription(
+            db, "acme", url="https://example.com/hook", events=[EVENT], description=None
+        )
+    )
+    await database.write(lambda db: webhooks.enqueue_event(db, "acme", EVENT, {"n": 1}))
+
+
+async def test_an_idle_poll_reads_one_statement_and_queues_nothing_for_the_writer(
+    settings: Settings, database: Database
+) -> None:
+    before = database.stats.snapshot()
+    claimed = await WebhookDispatcher(settings, database)._claim()
+    spent = database.stats.since(before)
+
+    assert claimed == []
+    assert (spent.statements, spent.handoffs) == (1, 0)
+
+
+async def test_the_poll_sees_a_queued_delivery_and_claims_it(
+    settings: Settings, database: Database
+) -> None:
+    await queue_delivery(database)
+
+    assert await webhooks.due_deliveries_exist(database, settings)
+    claimed = await WebhookDispatcher(settings, database)._claim()
+
+    assert [one.payload["type"] for one in claimed] == [EVENT]
+    assert not await webhooks.due_deliveries_exist(database, settings)  # leased now
