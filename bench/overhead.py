@@ -175,15 +175,22 @@ def _median(values: list[float]) -> float:
     return Stats.of(values, "ms").median
 
 
+RUNS_FACTOR = 3
+"""Runs per figure here, as a multiple of the report's: a run's median gap moves by
+~0.1 ms from run to run, the size of the difference the target bounds (10% of ~1.2 ms),
+and a run takes under a second."""
+
+
 async def _measure(
     fake: fake_llm.FakeLLM, ctx: Context, template: Path, session_id: str, label: str
 ) -> dict[str, Any]:
-    """`ctx.runs` pairs of turns, Strata then the bare loop, on fresh database copies."""
+    """`RUNS_FACTOR × ctx.runs` pairs of turns, Strata then the bare loop, on fresh
+    database copies."""
     strata: list[float] = []
     bare: list[float] = []
     steps = DbCounts()
     turn = DbCounts()
-    for run_no in range(ctx.runs):
+    for run_no in range(RUNS_FACTOR * ctx.runs):
         db = ctx.workdir / f"run-{label}-{run_no}.db"
         shutil.copyfile(template, db)
         settings = _settings(fake.url, f"sqlite:///{db}", ctx.workdir / "data")
@@ -277,6 +284,9 @@ async def run(ctx: Context) -> Section:
             )
         )
     section.notes.append(
+        f"{RUNS_FACTOR * ctx.runs} runs per row ({RUNS_FACTOR}× the report's runs per "
+        "figure: a run's median gap moves by ~0.1 ms from run to run, the size of the "
+        "difference the target bounds). "
         f"Each run is one chat turn of {REQUESTS_PER_TURN} requests on a fresh copy of the "
         f"database, then the bare loop's turn of {REQUESTS_PER_TURN} requests; a run's "
         f"figure is the median of its {steps} gaps, and a cell gives the median (min–max) "
