@@ -18,9 +18,10 @@ slow level short.
 
 The headline is the worker process's CPU time per turn (`/proc/<pid>/stat`, over the
 measured work), next to a bare asyncio loop on `AsyncAnthropic` driving the same
-number of concurrent streaming calls, TURNS in all, against the same fake in the same
-run (its CPU per call, this process's `time.process_time`). CPU per turn bounds the
-rate whatever the concurrency: one core runs at most 1000 ÷ (CPU ms per turn) turns/s.
+number of concurrent streaming calls, TURNS in all, against the same fake, right after
+Strata's run (its CPU per call, this process's `time.process_time`); a row is the median
+of PAIRS such pairs. CPU per turn bounds the rate whatever the concurrency: one core
+runs at most 1000 ÷ (CPU ms per turn) turns/s.
 
 On PostgreSQL, the burst at 100 concurrent runs with one worker process and with
 two (each at that concurrency), on fresh databases of the tests' embedded server;
@@ -34,6 +35,7 @@ import contextlib
 import itertools
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -56,7 +58,7 @@ from app.services.chat import IfBusy, send_message
 from app.services.sessions import create_session
 from app.settings import Settings
 from bench import fake_llm
-from bench.common import Context, Row, Section, cpu_seconds
+from bench.common import Context, Row, Section, Stats, cpu_seconds
 
 LLM_SECONDS = 0.2
 TENANT = "default"
@@ -64,10 +66,13 @@ MAX_CPU_RATIO = 2.0
 BOUND_SECONDS = 600.0  # the generous bound on one run's fixed work
 STAGGER_EVERY = 0.05
 WARM_TURNS = 100
-# The fixed work of a row (the issue's 2,000 one-request turns; at ~4-6 ms of worker CPU
-# per turn the section takes about 4 minutes). A level never runs fewer turns than it has
-# concurrent sessions.
+# The fixed work of a run (the issue's 2,000 one-request turns; with PAIRS runs per row
+# the section takes about 12 minutes, most of it at 10 concurrent, where 2,000 turns of
+# 200 ms take 40 s). A level never runs fewer turns than it has concurrent sessions.
 TURNS = 2000
+# pairs of runs (Strata's, then the bare loop's) per row; a row gives their median: one
+# pair's ratio moved by up to ±5% with the machine's speed
+PAIRS = 3
 # turns a session holds at most (its warm-up turn included), under the L2 window (20)
 SESSION_TURNS = 7
 FAILED = ("failed", "aborted", "cancelled")
@@ -278,6 +283,19 @@ async def _sqlite_level(
         path.unlink(missing_ok=True)
 
 
+async def _pair(
+    ctx: Context, fake: fake_llm.FakeLLM, template: Path, concurrency: int, work: int, mode: str
+) -> tuple[Outcome, Outcome]:
+    """Strata's run, then the bare loop's right after it (the machine's speed drifts over
+    minutes), sending a request of Strata's run."""
+    fake.typical_request()  # forget the requests of the run before
+    out = await _sqlite_level(ctx, fake, template, concurrency, work, mode)
+    request = fake.typical_request()
+    if request is None:
+        raise RuntimeError("no request of Strata's turns reached the fake")
+    return out, await bare_run(fake.url, concurrency, work, request)
+
+
 async def run(ctx: Context) -> Section:
     turns = ctx.scale(TURNS, 200)
     levels = [10, 100, 1000] if not ctx.quick else [10, 100]
@@ -300,39 +318,44 @@ async def run(ctx: Context) -> Section:
         for concurrency in levels:
             work = max(turns, concurrency)
             for mode in ("staggered", "burst"):
-                fake.typical_request()  # forget the requests of the run before
-                out = await _sqlite_level(ctx, fake, template, concurrency, work, mode)
-                request = fake.typical_request()
-                if request is None:
-                    raise RuntimeError("no request of Strata's turns reached the fake")
-                # right after, so that both see the machine alike (its speed drifts)
-                bare = await bare_run(fake.url, concurrency, work, request)
+                pairs = [
+                    await _pair(ctx, fake, template, concurrency, work, mode) for _ in range(PAIRS)
+                ]
+                cpu = Stats.of((out.cpu_ms_per_turn for out, _ in pairs), "ms")
+                bare_cpu = Stats.of((bare.cpu_s * 1000 / bare.turns for _, bare in pairs), "ms")
+                ratio = Stats.of(
+                    (o.cpu_ms_per_turn / (b.cpu_s * 1000 / b.turns) for o, b in pairs), "×"
+                )
+                rate = Stats.of((out.rate for out, _ in pairs), "")
+                bare_rate = Stats.of((bare.rate for _, bare in pairs), "")
+                failed = sum(out.failed for out, _ in pairs)
+                bare_failed = sum(bare.failed for _, bare in pairs)
                 if mode == "burst":
-                    burst_rates.append(out.rate)
-                ratio = out.cpu_ms_per_turn / (bare.cpu_s * 1000 / bare.turns)
+                    burst_rates.append(rate.median)
                 section.rows.append(
                     Row(
                         label=f"SQLite · {concurrency:,} concurrent · {mode}",
                         cells={
-                            "worker CPU per turn": f"{out.cpu_ms_per_turn:.2f} ms",
-                            "bare loop CPU per call": f"{bare.cpu_s * 1000 / bare.turns:.2f} ms",
-                            "ratio": f"{ratio:.2f} ×",
-                            "turns/s": f"{out.rate:,.1f}",
-                            "bare calls/s": f"{bare.rate:,.1f}",
+                            "worker CPU per turn": cpu.cell(),
+                            "bare loop CPU per call": bare_cpu.cell(),
+                            "ratio": ratio.cell(),
+                            "turns/s": f"{rate.median:,.1f}",
+                            "bare calls/s": f"{bare_rate.median:,.1f}",
                             "ideal turns/s": f"{concurrency / LLM_SECONDS:,.0f}",
-                            "took": f"{out.seconds:.1f} s ({work:,} turns)",
-                            "failed turns": str(out.failed + bare.failed),
+                            "took": f"{statistics.median(o.seconds for o, _ in pairs):.1f} s "
+                            f"({work:,} turns)",
+                            "failed turns": str(failed + bare_failed),
                         },
-                        meets=ratio <= MAX_CPU_RATIO and out.failed == 0,
+                        meets=ratio.median <= MAX_CPU_RATIO and failed == 0,
                         data={
-                            "cpu_ms_per_turn": out.cpu_ms_per_turn,
-                            "bare_cpu_ms_per_call": bare.cpu_s * 1000 / bare.turns,
-                            "ratio": ratio,
-                            "rate": out.rate,
-                            "bare_rate": bare.rate,
-                            "seconds": out.seconds,
-                            "failed": out.failed,
-                            "bare_failed": bare.failed,
+                            "cpu_ms_per_turn": cpu.as_dict(),
+                            "bare_cpu_ms_per_call": bare_cpu.as_dict(),
+                            "ratio": ratio.as_dict(),
+                            "rate": rate.as_dict(),
+                            "bare_rate": bare_rate.as_dict(),
+                            "seconds": [out.seconds for out, _ in pairs],
+                            "failed": failed,
+                            "bare_failed": bare_failed,
                         },
                     )
                 )
@@ -344,12 +367,14 @@ async def run(ctx: Context) -> Section:
         + (": never decreasing (within 5%)." if flat else ": **decreasing**, target not met.")
     )
     section.notes.append(
-        f"One run per row ({turns:,} turns, or as many as the concurrency if more, after "
-        f"{WARM_TURNS} or fewer warm-up turns), over as many sessions as the concurrency, "
+        f"{PAIRS} pairs of runs per row, a cell giving their median (min–max), the ratio "
+        "taken pair by pair; "
+        f"each run {turns:,} turns, or as many as the concurrency if more, after "
+        f"{WARM_TURNS} or fewer warm-up turns, over as many sessions as the concurrency, "
         f"or more so that none holds over {SESSION_TURNS} turns (no turn ends past the "
         "memory's L2 window, where it would also queue an L1 summary, an LLM call of its "
         "own); the "
-        "bare loop runs once per row, just after Strata's run (the machine's speed drifts "
+        "bare loop runs just after each of Strata's runs (the machine's speed drifts "
         "over minutes), against the same fake, "
         "with its clients set up as Strata's (at most `STRATA_LLM_REQUESTS_PER_POOL` "
         "requests in flight on one SDK client's connection pool), every call sending one "
