@@ -92,6 +92,9 @@ async def _statements_only(unit: _Unit, db: AsyncSession) -> Any:
     return value
 
 
+_SUSPENDED = "a unit of work waited for something on the database writer thread"
+
+
 def _drive(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run `coroutine` to its end on this thread, without an event loop. It must never
     suspend: on the writer thread nothing is there to resume it."""
@@ -106,9 +109,6 @@ def _drive(coroutine: Coroutine[Any, Any, T]) -> T:
     raise RuntimeError(_SUSPENDED)
 
 
-_SUSPENDED = "a unit of work waited for something on the database writer thread"
-
-
 Done = tuple[_Unit, Any, list[signals.Signal]]
 """A unit that ran to its end in a batch: its value and the signals it recorded."""
 
@@ -119,10 +119,8 @@ def _settle_all(units: list[_Unit]) -> None:
 
 
 class SqliteWriter:
-    """Runs units of work on a thread of its own, in order. The process's writer takes
-    queued units together (`batch` > 1); its reader (batch 1, plain `BEGIN`) runs the
-    small reads a running job makes for one hand-off each, beside the writer, on a
-    connection of its own.
+    """Runs units of work on a thread of its own, in order, taking the units queued
+    meanwhile together (up to `batch`).
 
     A hand-off is one wake-up each way: the writer answers all the units of a batch
     that came from one event loop with one callback there (a thread's wake-up is a
