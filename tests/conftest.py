@@ -30,6 +30,7 @@ from app.main import create_app
 from app.settings import Settings
 from tests.fakes.messages_api import FakeMessagesAPI
 from tests.support.apps import client_for
+from tests.support.settings import MakeSettings
 from tests.support.tools import agent_tools
 
 if TYPE_CHECKING:
@@ -176,7 +177,7 @@ def empty_database_url(database_factory: DatabaseFactory, tmp_path: Path) -> Ite
 @pytest.fixture
 def make_settings(
     database_url: str, tmp_path: Path, _fake_messages_api_server: FakeMessagesAPI
-) -> Iterator[Any]:
+) -> Iterator[MakeSettings]:
     """Settings for this test's database. Settings that point the SDK at the fake
     Messages API also give it their context window, so every request of the test is held
     against the window Strata was told it has."""
@@ -194,7 +195,7 @@ def make_settings(
 
 
 @pytest.fixture
-def settings(make_settings: Any) -> Settings:
+def settings(make_settings: MakeSettings) -> Settings:
     return make_settings()
 
 
@@ -212,7 +213,7 @@ async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
 
 
 @pytest.fixture
-def agent_settings(make_settings: Any, fake_llm: Any) -> Settings:
+def agent_settings(make_settings: MakeSettings, fake_llm: Any) -> Settings:
     """Settings for real agent turns: the SDK points at the fake Messages API."""
     return make_settings(
         anthropic_base_url=fake_llm.url,

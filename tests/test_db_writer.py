@@ -188,7 +188,9 @@ async def test_a_unit_that_breaks_the_writers_connection_leaves_the_next_one_wor
     async def break_it(db: AsyncSession) -> None:
         connection = await db.connection()
         assert connection.sync_connection is not None
-        connection.sync_connection.connection.driver_connection.raw.close()
+        driver = connection.sync_connection.connection.driver_connection
+        assert driver is not None
+        driver.raw.close()
 
     with pytest.raises(Exception):  # noqa: B017 - whichever error the closed handle gives
         await database.write(break_it)

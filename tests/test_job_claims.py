@@ -145,7 +145,7 @@ def _claim_statement() -> Any:
 
 async def test_the_claim_query_locks_with_skip_locked_where_the_dialect_has_it() -> None:
     query = _claim_statement()
-    on_postgresql = str(query.compile(dialect=postgresql.dialect()))
+    on_postgresql = str(query.compile(dialect=postgresql.dialect()))  # type: ignore[no-untyped-call]
     on_sqlite = str(query.compile(dialect=sqlite.dialect()))
     assert "FOR UPDATE SKIP LOCKED" in on_postgresql
     assert "FOR UPDATE" not in on_sqlite

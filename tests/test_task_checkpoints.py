@@ -47,7 +47,8 @@ async def database(database_url: str) -> AsyncIterator[Database]:
 def _ops(count: int, seed: int) -> list[tuple[str, dict[str, Any]]]:
     """Creates and updates, some of them refused (an unknown task, no change at all)."""
     rng = random.Random(seed)
-    made, ops = 0, []
+    made = 0
+    ops: list[tuple[str, dict[str, Any]]] = []
     for _ in range(count):
         roll = rng.random()
         if made == 0 or roll < 0.3:

@@ -19,6 +19,7 @@ from app.db.models import MemoryDetail, MemoryTurn
 from app.db.repositories.memory import MemoryRepository
 from app.domain.items import (
     AssistantMessage,
+    ItemPayload,
     Origin,
     TextBlock,
     ToolResult,
@@ -120,7 +121,7 @@ async def test_a_turn_with_tool_calls_is_projected_by_prepared_statements_and_it
     every turn that called a tool failed as a statement unit and ran again as an ORM
     unit. Projected again, the turn adds no L3 row twice."""
     call = ToolUseBlock(id="toolu_clock", name="current_time", input={})
-    said = [
+    said: list[ItemPayload] = [
         user_text("What time is it?"),
         AssistantMessage(content=[call]),
         ToolResult(tool_use_id=call.id, content="08:30 UTC", name=call.name),

@@ -16,6 +16,7 @@ from app.db.types import utcnow
 from app.services import webhooks
 from app.settings import Settings
 from tests.support.clock import ManualClock
+from tests.support.settings import MakeSettings
 
 T = TypeVar("T")
 TTL = 5.0
@@ -28,7 +29,7 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-def settings(make_settings: Any) -> Settings:
+def settings(make_settings: MakeSettings) -> Settings:
     """One attempt per delivery, and a subscription failing at all is disabled."""
     return make_settings(
         webhook_cache_seconds=TTL, webhook_retry_schedule="0", webhook_disable_after_hours=0

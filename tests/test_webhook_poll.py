@@ -5,7 +5,6 @@ only when one is."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
@@ -13,12 +12,13 @@ from app.db.engine import Database
 from app.services import webhooks
 from app.settings import Settings
 from app.worker.webhooks import WebhookDispatcher
+from tests.support.settings import MakeSettings
 
 EVENT = "task.updated"
 
 
 @pytest.fixture
-def settings(make_settings: Any) -> Settings:
+def settings(make_settings: MakeSettings) -> Settings:
     return make_settings(webhook_retry_schedule="0")
 
 

@@ -43,7 +43,9 @@ async def _session(client: httpx.AsyncClient, session_id: str) -> dict[str, Any]
     return body
 
 
-async def _start(client: httpx.AsyncClient, cc_id: str, source: str = "startup", **extra: Any):
+async def _start(
+    client: httpx.AsyncClient, cc_id: str, source: str = "startup", **extra: Any
+) -> httpx.Response:
     payload = hook_payload("session_start_startup", session_id=cc_id, source=source, **extra)
     response = await post_hook(client, payload)
     assert response.status_code == 200, response.text

@@ -191,7 +191,7 @@ async def test_the_sessions_next_turn_reads_nothing_of_the_log_when_nobody_else_
     import app.worker.job_session as job_session
 
     read_after: list[int] = []
-    real = job_session.segment_tail
+    real = job_session.segment_tail  # type: ignore[attr-defined]
 
     async def recorded(db: Any, session_id: str, segment: int, after_seq: int) -> Any:
         read_after.append(after_seq)

@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.repositories.jobs import JobRepository
+from app.domain.jobs import JobStatus
 from app.services.jobs import set_status
 from tests.fakes.messages_api import FakeMessagesAPI, text
 from tests.support.apps import serve
@@ -88,7 +89,7 @@ async def test_an_open_event_stream_is_counted_until_it_ends(make_settings: Any)
         async def end(db: AsyncSession) -> None:
             row = await JobRepository(db).get(job["id"])
             assert row is not None
-            await set_status(db, row, "cancelled")
+            await set_status(db, row, JobStatus.cancelled)
 
         await app.state.database.write(end)
         assert (await asyncio.wait_for(stream, 10)).status_code == 200

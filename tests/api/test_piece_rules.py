@@ -397,9 +397,8 @@ def fan_out(child_answer: Step) -> Callable[[dict[str, Any]], Step]:
 
 
 async def child_of(client: httpx.AsyncClient, parent_id: str) -> dict[str, Any]:
-    [child] = [
-        j for j in (await client.get("/jobs")).json()["data"] if j["parent_job_id"] == parent_id
-    ]
+    jobs: list[dict[str, Any]] = (await client.get("/jobs")).json()["data"]
+    [child] = [j for j in jobs if j["parent_job_id"] == parent_id]
     return child
 
 

@@ -27,11 +27,11 @@ async def _rows_of(app: FastAPI, session_id: str) -> dict[str, int]:
     counts = {}
     async with app.state.database.read() as db:
         for table, column in TABLES.items():
-            result = await db.exec(  # type: ignore[call-overload]
+            result = await db.exec(
                 text(f"SELECT count(*) FROM {table} WHERE {column} = :s"), params={"s": session_id}
             )
             counts[table] = result.scalar_one()
-        result = await db.exec(  # type: ignore[call-overload]
+        result = await db.exec(
             text("SELECT count(*) FROM job_comments c JOIN jobs j ON j.id = c.job_id "
                  "WHERE j.session_id = :s"),
             params={"s": session_id},

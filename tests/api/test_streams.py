@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, MutableMapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -16,6 +16,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.api.schemas.events import StreamEventData
 from app.db.repositories.jobs import JobRepository
+from app.domain.jobs import JobStatus
 from app.services.jobs import set_status
 from tests.support.apps import serve
 from tests.support.chat import new_session, submit_job
@@ -48,7 +49,7 @@ async def _end_job(app: FastAPI, job_id: str, status: str) -> None:
     async def end(db: AsyncSession) -> None:
         job = await JobRepository(db).get(job_id)
         assert job is not None
-        await set_status(db, job, status)
+        await set_status(db, job, JobStatus(status))
 
     await app.state.database.write(end)
 
@@ -99,7 +100,8 @@ async def test_a_malformed_last_event_id_is_a_422_before_the_stream_starts(
     session_id = await new_session(client)
 
     response = await client.get(
-        f"/sessions/{session_id}/events", headers={"Last-Event-ID": value.encode()}
+        f"/sessions/{session_id}/events",
+        headers={"Last-Event-ID": value.encode()},  # type: ignore[arg-type]  # raw bytes on purpose
     )
 
     assert response.status_code == 422
@@ -166,11 +168,11 @@ async def _read_stream(
     body = ""
     hung_up = asyncio.Event()
 
-    async def receive() -> dict[str, Any]:
+    async def receive() -> MutableMapping[str, Any]:
         await hung_up.wait()
         return {"type": "http.disconnect"}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         nonlocal body
         if message["type"] == "http.response.body":
             body += message.get("body", b"").decode()

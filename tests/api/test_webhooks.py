@@ -20,6 +20,7 @@ from app.settings import Settings
 from tests.fakes.messages_api import FakeMessagesAPI, text, tool_use
 from tests.support.apps import serve
 from tests.support.chat import new_session, wait_until
+from tests.support.settings import MakeSettings
 from tests.support.webhooks import Receiver, closed_url
 
 PUBLIC = "https://93.184.216.34/hooks/strata"  # never called: see the module docstring
@@ -29,13 +30,13 @@ GLOBEX = {"Authorization": "Bearer key-b"}
 
 
 @pytest.fixture
-async def api(make_settings: Any) -> AsyncIterator[httpx.AsyncClient]:
+async def api(make_settings: MakeSettings) -> AsyncIterator[httpx.AsyncClient]:
     """No runner and no dispatcher: nothing is ever sent."""
     async with serve(make_settings(run_worker_in_server=False)) as (_, client):
         yield client
 
 
-def delivering(make_settings: Any, **overrides: Any) -> Settings:
+def delivering(make_settings: MakeSettings, **overrides: Any) -> Settings:
     """A server whose dispatcher polls fast and may call loopback."""
     values: dict[str, Any] = {
         "webhook_allow_private": True,
@@ -127,7 +128,7 @@ async def test_private_and_loopback_targets_are_refused(api: httpx.AsyncClient, 
     assert (await api.get("/webhooks")).json()["data"] == []
 
 
-async def test_private_targets_are_allowed_by_the_setting(make_settings: Any) -> None:
+async def test_private_targets_are_allowed_by_the_setting(make_settings: MakeSettings) -> None:
     settings = make_settings(run_worker_in_server=False, webhook_allow_private=True)
     async with serve(settings) as (_, client):
         created = await subscribe(client, "http://127.0.0.1:9/hook", "task.updated")
@@ -204,7 +205,7 @@ async def test_test_event_is_queued_as_a_pending_delivery(api: httpx.AsyncClient
     assert [d["id"] for d in await deliveries(api, created["id"])] == [delivery["id"]]
 
 
-async def test_another_tenants_webhook_does_not_exist(make_settings: Any) -> None:
+async def test_another_tenants_webhook_does_not_exist(make_settings: MakeSettings) -> None:
     settings = make_settings(run_worker_in_server=False, api_keys="acme:key-a,globex:key-b")
     async with serve(settings) as (_, client):
         created = await subscribe(client, PUBLIC, "*", headers=ACME)
@@ -239,7 +240,7 @@ async def test_lists_are_paginated_newest_first(api: httpx.AsyncClient) -> None:
 
 
 async def test_a_chat_turn_is_delivered_signed(
-    make_settings: Any, fake_llm: FakeMessagesAPI
+    make_settings: MakeSettings, fake_llm: FakeMessagesAPI
 ) -> None:
     fake_llm.reply(tool_use("TaskCreate", {"subject": "greet"}))
     fake_llm.reply(text("Hello there."))
@@ -294,7 +295,9 @@ async def test_a_chat_turn_is_delivered_signed(
         assert delivery["attempts"][0]["duration_ms"] >= 0
 
 
-async def test_a_failed_attempt_is_retried_with_the_same_webhook_id(make_settings: Any) -> None:
+async def test_a_failed_attempt_is_retried_with_the_same_webhook_id(
+    make_settings: MakeSettings,
+) -> None:
     with Receiver([500]) as receiver:
         async with serve(delivering(make_settings)) as (_, client):
             hook = await subscribe(client, receiver.url, "task.updated")
@@ -313,7 +316,9 @@ async def test_a_failed_attempt_is_retried_with_the_same_webhook_id(make_setting
     assert (subscription["enabled"], subscription["failing_since"]) == (True, None)
 
 
-async def test_each_attempt_is_counted_in_the_metrics_by_its_outcome(make_settings: Any) -> None:
+async def test_each_attempt_is_counted_in_the_metrics_by_its_outcome(
+    make_settings: MakeSettings,
+) -> None:
     with Receiver([500]) as receiver:
         async with serve(delivering(make_settings)) as (_, client):
             before = await attempts_by_outcome(client)
@@ -336,7 +341,7 @@ async def attempts_by_outcome(client: httpx.AsyncClient) -> dict[str, float]:
 
 
 async def test_permanent_failure_fails_the_delivery_and_disables_the_subscription(
-    make_settings: Any,
+    make_settings: MakeSettings,
 ) -> None:
     settings = delivering(
         make_settings, webhook_retry_schedule="0,0.1,0.1", webhook_disable_after_hours=0
@@ -365,7 +370,9 @@ async def test_permanent_failure_fails_the_delivery_and_disables_the_subscriptio
     )
 
 
-async def test_an_unreachable_receiver_is_an_attempt_with_an_error(make_settings: Any) -> None:
+async def test_an_unreachable_receiver_is_an_attempt_with_an_error(
+    make_settings: MakeSettings,
+) -> None:
     async with serve(delivering(make_settings, webhook_retry_schedule="0")) as (_, client):
         hook = await subscribe(client, closed_url(), "*")
         await client.post(f"/webhooks/{hook['id']}/test")
@@ -377,7 +384,7 @@ async def test_an_unreachable_receiver_is_an_attempt_with_an_error(make_settings
     assert "ConnectError" in attempt["error"]
 
 
-async def test_the_target_is_checked_again_at_delivery_time(make_settings: Any) -> None:
+async def test_the_target_is_checked_again_at_delivery_time(make_settings: MakeSettings) -> None:
     """Made while private targets were allowed, sent by a server that refuses them."""
     with Receiver() as receiver:
         before = make_settings(run_worker_in_server=False, webhook_allow_private=True)
@@ -396,7 +403,9 @@ async def test_the_target_is_checked_again_at_delivery_time(make_settings: Any) 
     assert "loopback" in attempt["error"]
 
 
-async def test_a_rest_task_change_is_delivered_and_a_failed_one_is_not(make_settings: Any) -> None:
+async def test_a_rest_task_change_is_delivered_and_a_failed_one_is_not(
+    make_settings: MakeSettings,
+) -> None:
     with Receiver() as receiver:
         async with serve(delivering(make_settings)) as (_, client):
             hook = await subscribe(client, receiver.url, "task.updated")

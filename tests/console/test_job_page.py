@@ -10,14 +10,14 @@ from playwright.sync_api import FilePayload, Page, expect
 
 from tests.console.conftest import Console
 from tests.console.pages import assert_labelled, assert_not_reloaded, mark_page, sign_in, wait_live
-from tests.fakes.messages_api import FakeMessagesAPI, tool_use
+from tests.fakes.messages_api import FakeMessagesAPI, ToolUse, tool_use
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
 QUESTION = "Should the answer be a memo or slides?"
 
 
-def _transition(next_step: str, summary: str) -> object:
+def _transition(next_step: str, summary: str) -> ToolUse:
     return tool_use("transition", {"next_step": next_step, "summary": summary})
 
 

@@ -5,6 +5,7 @@ markers and system notes."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -94,6 +95,7 @@ async def test_a_region_the_api_could_not_read_for_a_moment_is_rendered_at_the_n
     answers = [(503, {"title": "Service Unavailable", "status": 503})]
 
     async def api(scope: Any, receive: Any, send: Any) -> None:
+        body: Mapping[str, object]
         if scope["path"].endswith("/comments"):
             status, body = 200, {"data": []}
         else:

@@ -37,7 +37,9 @@ def _sign_in(client: httpx.Client, tenant: str) -> httpx.Client:
 
 def _console_events(response: httpx.Response) -> Iterator[tuple[str | None, str]]:
     """(id, data) of each `console` event of the stream."""
-    event_id, name, data = None, "message", []
+    event_id: str | None = None
+    name = "message"
+    data: list[str] = []
     for line in response.iter_lines():
         if line == "":
             if name == "console" and data:

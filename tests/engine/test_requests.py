@@ -183,7 +183,7 @@ def test_messages_share_the_items_blocks_and_cannot_change_them() -> None:
     with pytest.raises(AttributeError):
         messages[0].content.append(TextBlock(text="extra"))  # type: ignore[attr-defined]
     with pytest.raises(ValidationError):
-        messages[0].content[0].text = "changed"  # type: ignore[union-attr]
+        messages[0].content[0].text = "changed"  # type: ignore[union-attr,misc]
     assert [i.model_dump() for i in items] == before
 
 

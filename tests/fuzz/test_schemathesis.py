@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import itertools
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -159,7 +159,7 @@ class Existing:
         body: dict[str, Any] = response.json()
         return body
 
-    def use_in(self, case: schemathesis.Case) -> None:
+    def use_in(self, case: schemathesis.Case[Any]) -> None:
         path = case.meta.components.get(ParameterLocation.PATH) if case.meta else None
         if path is not None and path.mode is not GenerationMode.POSITIVE:
             return
@@ -212,18 +212,18 @@ def existing(live_app: FastAPI) -> Existing:
 _KEYS = itertools.count()
 
 
-def fresh_idempotency_key(case: schemathesis.Case) -> None:
+def fresh_idempotency_key(case: schemathesis.Case[Any]) -> None:
     """A generated Idempotency-Key is kept (its header is fuzzed like any other) but made
     unique to the case: generation reuses values, and one key sent with two different
     bodies is rightly a 422, which no schema can say."""
-    headers = case.headers or {}
+    headers: MutableMapping[str, Any] = case.headers or {}
     if "Idempotency-Key" in headers:
         headers["Idempotency-Key"] = f"{headers['Idempotency-Key']}#{next(_KEYS)}"
 
 
 @schema.parametrize()
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
-def test_api(case: schemathesis.Case, live_app: FastAPI, existing: Existing) -> None:
+def test_api(case: schemathesis.Case[Any], live_app: FastAPI, existing: Existing) -> None:
     existing.use_in(case)
     fresh_idempotency_key(case)
     case.call_and_validate(app=live_app)

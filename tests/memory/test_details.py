@@ -39,7 +39,11 @@ def pages_of(turns: list[TurnDetail], query: DetailQuery) -> list[str]:
 
 
 def _with(query: DetailQuery, **changes: object) -> DetailQuery:
-    values = {"max_chars": query.max_chars, "page": query.page, "kind": query.kind}
+    values: dict[str, object] = {
+        "max_chars": query.max_chars,
+        "page": query.page,
+        "kind": query.kind,
+    }
     values["grep"] = query.grep
     values.update(changes)
     return DetailQuery(**values)  # type: ignore[arg-type]

@@ -17,9 +17,12 @@ from app.settings import Settings
 from app.wiring import Runtime
 from app.worker.runner import Runner
 from tests.fakes.messages_api import FakeMessagesAPI
+from tests.support.settings import MakeSettings
 
 
-def agent_settings(make_settings: Any, fake: FakeMessagesAPI, **overrides: Any) -> Settings:
+def agent_settings(
+    make_settings: MakeSettings, fake: FakeMessagesAPI, **overrides: Any
+) -> Settings:
     values: dict[str, Any] = {
         "anthropic_base_url": fake.url,
         "llm_max_retries": 0,

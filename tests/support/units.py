@@ -23,6 +23,6 @@ def count_write_units(database: Database) -> list[str]:
 
         return unit
 
-    database.write = counted(write)  # type: ignore[method-assign]
-    database.write_statements = counted(write_statements)  # type: ignore[method-assign]
+    database.write = counted(write)  # type: ignore[method-assign,assignment]
+    database.write_statements = counted(write_statements)  # type: ignore[method-assign,assignment]
     return names
