@@ -211,7 +211,8 @@ def _without_l1_before(owned: Any, offset: Any) -> list[Any]:
     return [owned, col(MemoryTurn.l1).is_(None), before]
 
 
-_COUNT_WITHOUT_L1_OF_ONE = Prepared(
+# one session's turns without L1 past the window (the count `alone_without_l1` makes)
+_WITHOUT_L1_OF_ONE = (
     sa_select(func.count())
     .select_from(MemoryTurn)
     .where(
@@ -220,6 +221,7 @@ _COUNT_WITHOUT_L1_OF_ONE = Prepared(
             bindparam("m_offset", type_=Integer),
         )
     )
+    .scalar_subquery()
 )
 _MT = MemoryTurn.__table__  # type: ignore[attr-defined]
 _TURN_TEXT = Prepared(
@@ -252,7 +254,7 @@ _COUNT_WITHOUT_L1_ALONE = Prepared(
         .select_from(_S)
         .where(_S.c.merged_into == bindparam("m_owner"))
         .scalar_subquery(),
-        _COUNT_WITHOUT_L1_OF_ONE.statement.scalar_subquery(),  # type: ignore[attr-defined]
+        _WITHOUT_L1_OF_ONE,
     )
 )
 
