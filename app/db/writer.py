@@ -184,19 +184,29 @@ class SqliteWriter:
         self._started.set()
         try:
             while batch := self._take():
-                run = self._run(engine, batch)  # answers every unit of the batch
-                try:
-                    if all(unit.statements for unit in batch):
-                        _drive(run)
-                    else:
-                        loop.run_until_complete(run)
-                except Exception:  # the thread must outlive any batch
-                    logger.exception("the database writer could not finish a batch")
+                self._run(loop, engine, batch)
         finally:
             if self._direct is not None:
                 self._direct.stop()
             loop.run_until_complete(engine.dispose())
             loop.close()
+
+    def _run(
+        self, loop: asyncio.AbstractEventLoop, engine: AsyncEngine, batch: list[_Unit]
+    ) -> None:
+        """Run the batch, then answer each of its units. Statement units need no event
+        loop; the thread outlives any batch."""
+        try:
+            if all(unit.statements for unit in batch):
+                _drive(self._run_statements(engine, batch))
+            elif len(batch) == 1:
+                loop.run_until_complete(self._run_alone(engine, batch[0]))
+            else:
+                loop.run_until_complete(self._run_group(engine, batch))
+        except Exception:
+            logger.exception("the database writer could not finish a batch")
+        finally:
+            self._answer(batch)
 
     def _take(self) -> list[_Unit]:
         """The next units, up to a batch: waits for the first, takes what else is queued.
@@ -215,17 +225,6 @@ class SqliteWriter:
             if batch:  # the stop came behind these: run them, then stop
                 self._queue.put(None)
         return batch
-
-    async def _run(self, engine: AsyncEngine, batch: list[_Unit]) -> None:
-        try:
-            if all(unit.statements for unit in batch):
-                await self._run_statements(engine, batch)
-            elif len(batch) == 1:
-                await self._run_alone(engine, batch[0])
-            else:
-                await self._run_group(engine, batch)
-        finally:
-            self._answer(batch)
 
     def _answer(self, batch: list[_Unit]) -> None:
         by_loop: dict[asyncio.AbstractEventLoop, list[_Unit]] = {}
