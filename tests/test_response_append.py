@@ -13,9 +13,10 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.db.engine import Database
 from app.db.models import Session
 from app.db.prepared import Prepared
-from app.domain.items import AssistantMessage, TextBlock
+from app.domain.errors import InvalidInput
+from app.domain.items import AssistantMessage, Origin, TextBlock, user_text
 from app.domain.usage import Usage
-from app.services.items import append_answered
+from app.services.items import append_answered, append_item
 from tests.support.databases import database_with
 
 SESSION = "ses_answered"
@@ -65,3 +66,29 @@ async def test_a_responses_place_and_its_request_are_one_update_of_the_session(
     assert session.llm_requests == 1
     assert (session.last_task_write_request, session.last_reminder_request) == (1, 1)
     assert (session.input_tokens, session.output_tokens) == (120, 7)
+
+
+async def test_an_append_to_a_session_that_vanished_is_invalid_input_not_a_crash(
+    database: Database,
+) -> None:
+    """Deleted under a running job: the response's and any other item's append say so."""
+    answer = AssistantMessage(content=[TextBlock(text="Done.")])
+
+    async def answered(db: AsyncSession) -> None:
+        await append_answered(
+            db,
+            "ses_gone",
+            answer,
+            turn=1,
+            job_id="job_gone",
+            wrote_tasks=False,
+            usage=None,
+            carried_reminder=False,
+        )
+
+    async def appended(db: AsyncSession) -> None:
+        await append_item(db, "ses_gone", user_text("Hello?"), Origin.user)
+
+    for work in (answered, appended):
+        with pytest.raises(InvalidInput, match="ses_gone"):
+            await database.write(work)

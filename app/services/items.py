@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from datetime import datetime
 
 from sqlalchemy.exc import NoResultFound
@@ -47,10 +48,9 @@ async def append_item(
     `joins_turn` (words a user typed while the agent worked, imported from Claude Code).
     """
     new_turn = turn is None and not joins_turn and starts_turn(payload)
-    try:
-        slot = await SessionRepository(db).allocate_seq(session_id, new_turn=new_turn)
-    except NoResultFound as exc:  # the session vanished between check and append
-        raise InvalidInput(f"session {session_id!r} does not exist") from exc
+    slot = await _allocated(
+        session_id, SessionRepository(db).allocate_seq(session_id, new_turn=new_turn)
+    )
     return await add_item(
         db, session_id, slot, payload, origin, turn=turn, job_id=job_id, at=at, source_id=source_id
     )
@@ -70,14 +70,20 @@ async def append_answered(
     """`append_item` for a running job's LLM response: its place in the log and the
     request it answered (`SessionRepository.allocate_answered`) are one statement, at
     every agent step."""
-    sessions = SessionRepository(db)
-    try:
-        slot = await sessions.allocate_answered(
-            session_id, wrote_tasks=wrote_tasks, usage=usage, carried_reminder=carried_reminder
-        )
-    except NoResultFound as exc:  # the session vanished under the running job
-        raise InvalidInput(f"session {session_id!r} does not exist") from exc
+    allocating = SessionRepository(db).allocate_answered(
+        session_id, wrote_tasks=wrote_tasks, usage=usage, carried_reminder=carried_reminder
+    )
+    slot = await _allocated(session_id, allocating)
     return await add_item(db, session_id, slot, payload, Origin.llm, turn=turn, job_id=job_id)
+
+
+async def _allocated(session_id: str, allocating: Awaitable[SeqSlot]) -> SeqSlot:
+    """The place an allocation gave; a session that vanished since the caller checked it
+    (deleted under a running job) is the caller's bad input, not a crash."""
+    try:
+        return await allocating
+    except NoResultFound as exc:
+        raise InvalidInput(f"session {session_id!r} does not exist") from exc
 
 
 async def reserve_item(
