@@ -25,6 +25,7 @@ from tests.support.memory import (
     database_of,
     import_session,
     memory_rows,
+    memory_turns,
 )
 from tests.support.tools import agent_tools
 
@@ -137,6 +138,23 @@ async def test_a_turn_is_projected_into_l2_and_l3_grouped_by_kind_with_source_id
     assert json.loads(tool_input["text"]) == {"text": NOISY_OUTPUT}
     [tool_output] = turn["details"]["tool_output"]
     assert tool_output["source_id"] == f"{tool_id}:result"
+
+
+async def test_a_turn_whose_llm_call_failed_is_still_remembered(
+    agent_settings: Settings, fake_llm: FakeMessagesAPI
+) -> None:
+    """The runner ends it (`Handler.failed`), not the turn: its memory is written all the
+    same, from the session's row read in the job's end."""
+    fake_llm.error(400)  # refused for good: no retry
+    async with serve(agent_settings) as (app, client):
+        session_id = await new_session(client)
+        response = await client.post(
+            f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": "why?"}
+        )
+        turns = await memory_turns(app, session_id)
+
+    assert response.json()["job"]["status"] == "failed", response.text
+    assert [(t.turn, t.user_text) for t in turns] == [(1, "why?")]
 
 
 async def test_thinking_of_a_turn_is_never_stored(
