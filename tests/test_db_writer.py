@@ -197,3 +197,26 @@ async def test_a_unit_that_breaks_the_writers_connection_leaves_the_next_one_wor
 
     assert await database.write(add_session("ses_after")) == "ses_after"
     assert await count_sessions(database) == 1
+
+
+@pytest.mark.sqlite_only
+async def test_closing_runs_every_unit_queued_before_it_and_refuses_later_ones(
+    make_settings: Any,
+) -> None:
+    """A shutdown loses no write that was accepted: the units queued when the writer is
+    closed (more than one batch of them) all commit, and a unit submitted after is
+    refused at once instead of waiting for a thread that is gone."""
+    settings = make_settings(db_write_batch_max=4)
+    database = Database(settings)
+    writes = [asyncio.ensure_future(database.write(add_session(f"ses_{n}"))) for n in range(30)]
+    await asyncio.sleep(0)  # every write is queued: each submits before it first waits
+    await database.dispose()
+
+    assert [await write for write in writes] == [f"ses_{n}" for n in range(30)]
+    with pytest.raises(RuntimeError, match="closed"):
+        await database.write(add_session("ses_late"))
+    reopened = Database(settings)
+    try:
+        assert await count_sessions(reopened) == 30
+    finally:
+        await reopened.dispose()
