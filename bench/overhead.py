@@ -71,6 +71,10 @@ TARGET_MS = 2.0
 FLAT_WITHIN = 0.10
 TOOL = "current_time"
 SCALE_ITEMS = 100
+RUNS_FACTOR = 3
+"""Runs per figure here, as a multiple of the report's: a run's median gap moves by
+~0.1 ms from run to run, the size of the difference the target bounds (10% of ~1.2 ms),
+and a run takes under a second."""
 
 
 class CountingLLM:
@@ -173,12 +177,6 @@ async def _template(workdir: Path, name: str, items: int, task_ops: int) -> tupl
 
 def _median(values: list[float]) -> float:
     return Stats.of(values, "ms").median
-
-
-RUNS_FACTOR = 3
-"""Runs per figure here, as a multiple of the report's: a run's median gap moves by
-~0.1 ms from run to run, the size of the difference the target bounds (10% of ~1.2 ms),
-and a run takes under a second."""
 
 
 async def _measure(
