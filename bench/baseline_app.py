@@ -32,7 +32,7 @@ from sqlmodel import Field as SQLField
 from sqlmodel import SQLModel, col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.db.engine import install_sqlite_hooks
+from app.db.engine import install_sqlite_hooks, switch_to_wal
 
 SQLITE_BUSY_TIMEOUT_MS = 5000  # Strata's default `sqlite_busy_timeout_ms`
 
@@ -84,9 +84,10 @@ def _engine(database_url: str) -> AsyncEngine:
     url = make_url(database_url)
     if url.get_backend_name() != "sqlite":
         return create_async_engine(url.set(drivername="postgresql+psycopg"))
+    # the WAL, pragmas and BEGIN handling of app/db/engine.py, so both write SQLite alike
+    if url.database and url.database != ":memory:":
+        switch_to_wal(url.database, SQLITE_BUSY_TIMEOUT_MS)
     engine = create_async_engine(url.set(drivername="sqlite+aiosqlite"))
-
-    # the pragmas and BEGIN handling of app/db/engine.py, so both write SQLite alike
     install_sqlite_hooks(engine, SQLITE_BUSY_TIMEOUT_MS)
     return engine
 

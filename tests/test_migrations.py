@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,31 @@ async def test_sqlite_connections_use_wal_foreign_keys_and_busy_timeout(tmp_path
 
     assert read == ("wal", 1, 123)
     assert written == ("wal", 1, 4321)
+
+
+@pytest.mark.sqlite_only
+async def test_a_new_sqlite_file_is_in_wal_before_its_first_connection_opens(
+    tmp_path: Path,
+) -> None:
+    """Regression: each new connection switched the file to WAL, and the first connections
+    to a fresh file (the writer's, a read's) could fail each other at once with "database
+    is locked": the first `POST /sessions` after start did, now and then."""
+    path = tmp_path / "rollback.db"
+    plain = sqlite3.connect(path)
+    plain.execute("CREATE TABLE t (x INTEGER)")
+    plain.commit()
+    assert plain.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+    plain.close()
+
+    database = Database(
+        Settings(_env_file=None, database_url=f"sqlite:///{path}", data_dir=tmp_path / "data")
+    )
+    try:
+        check = sqlite3.connect(path)
+        assert check.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        check.close()
+    finally:
+        await database.dispose()
 
 
 @pytest.mark.postgresql_only

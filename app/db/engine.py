@@ -1,6 +1,7 @@
 """The engine, the sessionmakers and the single commit point.
 
-SQLite notes: every connection gets WAL, a busy timeout and foreign keys. The
+SQLite notes: the file is switched to WAL once, when the `Database` is made, and
+every connection gets a busy timeout and foreign keys. The
 driver's own transaction handling is switched off and `BEGIN` is issued by us, so
 that the writer's transactions start with `BEGIN IMMEDIATE`: a deferred
 transaction that reads first and writes later can fail with SQLITE_BUSY without
@@ -21,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import select
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -83,19 +85,32 @@ def ensure_sqlite_dir(database_url: str) -> None:
 
 
 def sqlite_setup(busy_timeout_ms: int) -> Callable[[Any], None]:
-    """WAL, a busy timeout and foreign keys for a new `sqlite3` connection, whose
-    own transaction handling is off (`BEGIN` is issued by us)."""
+    """A busy timeout and foreign keys for a new `sqlite3` connection, whose own
+    transaction handling is off (`BEGIN` is issued by us). WAL is the file's, set once
+    by `switch_to_wal`."""
 
     def setup(dbapi_connection: Any) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()
 
     return setup
+
+
+def switch_to_wal(path: str, busy_timeout_ms: int) -> None:
+    """Put the SQLite file at `path` in WAL mode, which the file keeps, before this
+    process opens its connections. Were each new connection to switch it, the first
+    connections to a new file (the writer thread's, a read, the dispatcher's peek) could
+    race: each holds a shared lock and wants the exclusive one, and SQLite fails one of
+    them at once with "database is locked" — a busy timeout does not help a deadlock."""
+    connection = sqlite3.connect(path, timeout=busy_timeout_ms / 1000, isolation_level=None)
+    try:
+        connection.execute("PRAGMA journal_mode=WAL")
+    finally:
+        connection.close()
 
 
 def install_sqlite_hooks(engine: AsyncEngine, busy_timeout_ms: int) -> None:
@@ -275,6 +290,8 @@ class Database:
         self._peeker: SqlitePeeker | None = None
         if self.is_sqlite:
             path = make_url(settings.database_url).database or ":memory:"
+            if path != ":memory:":
+                switch_to_wal(path, settings.sqlite_busy_timeout_ms)
             reads = sqlite_setup(settings.sqlite_read_busy_timeout_ms)
             self.engine = direct_engine(
                 path,
