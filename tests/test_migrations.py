@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -133,6 +134,35 @@ async def test_a_new_sqlite_file_is_in_wal_before_its_first_connection_opens(
         check.close()
     finally:
         await database.dispose()
+
+
+@pytest.mark.sqlite_only
+async def test_a_new_sqlite_file_switches_to_wal_after_a_write_in_its_old_mode_ends(
+    tmp_path: Path,
+) -> None:
+    """Another connection in the midst of a write (another process migrating it, say)
+    makes SQLite refuse the switch at once, busy timeout or not: it is retried."""
+    path = tmp_path / "rollback.db"
+    writing = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    writing.execute("CREATE TABLE t (x INTEGER)")
+    writing.execute("BEGIN IMMEDIATE")
+    writing.execute("INSERT INTO t VALUES (1)")
+    ends = threading.Timer(0.2, lambda: writing.execute("COMMIT"))
+    ends.start()
+
+    try:
+        database = Database(
+            Settings(_env_file=None, database_url=f"sqlite:///{path}", data_dir=tmp_path / "d")
+        )
+        await database.dispose()
+    finally:
+        ends.join()
+        writing.close()
+
+    check = sqlite3.connect(path)
+    assert check.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    assert check.execute("SELECT x FROM t").fetchall() == [(1,)]
+    check.close()
 
 
 @pytest.mark.postgresql_only

@@ -100,15 +100,30 @@ def sqlite_setup(busy_timeout_ms: int) -> Callable[[Any], None]:
     return setup
 
 
+_WAL_RETRY_SECONDS = 0.01
+
+
 def switch_to_wal(path: str, busy_timeout_ms: int) -> None:
     """Put the SQLite file at `path` in WAL mode, which the file keeps, before this
     process opens its connections. Were each new connection to switch it, the first
     connections to a new file (the writer thread's, a read, the dispatcher's peek) could
     race: each holds a shared lock and wants the exclusive one, and SQLite fails one of
-    them at once with "database is locked" — a busy timeout does not help a deadlock."""
+    them at once with "database is locked" — a busy timeout does not help a deadlock.
+    Another process may still race for the switch, or be writing to the file in its old
+    mode: such a failure is retried until `busy_timeout_ms` has passed."""
+    deadline = time.monotonic() + busy_timeout_ms / 1000
     connection = sqlite3.connect(path, timeout=busy_timeout_ms / 1000, isolation_level=None)
     try:
-        connection.execute("PRAGMA journal_mode=WAL")
+        while True:
+            try:
+                connection.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                # a deadlock is not waited for: another connection in the midst of a write
+                # (or of the same switch) fails it at once, so wait here instead
+                if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
+                    raise
+                time.sleep(_WAL_RETRY_SECONDS)
     finally:
         connection.close()
 
