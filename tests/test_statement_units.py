@@ -239,3 +239,24 @@ async def test_a_statement_unit_that_waits_for_something_is_failed_and_the_write
 
     assert not await stored(database, "ses_waited")
     assert await database.write_statements(adding("ses_after")) == "ses_after"
+
+
+@pytest.mark.sqlite_only
+async def test_a_statement_unit_that_waits_again_after_being_failed_is_told_why(
+    database: Database,
+) -> None:
+    """A unit that swallows the writer's error and waits once more is closed; its caller
+    still learns that it waited, not an internal `GeneratorExit`."""
+
+    async def waits_twice(db: AsyncSession) -> None:
+        await ADD.execute(db, _row("ses_stubborn"))
+        try:
+            await asyncio.sleep(0)
+        except RuntimeError:
+            await asyncio.sleep(0)
+
+    with pytest.raises(RuntimeError, match="waited for something"):
+        await database.write_statements(waits_twice)
+
+    assert not await stored(database, "ses_stubborn")
+    assert await database.write_statements(adding("ses_after")) == "ses_after"

@@ -326,7 +326,9 @@ class SqliteWriter:
             finally:
                 self._stats.transactions += 1
         except BaseException as exc:
-            self._failed(batch, exc)
+            # `_drive` closed a unit that waited again after being failed: its callers
+            # learn why, not the internal GeneratorExit
+            self._failed(batch, RuntimeError(_SUSPENDED) if isinstance(exc, GeneratorExit) else exc)
             if not isinstance(exc, Exception):
                 raise
             return
