@@ -86,8 +86,6 @@ class Runner:
         self.deps = Deps(settings, database, hub, llm, tools, pieces)
         self.ticked_at: float | None = None  # loop time of the last turn of the main loop
         self._running: dict[str, _Running] = {}
-        # running jobs whose work is over and whose end is being written: their slots are free
-        self._settling: set[str] = set()
         self._wake = asyncio.Event()
         self._outage = Outage(logger, "runner", settings.db_retry_max_seconds)
         # the last claim took all it asked for: more work is likely queued
@@ -110,12 +108,11 @@ class Runner:
             group.create_task(self._heartbeat(stop), name="strata-heartbeat")
             while not stop.is_set():
                 self.ticked_at = loop.time()
-                free = self.settings.worker_concurrency - len(self._running) + len(self._settling)
+                free = self.settings.worker_concurrency - len(self._running)
                 jobs = await self._claim_safely(free) if free > 0 else []
                 for job in jobs:
                     if (previous := self._running.get(job.id)) is not None:
                         self._stop_job(previous, "lease_lost")  # claimed again, see _run_job
-                    self._settling.discard(job.id)
                     running = _Running(job=job)
                     self._running[job.id] = running
                     running.task = group.create_task(self._run_job(running))
@@ -245,7 +242,6 @@ class Runner:
             # again (a new lease); the old run stopped at its fence and must not drop it
             if self._running.get(job.id) is running:
                 del self._running[job.id]
-                self._settling.discard(job.id)
             self.wake()
 
     async def _settle(self, running: _Running) -> None:
@@ -264,29 +260,15 @@ class Runner:
         except Exception as exc:
             if is_transient(exc):
                 logger.warning("job %s: database unavailable (%s); handing it back", job.id, exc)
-                self._settle_begins(running)
+                running.settling = True
                 await self._persist(job, self._hand_back)
                 return
             logger.exception("job %s failed", job.id)
             detail = f"{type(exc).__name__}: {exc}"
             error = problem("job-crashed", "Job failed", detail)
             outcome = handler_of(job).failed(self.deps, job, error)
-        self._settle_begins(running)
-        await self._persist(job, lambda j: self._finish(j, outcome))
-
-    def _settle_begins(self, running: _Running) -> None:
-        """The job's work is over: its closing write is never interrupted, and its slot is
-        free now. The runner claims the next job at once, so that the claim is queued for
-        the writer beside that write and both commit together (group commit): one hand-off
-        each way for the two, where waiting for the end first made two (a thread's
-        wake-up costs 20-45 µs of CPU on a virtual machine; at 10 concurrent one-request
-        turns, ~15% of the worker's CPU per turn). In return the next job starts in the
-        loop turn that ends this one, and each of them waits a little longer at its
-        awaits: with a 200 ms LLM, a turn takes ~5% longer at 10 concurrent."""
         running.settling = True
-        if self._running.get(running.job.id) is running:
-            self._settling.add(running.job.id)
-            self.wake()
+        await self._persist(job, lambda j: self._finish(j, outcome))
 
     async def _execute(self, job: Job) -> Outcome:
         """The handler of the job's kind runs it (`app.worker.kinds`)."""
