@@ -10,6 +10,7 @@ ran (nothing happened that a crash before that commit would leave unlogged).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -28,6 +29,19 @@ from app.worker.job_session import JobSession
 
 Group = tuple[Sequence[ItemPayload], Origin, Usage | None]
 """Items appended together, their origin, and the usage of the response they are."""
+Writes = Callable[[AsyncSession], Awaitable[list[int]]]
+"""A unit's work that appends items; returns their seqs."""
+
+
+@dataclass
+class _DeferredAnswer:
+    """The answer that ends a turn, written by the job's end: what it writes, the item,
+    and where the end's transaction put it (the last run of that unit: a unit run again
+    tells it anew)."""
+
+    writes: Writes
+    payload: ItemPayload
+    seqs: list[int] = field(default_factory=list)
 
 
 def writes_tasks(message: AssistantMessage) -> bool:
@@ -54,10 +68,8 @@ class DbTurnStore:
         # the request being answered carries the task reminder (set by the interceptor)
         self.reminder_pending = False
         self._answer_with_end = answer_with_end
-        self._answer: Callable[[AsyncSession], Awaitable[list[int]]] | None = None
-        # the deferred answer, and where the end's transaction put it (once it ran)
-        self._answer_payload: ItemPayload | None = None
-        self._answer_seqs: list[int] = []
+        self._answer: _DeferredAnswer | None = None  # until the end takes its write
+        self._handed: _DeferredAnswer | None = None  # once it did
 
     async def segment(self) -> list[ItemPayload]:
         await self.session.refresh()
@@ -74,27 +86,26 @@ class DbTurnStore:
         if not self._answer_with_end or self.session.checkpoint is not None:
             await self.append(payload, Origin.llm, usage)
             return
-        self._answer = self._writes([([payload], Origin.llm, usage)])
-        self._answer_payload = payload
+        self._answer = _DeferredAnswer(self._writes([([payload], Origin.llm, usage)]), payload)
 
     def answer_write(self) -> Callable[[AsyncSession], Awaitable[None]] | None:
         """The turn's answer, for the transaction of the job's end (None: none waits)."""
         answer, self._answer = self._answer, None
         if answer is None:
             return None
+        self._handed = answer
 
         async def write(db: AsyncSession) -> None:
-            # a unit run again (`Runner._closing_write`) tells where its last run put it
-            self._answer_seqs = await answer(db)
+            answer.seqs = await answer.writes(db)
 
         return write
 
     def answer_committed(self) -> None:
         """The job's end committed with the answer: the session held in memory holds it
         too, so the session's next turn in this process reads nothing for it."""
-        if self._answer_payload is not None:
-            for seq in self._answer_seqs:
-                self.session.known(seq, self._answer_payload)
+        if (answer := self._handed) is not None:
+            for seq in answer.seqs:
+                self.session.known(seq, answer.payload)
 
     async def append_all(
         self, payloads: Sequence[ItemPayload], origin: Origin, usage: Usage | None = None
@@ -126,7 +137,7 @@ class DbTurnStore:
         for seq, payload in zip(seqs, payloads, strict=True):
             self.session.appended(seq, payload)
 
-    def _writes(self, groups: Sequence[Group]) -> Callable[[AsyncSession], Awaitable[list[int]]]:
+    def _writes(self, groups: Sequence[Group]) -> Writes:
         """What appending the groups' items writes, as a unit's work; returns their seqs."""
         job = self.job
         reminded, self.reminder_pending = self.reminder_pending, False
