@@ -59,3 +59,20 @@ async def test_the_poll_sees_a_queued_delivery_and_claims_it(
 
     assert [one.payload["type"] for one in claimed] == [EVENT]
     assert not await webhooks.due_deliveries_exist(database, settings)  # leased now
+
+
+async def test_a_delivery_whose_first_attempt_waits_is_neither_seen_nor_claimed(
+    make_settings: MakeSettings,
+) -> None:
+    """The schedule's first delay holds a new delivery back: the poll and the claim say
+    so alike (a poll saying yes to what the claim then refuses would queue a useless
+    claim for the writer every poll)."""
+    settings = make_settings(webhook_retry_schedule="60")
+    database = Database(settings)
+    try:
+        await queue_delivery(database)
+
+        assert not await webhooks.due_deliveries_exist(database, settings)
+        assert await WebhookDispatcher(settings, database)._claim() == []
+    finally:
+        await database.dispose()

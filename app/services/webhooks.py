@@ -284,21 +284,26 @@ class AttemptResult:
         return f"HTTP {self.status_code}" if self.error is None else str(self.error)
 
 
+def _due_window(settings: Settings) -> tuple[datetime, datetime]:
+    """Now, and before when a delivery not yet tried must have been queued to be due (its
+    first attempt waits the schedule's first delay): the poll and the claim decide alike."""
+    now = utcnow()
+    return now, now - timedelta(seconds=settings.webhook_retry_delays[0])
+
+
 async def due_deliveries_exist(units: UnitsOfWork, settings: Settings) -> bool:
     """One small read outside any unit of work (`UnitsOfWork.peek`): an idle dispatcher
     asks every poll."""
-    now = utcnow()
-    first_delay = timedelta(seconds=settings.webhook_retry_delays[0])
-    return bool(await units.peek(ANY_DUE, {"now": now, "first_due": now - first_delay}))
+    now, first_due = _due_window(settings)
+    return bool(await units.peek(ANY_DUE, {"now": now, "first_due": first_due}))
 
 
 async def claim_deliveries(
     db: AsyncSession, settings: Settings, *, lease_seconds: float, limit: int
 ) -> list[Claimed]:
-    now = utcnow()
-    first_delay = timedelta(seconds=settings.webhook_retry_delays[0])
+    now, first_due = _due_window(settings)
     rows = await WebhookRepository(db).claim_due(
-        now, now - first_delay, now + timedelta(seconds=lease_seconds), limit
+        now, first_due, now + timedelta(seconds=lease_seconds), limit
     )
     return [
         Claimed(
