@@ -35,7 +35,6 @@ import contextlib
 import itertools
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import time
@@ -341,7 +340,7 @@ async def run(ctx: Context) -> Section:
                             "turns/s": f"{rate.median:,.1f}",
                             "bare calls/s": f"{bare_rate.median:,.1f}",
                             "ideal turns/s": f"{concurrency / LLM_SECONDS:,.0f}",
-                            "took": f"{statistics.median(o.seconds for o, _ in pairs):.1f} s "
+                            "took": f"{Stats.of((o.seconds for o, _ in pairs), 's').median:.1f} s "
                             f"({work:,} turns)",
                             "failed turns": str(failed + bare_failed),
                         },
