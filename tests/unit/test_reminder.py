@@ -6,7 +6,7 @@ requests answered before the one being decided, as the worker keeps it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 
 import pytest
 from hypothesis import given
@@ -198,6 +198,30 @@ def test_a_long_task_list_is_cut_to_the_reminders_budget_saying_how_many_are_lef
     assert listed[0].startswith("- taskid 1 [pending] ")
     assert lines[-3] == f"- … and {500 - len(listed)} more active tasks (TaskList shows every task)"
     assert "You have 500 active tasks" in text
+
+
+class _CountingTasks(list[Task]):
+    """A task list that counts the tasks read from it."""
+
+    read = 0
+
+    def __iter__(self) -> Iterator[Task]:
+        for task in super().__iter__():
+            self.read += 1
+            yield task
+
+
+def test_a_long_task_list_is_read_only_as_far_as_the_reminder_lists_it() -> None:
+    active = _CountingTasks(
+        Task(taskid=n, status="pending", subject=f"task {n}", description="") for n in range(5_000)
+    )
+
+    text = reminder_text(active, 4_000)
+
+    listed = sum(1 for line in text.splitlines() if line.startswith("- taskid "))
+    assert active.read == listed + 1  # the first that did not fit ends the listing
+    assert "You have 5000 active tasks" in text
+    assert f"and {5_000 - listed} more active tasks" in text
 
 
 def test_a_list_within_the_budget_is_not_cut() -> None:
