@@ -87,7 +87,7 @@ async def append_turn_input(db: AsyncSession, job: Job) -> None:
     Prepared statements only, so a running job's turn starts in a statement unit. The
     runner's copy of the job gets the new `input` as the database's (not as a change
     of its own), as its later fenced writes expect (`held_job`)."""
-    if "item_seq" in job.input:
+    if turn_input(job) is not None:
         return
     item = await append_item(
         db, job.session_id, _user_item(job), Origin.user, turn=job.turn, job_id=job.id

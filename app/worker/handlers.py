@@ -139,7 +139,7 @@ async def _start_turn(deps: Deps, job: Job) -> Session:
     item, when it is not in the log yet: it is appended at enqueue, or for a turn queued
     behind another by the claim (`Handler.on_claim`), unless that claim had to be made
     without the jobs' starts."""
-    if "item_seq" not in job.input:
+    if turn_input(job) is None:
         await job_database(deps, job).write_statements(lambda db: append_turn_input(db, job))
     rows = await deps.database.peek(SESSION_ROW, {"s_id": job.session_id})
     return session_from(rows, job.tenant, job.session_id)
