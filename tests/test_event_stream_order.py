@@ -106,3 +106,41 @@ async def test_a_batch_of_item_events_reads_its_items_in_one_statement(database:
     texts = [e.data["item"].payload["content"][0]["text"] for e in events if e is not None]
     assert texts == [f"message {n}" for n in range(30)]
     assert read.statements <= 4  # BEGIN, the events, their items (once per batch)
+
+
+async def test_a_job_that_ends_between_the_streams_read_and_its_look_at_the_job_still_sends_its_end(
+    database: Database,
+) -> None:
+    """The job's end (its status and its `job.status` event, one transaction) may commit
+    after the stream read the table and before it looked whether the job has ended: the
+    stream ended there, without the event that says how the job ended, and a console
+    page showed the job running for good."""
+    await database.write(add_rows(Session(id="ses_1", tenant="acme"), job_status(0)))
+    ended = False
+
+    async def job_ended() -> bool:
+        nonlocal ended
+        if not ended:  # the job's end commits just now
+            end = {"status": "succeeded"}
+            await database.write(
+                add_rows(Event(session_id="ses_1", job_id="job_1", type="job.status", data=end))
+            )
+            ended = True
+        return True
+
+    stream = event_stream(
+        database,
+        LiveHub(),
+        session_id="ses_1",
+        job_id="job_1",
+        last_event_id=0,
+        poll_seconds=0.01,
+        keepalive_seconds=60.0,
+        job_ended=job_ended,
+    )
+    try:
+        events = [event async for event in stream]
+    finally:
+        await stream.aclose()
+
+    assert [e.data.get("status") for e in events if e is not None] == [None, "succeeded"]

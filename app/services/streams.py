@@ -136,6 +136,7 @@ async def event_stream(
     live_count = 0
     quiet_since = loop.time()
     read_table = True
+    closing = False  # the job was seen ended: what the read after that gives is the last
     with hub.subscribe() as signals:
         while True:
             if read_table:
@@ -149,10 +150,14 @@ async def event_stream(
                     yield event
                 if len(events) == BATCH:
                     continue  # more to replay: no waiting in between
-                if job_ended is not None and (
-                    any(_ends_job(e) for e in events) or (not events and await job_ended())
-                ):
-                    return
+                if job_ended is not None:
+                    if closing or any(_ends_job(e) for e in events):
+                        return
+                    if not events and await job_ended():
+                        # it may have ended after the read above began: the event that
+                        # ended it commits with its status, so one more read has it
+                        closing = True
+                        continue
             wait = max(0.0, min(poll_seconds, quiet_since + keepalive_seconds - loop.time()))
             signal = await _next_signal(signals, wait)
             # The table is read again when something was committed here, or after a
