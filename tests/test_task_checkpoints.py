@@ -17,6 +17,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
 from app.db.models import Job, TaskCheckpoint
+from app.db.repositories.task_checkpoints import CheckpointRow, TaskCheckpointRepository
 from app.domain.items import (
     AssistantMessage,
     Origin,
@@ -213,21 +214,46 @@ async def test_a_job_whose_load_replayed_many_operations_leaves_a_checkpoint_wit
         assert (await rebuild(db, SESSION)).replayed == 0
 
 
-async def test_a_turns_answer_is_written_at_once_when_a_checkpoint_is_due(
+async def test_a_checkpoint_is_kept_by_a_statement_unit_and_only_if_it_is_later(
     database: Database,
 ) -> None:
-    """The answer that ends a chat turn waits for the job's end (a statement unit), except
-    when its write carries a checkpoint, which goes through the ORM: then it is written
-    at once, with the checkpoint, and nothing waits for the end."""
+    async def keep(seq: int) -> None:
+        async def work(db: AsyncSession) -> None:
+            await TaskCheckpointRepository(db).keep(SESSION, CheckpointRow(seq, seq, {"at": seq}))
+
+        await database.write_statements(work)
+
+    await keep(10)
+    await keep(5)  # an older one: the session's stays
+    kept = await _checkpoint(database)
+    assert kept is not None and (kept.seq, kept.state) == (10, {"at": 10})
+
+    await keep(12)
+    kept = await _checkpoint(database)
+    assert kept is not None and (kept.seq, kept.ops, kept.state) == (12, 12, {"at": 12})
+
+
+async def test_a_turns_answer_carries_a_checkpoint_due_into_the_jobs_end(
+    database: Database,
+) -> None:
+    """The answer that ends a chat turn waits for the job's end (a statement unit), also
+    when its write keeps a task checkpoint: the checkpoint is kept by prepared statements
+    and commits with the answer in the end's transaction. (Kept through the ORM, it made
+    the answer's write a unit of its own, and the first such write in a process ran on a
+    connection of its own: ~7 ms.)"""
     held, store = await _job_after_25_task_ops(database, seed=7, answer_with_end=True)
     await store.segment()  # loads the task list: a checkpoint is due
     answer = AssistantMessage(content=[TextBlock(text="Done.")])
 
     await store.append_answer(answer, Usage(input_tokens=3, output_tokens=1))
+    assert await _checkpoint(database) is None  # nothing written before the end
+    write = store.answer_write()
+    assert write is not None
+    await database.write_statements(write)
+    store.answer_committed()
 
     checkpoint = await _checkpoint(database)
     assert checkpoint is not None and checkpoint.ops == 25
-    assert store.answer_write() is None
     assert held.items[-1] == answer
 
 

@@ -81,9 +81,7 @@ class DbTurnStore:
         await self.append_all([payload], origin, usage)
 
     async def append_answer(self, payload: ItemPayload, usage: Usage) -> None:
-        # a task checkpoint due is kept through the ORM: written now, it leaves the job's
-        # end a statement unit
-        if not self._answer_with_end or self.session.checkpoint is not None:
+        if not self._answer_with_end:
             await self.append(payload, Origin.llm, usage)
             return
         self._answer = _DeferredAnswer(self._writes([([payload], Origin.llm, usage)]), payload)
@@ -124,11 +122,8 @@ class DbTurnStore:
         checkpoint = self.session.checkpoint
         work = self._writes(groups)
         payloads = [payload for group in groups for payload in group[0]]
-        database = self.session.database
-        # a checkpoint is kept through the ORM; every other statement here is prepared
-        write = database.write if checkpoint is not None else database.write_statements
         try:
-            seqs = await write(work)
+            seqs = await self.session.database.write_statements(work)
         except BaseException:
             self.session.invalidate()
             raise

@@ -9,7 +9,7 @@ from functools import cache
 from operator import itemgetter
 from typing import Any, NamedTuple
 
-from sqlalchemy import Integer, Text, bindparam, cast, func, null, select, union_all
+from sqlalchemy import Integer, Text, bindparam, cast, func, insert, null, select, union_all, update
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Item, TaskCheckpoint
@@ -49,6 +49,16 @@ def _with_items(names: tuple[str, ...]) -> Prepared:
     return Prepared(union_all(items, checkpoint))
 
 
+_CHECKPOINT_SEQ = Prepared(select(_T.c.seq).where(_T.c.session_id == bindparam("t_session")))
+_STATE_COLUMNS = ("seq", "ops", "state", "created_at")
+_ADD_CHECKPOINT = Prepared(insert(_T), column_keys=("session_id", *_STATE_COLUMNS))
+_SET_CHECKPOINT = Prepared(
+    update(_T)
+    .where(_T.c.session_id == bindparam("t_session"))
+    .values({name: bindparam(name, type_=_T.c[name].type) for name in _STATE_COLUMNS})
+)
+
+
 class CheckpointRow(NamedTuple):
     """The task list as of the log's `seq` (`TaskStore.snapshot`), holding `ops` task items."""
 
@@ -80,15 +90,20 @@ class TaskCheckpointRepository:
 
     async def keep(self, session_id: str, checkpoint: CheckpointRow) -> None:
         """Make `checkpoint` the session's, unless it has a later one. The caller's
-        transaction holds the session's row, so two writers never insert it at once."""
-        current = await self.db.get(TaskCheckpoint, session_id)
-        if current is not None and current.seq >= checkpoint.seq:
+        transaction holds the session's row, so two writers never insert it at once.
+
+        Prepared statements, so the step of a job that owes a checkpoint stays a
+        statement unit: through the ORM that step ran as a unit of its own kind, on a
+        connection of its own (~7 ms the first time in a process)."""
+        params = {"t_session": session_id}
+        current = (await _CHECKPOINT_SEQ.execute(self.db, params)).rows
+        if current and current[0][0] >= checkpoint.seq:
             return
-        row = current or TaskCheckpoint(session_id=session_id, seq=0, ops=0, state={})
-        row.seq, row.ops, row.state = checkpoint
-        row.created_at = utcnow()
-        self.db.add(row)
-        await self.db.flush()
+        values = {**checkpoint._asdict(), "created_at": utcnow()}
+        if current:
+            await _SET_CHECKPOINT.execute(self.db, {**params, **values})
+        else:
+            await _ADD_CHECKPOINT.execute(self.db, {"session_id": session_id, **values})
 
 
 def _state_of(text: Any) -> dict[str, Any]:
