@@ -20,8 +20,11 @@ The headline is the worker process's CPU time per turn (`/proc/<pid>/stat`, over
 measured work), next to a bare asyncio loop on `AsyncAnthropic` driving the same
 number of concurrent streaming calls, TURNS in all, against the same fake, right after
 Strata's run (its CPU per call, this process's `time.process_time`); a row is the median
-of PAIRS such pairs. CPU per turn bounds the rate whatever the concurrency: one core
-runs at most 1000 ÷ (CPU ms per turn) turns/s.
+of PAIRS such pairs. The bare loop makes its calls back to back; after a staggered run a
+bare loop whose calls arrive as that run's turns did runs too, a like-for-like figure
+reported beside the target's (a worker waiting between arrivals wakes up more often).
+CPU per turn bounds the rate whatever the concurrency: one core runs at most
+1000 ÷ (CPU ms per turn) turns/s.
 
 On PostgreSQL, the burst at 100 concurrent runs with one worker process and with
 two (each at that concurrency), on fresh databases of the tests' embedded server;
@@ -38,7 +41,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -157,6 +160,19 @@ async def _until_ended(database: Database, total: int, bound: float) -> tuple[in
         await asyncio.sleep(0.1)
 
 
+async def _staggered(
+    concurrency: int, total: int, arrive: Callable[[int, int], Awaitable[None]]
+) -> None:
+    """`arrive(first, count)` for batches of the `total`, one every STAGGER_EVERY seconds, at
+    the rate an ideal runner would finish them (concurrency ÷ LLM_SECONDS)."""
+    per_batch = max(1, round(concurrency / LLM_SECONDS * STAGGER_EVERY))
+    started = time.monotonic()
+    for first in range(0, total, per_batch):
+        await arrive(first, min(per_batch, total - first))
+        next_at = started + (first + per_batch) / per_batch * STAGGER_EVERY
+        await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+
+
 @dataclass(frozen=True)
 class Outcome:
     turns: int
@@ -198,12 +214,12 @@ async def strata_run(
             started = time.monotonic()
             if mode == "burst":
                 await _enqueue(database, sessions, warm, turns)
-            else:  # staggered: at the ideal rate, in batches every STAGGER_EVERY seconds
-                per_batch = max(1, round(concurrency / LLM_SECONDS * STAGGER_EVERY))
-                for first in range(0, turns, per_batch):
-                    await _enqueue(database, sessions, warm + first, min(per_batch, turns - first))
-                    next_at = started + (first + per_batch) / per_batch * STAGGER_EVERY
-                    await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+            else:
+
+                async def arrive(first: int, count: int) -> None:
+                    await _enqueue(database, sessions, warm + first, count)
+
+                await _staggered(concurrency, turns, arrive)
             ended, failed = await _until_ended(database, warm + turns, BOUND_SECONDS)
             seconds = time.monotonic() - started
             cpu = sum(cpu_seconds(pid) for pid in pids) - cpu_before
@@ -214,11 +230,15 @@ async def strata_run(
     return Outcome(turns, seconds, cpu, failed + max(0, warm + turns - ended))
 
 
-async def bare_run(llm_url: str, concurrency: int, calls: int, request: dict[str, Any]) -> Outcome:
+async def bare_run(
+    llm_url: str, concurrency: int, calls: int, request: dict[str, Any], mode: str = "burst"
+) -> Outcome:
     """The yardstick: `concurrency` asyncio tasks making `calls` streaming calls in all,
     each consuming its stream as Strata does; this process's CPU over them. The clients
     are configured as Strata's (`AnthropicLLM`): the SDK's default connection pool, at
     most `llm_requests_per_pool` requests in flight on one client (`ClientPools`).
+    `staggered`: the calls arrive as a staggered run's turns do, at most `concurrency` of
+    them in flight; otherwise each task makes its next call as soon as its last ended.
 
     Each call sends `request`, a body Strata sent (its conversation and tool definitions).
     The SDK's own work grows with the body (it copies and encodes every part of it): with
@@ -255,9 +275,23 @@ async def bare_run(llm_url: str, concurrency: int, calls: int, request: dict[str
             lanes = [total // concurrency + (i < total % concurrency) for i in range(concurrency)]
             await asyncio.gather(*(lane(n) for n in lanes if n))
 
+        async def arriving(total: int) -> None:
+            slots = asyncio.Semaphore(concurrency)
+            made: list[asyncio.Task[None]] = []
+
+            async def in_a_slot() -> None:
+                async with slots:
+                    await call()
+
+            async def arrive(_first: int, count: int) -> None:
+                made.extend(asyncio.create_task(in_a_slot()) for _ in range(count))
+
+            await _staggered(concurrency, total, arrive)
+            await asyncio.gather(*made)
+
         await round_of(min(concurrency, WARM_TURNS))  # warm-up: connections, imports
         cpu, started = time.process_time(), time.monotonic()
-        await round_of(calls)
+        await (arriving(calls) if mode == "staggered" else round_of(calls))
         return Outcome(calls, time.monotonic() - started, time.process_time() - cpu, failed)
     finally:
         await pools.close()
@@ -282,17 +316,28 @@ async def _sqlite_level(
         path.unlink(missing_ok=True)
 
 
+@dataclass(frozen=True)
+class Pair:
+    strata: Outcome
+    bare: Outcome  # calls back to back
+    bare_arriving: Outcome | None  # calls arriving as Strata's staggered turns did
+
+
 async def _pair(
     ctx: Context, fake: fake_llm.FakeLLM, template: Path, concurrency: int, work: int, mode: str
-) -> tuple[Outcome, Outcome]:
+) -> Pair:
     """Strata's run, then the bare loop's right after it (the machine's speed drifts over
-    minutes), sending a request of Strata's run."""
+    minutes), sending a request of Strata's run; after a staggered run, the bare loop's
+    with the same arrivals too."""
     fake.typical_request()  # forget the requests of the run before
     out = await _sqlite_level(ctx, fake, template, concurrency, work, mode)
     request = fake.typical_request()
     if request is None:
         raise RuntimeError("no request of Strata's turns reached the fake")
-    return out, await bare_run(fake.url, concurrency, work, request)
+    bare = await bare_run(fake.url, concurrency, work, request)
+    if mode != "staggered":
+        return Pair(out, bare, None)
+    return Pair(out, bare, await bare_run(fake.url, concurrency, work, request, mode))
 
 
 async def run(ctx: Context) -> Section:
@@ -320,14 +365,26 @@ async def run(ctx: Context) -> Section:
                 pairs = [
                     await _pair(ctx, fake, template, concurrency, work, mode) for _ in range(PAIRS)
                 ]
-                cpu = Stats.of((out.cpu_ms_per_turn for out, _ in pairs), "ms")
+                cpu = Stats.of((p.strata.cpu_ms_per_turn for p in pairs), "ms")
                 # the bare loop's "turn" is one call
-                bare_cpu = Stats.of((bare.cpu_ms_per_turn for _, bare in pairs), "ms")
-                ratio = Stats.of((o.cpu_ms_per_turn / b.cpu_ms_per_turn for o, b in pairs), "×")
-                rate = Stats.of((out.rate for out, _ in pairs), "")
-                bare_rate = Stats.of((bare.rate for _, bare in pairs), "")
-                failed = sum(out.failed for out, _ in pairs)
-                bare_failed = sum(bare.failed for _, bare in pairs)
+                bare_cpu = Stats.of((p.bare.cpu_ms_per_turn for p in pairs), "ms")
+                ratio = Stats.of(
+                    (p.strata.cpu_ms_per_turn / p.bare.cpu_ms_per_turn for p in pairs), "×"
+                )
+                arriving = [(p.strata, p.bare_arriving) for p in pairs if p.bare_arriving]
+                like = (
+                    Stats.of((o.cpu_ms_per_turn / b.cpu_ms_per_turn for o, b in arriving), "×")
+                    if arriving
+                    else None
+                )
+                rate = Stats.of((p.strata.rate for p in pairs), "")
+                bare_rate = Stats.of((p.bare.rate for p in pairs), "")
+                failed = sum(p.strata.failed for p in pairs)
+                bare_failed = sum(
+                    p.bare.failed + (p.bare_arriving.failed if p.bare_arriving else 0)
+                    for p in pairs
+                )
+                took = Stats.of((p.strata.seconds for p in pairs), "s")
                 if mode == "burst":
                     burst_rates.append(rate.median)
                 section.rows.append(
@@ -337,11 +394,13 @@ async def run(ctx: Context) -> Section:
                             "worker CPU per turn": cpu.cell(),
                             "bare loop CPU per call": bare_cpu.cell(),
                             "ratio": ratio.cell(),
+                            "ratio to a bare loop with the same arrivals": "—"
+                            if like is None
+                            else like.cell(),
                             "turns/s": f"{rate.median:,.1f}",
                             "bare calls/s": f"{bare_rate.median:,.1f}",
                             "ideal turns/s": f"{concurrency / LLM_SECONDS:,.0f}",
-                            "took": f"{Stats.of((o.seconds for o, _ in pairs), 's').median:.1f} s "
-                            f"({work:,} turns)",
+                            "took": f"{took.median:.1f} s ({work:,} turns)",
                             "failed turns": str(failed + bare_failed),
                         },
                         meets=ratio.median <= MAX_CPU_RATIO and failed == 0,
@@ -349,9 +408,10 @@ async def run(ctx: Context) -> Section:
                             "cpu_ms_per_turn": cpu.as_dict(),
                             "bare_cpu_ms_per_call": bare_cpu.as_dict(),
                             "ratio": ratio.as_dict(),
+                            "ratio_same_arrivals": None if like is None else like.as_dict(),
                             "rate": rate.as_dict(),
                             "bare_rate": bare_rate.as_dict(),
-                            "seconds": [out.seconds for out, _ in pairs],
+                            "seconds": [p.strata.seconds for p in pairs],
                             "failed": failed,
                             "bare_failed": bare_failed,
                         },
@@ -381,6 +441,12 @@ async def run(ctx: Context) -> Section:
         "body, so a one-line request would count the size of Strata's requests as Strata's "
         "overhead). "
         "A row's CPU ratio is Strata's worker CPU per turn over the bare loop's CPU per call; "
+        "the target is taken against the bare loop making its calls back to back (always "
+        "busy), also for the staggered rows, whose turns arrive at about the rate the "
+        "concurrency allows (at 10 concurrent two every 50 ms, 4/5 of it), so that the "
+        "worker waits between them: after each staggered "
+        "run a bare loop whose calls arrive the same way (at most the concurrency in "
+        "flight) runs too, and the ratio to it is reported beside the target's; "
         "a Strata turn also claims its job, persists the message, the answer and the usage, "
         "publishes events and ends the job, and the worker also runs the background jobs the "
         "turns queue (memory summaries), whose CPU is in the figure. Failed turns: failed, "
