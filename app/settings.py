@@ -179,6 +179,10 @@ class Settings(BaseSettings):
     # Rows per page of the console's lists (sessions, jobs, webhooks, deliveries) and of a
     # session's turns timeline and usage table.
     console_page_size: int = Field(default=25, ge=1, le=200)
+    # A page's live stream that ends reads the regions it could not read (the API busy or
+    # away for a moment) again, this many times, this many seconds apart.
+    console_stream_last_tries: int = Field(default=3, ge=1)
+    console_stream_last_try_seconds: float = Field(default=0.2, ge=0)
     compaction_item_max_chars: int = 4000
 
     # --- jobs, comments, lessons (seed 004) ---------------------------------

@@ -30,17 +30,27 @@ from app.console.api import ApiError, PublicApi
 from app.console.render import Renderer, oob, read_stamp
 from app.console.sse import KEEPALIVE, Comment, SseReader, StreamEvent, frame
 from app.domain.jobs import TERMINAL
+from app.settings import Settings
 
 logger = logging.getLogger("strata.console")
 
 TASK_TOOLS = frozenset({"TaskCreate", "TaskUpdate"})
 GONE = frozenset({403, 404})
 """What a region's read answers when its subject is gone or forbidden now."""
-LAST_TRIES = 3
-"""How often a stream that ends tries a region that could not be read, ..."""
-LAST_TRY_PAUSE = 0.2
-"""... and how many seconds apart."""
 GAUGE_MARKS = (70, 85, 95, 99)
+
+
+@dataclass(frozen=True)
+class LastWord:
+    """How a stream that ends tries the regions it could not read: `tries` times, `pause`
+    seconds apart (`STRATA_CONSOLE_STREAM_LAST_TRIES`, `..._LAST_TRY_SECONDS`)."""
+
+    tries: int
+    pause: float
+
+    @classmethod
+    def of(cls, settings: Settings) -> LastWord:
+        return cls(settings.console_stream_last_tries, settings.console_stream_last_try_seconds)
 
 
 def q(value: str) -> str:
@@ -282,7 +292,7 @@ class JobFeed(Feed):
 
 
 async def relay(
-    api: PublicApi, path: str, last_event_id: str | None, feed: Feed
+    api: PublicApi, path: str, last_event_id: str | None, feed: Feed, last_word: LastWord
 ) -> AsyncIterator[bytes]:
     """The console's stream: the API's stream at `path`, as HTML for the page."""
     headers = {"last-event-id": last_event_id} if last_event_id else {}
@@ -307,9 +317,9 @@ async def relay(
             if feed.ended:
                 break
         tries = 0  # the stream's last word: its regions as they end
-        while (feed.out or feed.dirty) and tries < LAST_TRIES:
+        while (feed.out or feed.dirty) and tries < last_word.tries:
             if tries:
-                await asyncio.sleep(LAST_TRY_PAUSE)
+                await asyncio.sleep(last_word.pause)
             yield frame("console", await feed.flush(), last_id)
             tries += 1
     if feed.ended or isinstance(feed, JobFeed):

@@ -14,6 +14,7 @@ from starlette.datastructures import FormData, UploadFile
 
 from app.console import auth
 from app.console.api import ApiError, PublicApi
+from app.console.live import LastWord
 from app.console.render import SECURITY_HEADERS, Renderer, oob
 from app.settings import Settings
 
@@ -41,9 +42,15 @@ async def page_size_of(request: Request) -> int:
     return settings.console_page_size
 
 
+async def last_word_of(request: Request) -> LastWord:
+    settings: Settings = request.app.state.settings
+    return LastWord.of(settings)
+
+
 Api = Annotated[PublicApi, Depends(api_of)]
 Templates = Annotated[Renderer, Depends(renderer_of)]
 PageSize = Annotated[int, Depends(page_size_of)]
+LastWords = Annotated[LastWord, Depends(last_word_of)]
 
 
 async def checked_form(request: Request) -> FormData:

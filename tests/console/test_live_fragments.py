@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 
 from app.api.schemas.items import AssistantMessageItem, CompactSummaryItem, SystemItem
 from app.console.api import PublicApi
-from app.console.live import JobFeed, SessionFeed
+from app.console.live import JobFeed, LastWord, SessionFeed, relay
 from app.console.render import Renderer
 from app.console.sse import StreamEvent
 from app.domain.items import Origin
@@ -114,3 +114,41 @@ async def test_a_region_the_api_could_not_read_for_a_moment_is_rendered_at_the_n
 
     assert (first, feed.dirty) == ("", set())
     assert 'hx-swap-oob="innerHTML:#comment-list"' in second
+
+
+async def test_a_stream_that_ends_tries_an_unreadable_region_as_often_as_the_settings_say() -> None:
+    """STRATA_CONSOLE_STREAM_LAST_TRIES / _LAST_TRY_SECONDS: the job's last event marks its
+    regions, the API stays busy, and the stream's last word reads them that many times."""
+    reads = {"job": 0}
+    ended = {"job_id": "job_1", "status": "succeeded"}
+
+    async def api(scope: Any, receive: Any, send: Any) -> None:
+        if scope["path"].endswith("/events"):
+            head = [(b"content-type", b"text/event-stream")]
+            await send({"type": "http.response.start", "status": 200, "headers": head})
+            frame = f"id: 7\nevent: job.status\ndata: {json.dumps(ended)}\n\n"
+            await send({"type": "http.response.body", "body": frame.encode()})
+            return
+        reads["job"] += scope["path"] == "/jobs/job_1"
+        problem = {"title": "Service Unavailable", "status": 503}
+        head = [(b"content-type", b"application/problem+json")]
+        await send({"type": "http.response.start", "status": 503, "headers": head})
+        await send({"type": "http.response.body", "body": json.dumps(problem).encode()})
+
+    async def reads_with(tries: int) -> int:
+        reads["job"] = 0
+        feed = JobFeed(
+            PublicApi(api, None), Renderer(ZoneInfo("UTC")), resumed=False, job_id="job_1"
+        )
+        frames = [
+            f
+            async for f in relay(
+                PublicApi(api, None), "/jobs/job_1/events", None, feed, LastWord(tries, 0.0)
+            )
+        ]
+        assert frames[-1].startswith(b"event: end")
+        return reads["job"]
+
+    regions = 4  # summary, files, subtasks, comments: each reads the job first
+    assert await reads_with(1) == regions
+    assert await reads_with(3) == regions * 3

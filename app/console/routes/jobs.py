@@ -17,6 +17,7 @@ from app.console.render import read_stamp
 from app.console.web import (
     Api,
     Form,
+    LastWords,
     PageSize,
     Templates,
     done,
@@ -96,7 +97,9 @@ async def _first_movement(api: PublicApi, job: dict[str, Any]) -> str | None:
 
 
 @router.get("/{job_id}/live")
-async def live(job_id: str, request: Request, api: Api, templates: Templates) -> Response:
+async def live(
+    job_id: str, request: Request, api: Api, templates: Templates, last_word: LastWords
+) -> Response:
     job = await api.get(f"/jobs/{q(job_id)}")  # a 404 (or 401) before the stream starts
     last = request.headers.get("last-event-id")
     # the timeline names the movement each transition left: on a fresh page it starts
@@ -111,7 +114,7 @@ async def live(job_id: str, request: Request, api: Api, templates: Templates) ->
         movement=movement,
     )
     return StreamingResponse(
-        relay(api, f"/jobs/{q(job_id)}/events", last, feed),
+        relay(api, f"/jobs/{q(job_id)}/events", last, feed, last_word),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )

@@ -12,7 +12,17 @@ from app.console import auth
 from app.console.api import ApiError, PublicApi
 from app.console.live import SessionFeed, digest, q, relay
 from app.console.render import oob
-from app.console.web import Api, Form, PageSize, Templates, done, fragment, is_htmx, text
+from app.console.web import (
+    Api,
+    Form,
+    LastWords,
+    PageSize,
+    Templates,
+    done,
+    fragment,
+    is_htmx,
+    text,
+)
 
 router = APIRouter(prefix="/console/sessions")
 
@@ -116,7 +126,12 @@ async def detail(session_id: str, request: Request, api: Api, templates: Templat
 
 @router.get("/{session_id}/live")
 async def live(
-    session_id: str, request: Request, api: Api, templates: Templates, page: PageSize
+    session_id: str,
+    request: Request,
+    api: Api,
+    templates: Templates,
+    page: PageSize,
+    last_word: LastWords,
 ) -> Response:
     await api.get(f"/sessions/{q(session_id)}")  # a 404 (or 401) before the stream starts
     last = request.headers.get("last-event-id")
@@ -130,7 +145,7 @@ async def live(
         board=request.query_params.get("board", ""),
     )
     return StreamingResponse(
-        relay(api, f"/sessions/{q(session_id)}/events", last, feed),
+        relay(api, f"/sessions/{q(session_id)}/events", last, feed, last_word),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
