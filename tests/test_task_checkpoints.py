@@ -255,6 +255,7 @@ async def test_a_turns_answer_carries_a_checkpoint_due_into_the_jobs_end(
     checkpoint = await _checkpoint(database)
     assert checkpoint is not None and checkpoint.ops == 25
     assert held.items[-1] == answer
+    assert held.checkpoint is None  # owed no more once the end committed it
 
 
 async def test_a_task_the_agent_writes_is_held_as_replaying_the_log_gives_it(

@@ -17,6 +17,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.db.models import Job
 from app.db.repositories.jobs import JobRepository
 from app.db.repositories.sessions import SessionRepository
+from app.db.repositories.task_checkpoints import CheckpointRow
 from app.domain.items import AssistantMessage, ItemPayload, Origin, ToolUseBlock
 from app.domain.tasks import TASK_WRITE_TOOLS
 from app.domain.usage import Usage
@@ -36,11 +37,12 @@ Writes = Callable[[AsyncSession], Awaitable[list[int]]]
 @dataclass
 class _DeferredAnswer:
     """The answer that ends a turn, written by the job's end: what it writes, the item,
-    and where the end's transaction put it (the last run of that unit: a unit run again
-    tells it anew)."""
+    the task checkpoint its write keeps (the one the job owed), and where the end's
+    transaction put it (the last run of that unit: a unit run again tells it anew)."""
 
     writes: Writes
     payload: ItemPayload
+    checkpoint: CheckpointRow | None
     seqs: list[int] = field(default_factory=list)
 
 
@@ -84,7 +86,8 @@ class DbTurnStore:
         if not self._answer_with_end:
             await self.append(payload, Origin.llm, usage)
             return
-        self._answer = _DeferredAnswer(self._writes([([payload], Origin.llm, usage)]), payload)
+        writes = self._writes([([payload], Origin.llm, usage)])
+        self._answer = _DeferredAnswer(writes, payload, self.session.checkpoint)
 
     def answer_write(self) -> Callable[[AsyncSession], Awaitable[None]] | None:
         """The turn's answer, for the transaction of the job's end (None: none waits)."""
@@ -102,6 +105,7 @@ class DbTurnStore:
         """The job's end committed with the answer: the session held in memory holds it
         too, so the session's next turn in this process reads nothing for it."""
         if (answer := self._handed) is not None:
+            self._checkpoint_kept(answer.checkpoint)
             for seq in answer.seqs:
                 self.session.known(seq, answer.payload)
 
@@ -127,10 +131,15 @@ class DbTurnStore:
         except BaseException:
             self.session.invalidate()
             raise
-        if checkpoint is self.session.checkpoint:
-            self.session.checkpoint = None
+        self._checkpoint_kept(checkpoint)
         for seq, payload in zip(seqs, payloads, strict=True):
             self.session.appended(seq, payload)
+
+    def _checkpoint_kept(self, checkpoint: CheckpointRow | None) -> None:
+        """A committed write kept `checkpoint`: the job owes it no more (unless a later
+        load made it owe another)."""
+        if checkpoint is self.session.checkpoint:
+            self.session.checkpoint = None
 
     def _writes(self, groups: Sequence[Group]) -> Writes:
         """What appending the groups' items writes, as a unit's work; returns their seqs."""
