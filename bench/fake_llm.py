@@ -133,19 +133,22 @@ def running(delay: float = 0.0, text: str = "ok", tool: str | None = None) -> It
     """Start the fake in a child process; yields it (`.url` for `ANTHROPIC_BASE_URL`)."""
     command = [sys.executable, "-m", "bench.fake_llm", "--delay", str(delay), "--text", text]
     command += ["--tool", tool] if tool else []
-    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().strip()
-        if not url.startswith("http"):
-            raise RuntimeError("the fake Messages API did not start")
-        yield FakeLLM(proc, url)
-    finally:
-        proc.terminate()
+    # as a context, the process's pipes are closed once it ended
+    with subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as proc:
         try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            assert proc.stdout is not None
+            url = proc.stdout.readline().strip()
+            if not url.startswith("http"):
+                raise RuntimeError("the fake Messages API did not start")
+            yield FakeLLM(proc, url)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 if __name__ == "__main__":

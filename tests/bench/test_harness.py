@@ -165,3 +165,35 @@ def test_the_fakes_typical_request_is_one_of_median_length_and_then_forgotten() 
 
     assert typical is not None and len(typical["messages"]) == 3
     assert seen.typical() is None
+
+
+async def test_staggered_arrivals_come_in_batches_at_the_rate_the_concurrency_allows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Strata's staggered runs and the bare loop's like-for-like run share this schedule."""
+    monkeypatch.setattr(capacity, "STAGGER_EVERY", 0.001)
+    batches: list[tuple[int, int]] = []
+
+    async def arrive(first: int, count: int) -> None:
+        batches.append((first, count))
+
+    # 100 concurrent at a 200 ms LLM: 500 a second, so a batch per 1 ms holds 0.5 → 1
+    await capacity._staggered(100, 3, arrive)
+    monkeypatch.setattr(capacity, "STAGGER_EVERY", 0.05)
+    await capacity._staggered(10, 5, arrive)  # 50 a second: 2.5 → 2 a batch (banker's)
+
+    assert batches == [(0, 1), (1, 1), (2, 1), (0, 2), (2, 2), (4, 1)]
+
+
+async def test_a_staggered_bare_loop_makes_every_call_never_over_concurrency_at_once() -> None:
+    """Two calls at most in flight while one arrives every 50 ms and each takes 200 ms."""
+    request = {"model": "claude-sonnet-4-5", "max_tokens": 16, "messages": [
+        {"role": "user", "content": "Just answer."}]}  # fmt: skip
+    with fake_llm.running(delay=0.2) as fake:
+        out = await capacity.bare_run(fake.url, 2, 6, request, "staggered")
+        seen = sorted(fake.take_exchanges())
+
+    measured = seen[2:]  # after the warm-up's round
+    in_flight = max(sum(a <= at < w for a, w in measured) for at, _ in measured)
+    assert (out.turns, out.failed, len(measured)) == (6, 0, 6)
+    assert in_flight == 2
