@@ -183,6 +183,9 @@ class Settings(BaseSettings):
     # away for a moment) again, this many times, this many seconds apart.
     console_stream_last_tries: int = Field(default=3, ge=1)
     console_stream_last_try_seconds: float = Field(default=0.2, ge=0)
+    # Messages of a streamed API answer (a page's live events, a download) the console
+    # holds for its browser; a browser that reads slower stops the API's stream there.
+    console_stream_buffer: int = Field(default=64, ge=1)
     compaction_item_max_chars: int = 4000
 
     # --- jobs, comments, lessons (seed 004) ---------------------------------

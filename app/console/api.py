@@ -24,8 +24,6 @@ from starlette.types import ASGIApp, Message
 logger = logging.getLogger("strata.console")
 
 HOST = "strata.console"
-# a small queue between the API and the browser: a slow reader slows the stream down
-_QUEUE_SIZE = 64
 _END: Message = {"type": "console.end"}
 
 
@@ -88,14 +86,24 @@ class Streamed:
 
 class PublicApi:
     """The public API as the holder of `key` (None: no key, as on a keyless server), asked
-    on behalf of the browser at `client` (its address is what the API's logs show)."""
+    on behalf of the browser at `client` (its address is what the API's logs show).
+
+    A streamed answer waits in a queue of `buffer` messages between the API and its
+    reader (`STRATA_CONSOLE_STREAM_BUFFER`): a reader that falls behind stops the API's
+    stream there instead of letting it pile up in memory."""
 
     def __init__(
-        self, app: ASGIApp, key: str | None, client: tuple[str, int] | None = None
+        self,
+        app: ASGIApp,
+        key: str | None,
+        client: tuple[str, int] | None = None,
+        *,
+        buffer: int,
     ) -> None:
         self._app = app
         self._key = key
         self._client = client
+        self._buffer = buffer
 
     async def request(
         self,
@@ -139,7 +147,7 @@ class PublicApi:
     ) -> AsyncIterator[Streamed]:
         """Run the request and hand over its answer as soon as its head is sent; leaving
         the block tells the API the client is gone and stops it."""
-        queue: asyncio.Queue[Message] = asyncio.Queue(maxsize=_QUEUE_SIZE)
+        queue: asyncio.Queue[Message] = asyncio.Queue(maxsize=self._buffer)
         gone = asyncio.Event()
         task = asyncio.create_task(
             self._run(self._scope(method, path, params, body, headers), body, queue, gone)

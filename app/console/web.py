@@ -30,7 +30,13 @@ async def renderer_of(request: Request) -> Renderer:
 
 
 async def api_of(request: Request) -> PublicApi:
-    return PublicApi(request.app, auth.key_of(request), client_of(request))
+    return api_as(request, auth.key_of(request))
+
+
+def api_as(request: Request, key: str | None) -> PublicApi:
+    """The public API as the holder of `key`, for the browser of `request`."""
+    settings: Settings = request.app.state.settings
+    return PublicApi(request.app, key, client_of(request), buffer=settings.console_stream_buffer)
 
 
 def client_of(request: Request) -> tuple[str, int] | None:

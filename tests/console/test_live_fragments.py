@@ -23,7 +23,7 @@ def _feed() -> JobFeed:
         raise AssertionError("the context gauge and transitions need no API call")
 
     return JobFeed(
-        PublicApi(no_app, None), Renderer(ZoneInfo("UTC")), resumed=False, job_id="job_1",
+        PublicApi(no_app, None, buffer=8), Renderer(ZoneInfo("UTC")), resumed=False, job_id="job_1",
         movement="gather",
     )  # fmt: skip
 
@@ -70,7 +70,7 @@ async def test_a_compaction_is_marked_in_the_conversation_and_a_system_note_show
     async def no_app(scope: Any, receive: Any, send: Any) -> None:
         raise AssertionError("items need no API call")
 
-    feed = SessionFeed(PublicApi(no_app, None), Renderer(ZoneInfo("UTC")), resumed=False)
+    feed = SessionFeed(PublicApi(no_app, None, buffer=8), Renderer(ZoneInfo("UTC")), resumed=False)
     meta: dict[str, Any] = {
         "session_id": "ses_1", "turn": 3, "segment": 2, "origin": Origin.system,
         "created_at": datetime(2026, 12, 3, 14, 23, 5, tzinfo=UTC),
@@ -106,7 +106,9 @@ async def test_a_region_the_api_could_not_read_for_a_moment_is_rendered_at_the_n
         )  # fmt: skip
         await send({"type": "http.response.body", "body": json.dumps(body).encode()})
 
-    feed = JobFeed(PublicApi(api, None), Renderer(ZoneInfo("UTC")), resumed=False, job_id="job_1")
+    feed = JobFeed(
+        PublicApi(api, None, buffer=8), Renderer(ZoneInfo("UTC")), resumed=False, job_id="job_1"
+    )
     feed.dirty.add("comments")
 
     first = await feed.flush()
@@ -138,12 +140,16 @@ async def test_a_stream_that_ends_tries_an_unreadable_region_as_often_as_the_set
     async def reads_with(tries: int) -> int:
         reads["job"] = 0
         feed = JobFeed(
-            PublicApi(api, None), Renderer(ZoneInfo("UTC")), resumed=False, job_id="job_1"
+            PublicApi(api, None, buffer=8), Renderer(ZoneInfo("UTC")), resumed=False, job_id="job_1"
         )
         frames = [
             f
             async for f in relay(
-                PublicApi(api, None), "/jobs/job_1/events", None, feed, LastWord(tries, 0.0)
+                PublicApi(api, None, buffer=8),
+                "/jobs/job_1/events",
+                None,
+                feed,
+                LastWord(tries, 0.0),
             )
         ]
         assert frames[-1].startswith(b"event: end")

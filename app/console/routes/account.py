@@ -6,8 +6,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
 from app.console import auth
-from app.console.api import PublicApi
-from app.console.web import Form, Templates, client_of, text
+from app.console.web import Form, Templates, api_as, text
 
 router = APIRouter(prefix="/console")
 
@@ -21,8 +20,7 @@ def _next(request: Request, value: str | None) -> str:
 
 async def _works(request: Request, key: str | None) -> bool:
     """Whether the API takes this key (or, with None, needs none)."""
-    api = PublicApi(request.app, key, client_of(request))
-    answer = await api.request("GET", "/sessions", params={"limit": 1})
+    answer = await api_as(request, key).request("GET", "/sessions", params={"limit": 1})
     return answer.status == 200
 
 
