@@ -329,9 +329,9 @@ async def _pair(
     """Strata's run, then the bare loop's right after it (the machine's speed drifts over
     minutes), sending a request of Strata's run; after a staggered run, the bare loop's
     with the same arrivals too."""
-    fake.typical_request()  # forget the requests of the run before
+    fake.take_typical_request()  # forget the requests of the run before
     out = await _sqlite_level(ctx, fake, template, concurrency, work, mode)
-    request = fake.typical_request()
+    request = fake.take_typical_request()
     if request is None:
         raise RuntimeError("no request of Strata's turns reached the fake")
     bare = await bare_run(fake.url, concurrency, work, request)

@@ -64,7 +64,7 @@ class Requests:
             self._bodies[length] = body
             self._counts[length] += 1
 
-    def typical(self) -> dict[str, Any] | None:
+    def take_typical(self) -> dict[str, Any] | None:
         """A body of the median length of those seen, which are then forgotten (the
         next look covers what came after)."""
         with self._lock:
@@ -92,7 +92,7 @@ def serve(delay: float, text: str, tool: str | None) -> None:
             if command == "take":
                 print(json.dumps(fake.take_exchanges()), flush=True)
             elif command == "typical":
-                print(json.dumps(seen.typical()), flush=True)
+                print(json.dumps(seen.take_typical()), flush=True)
         stop.set()  # the parent is gone
 
     with fake:
@@ -115,9 +115,10 @@ class FakeLLM:
         child's `perf_counter` seconds (only differences between them mean anything)."""
         return [(a, w) for a, w in json.loads(self._ask("take"))]
 
-    def typical_request(self) -> dict[str, Any] | None:
+    def take_typical_request(self) -> dict[str, Any] | None:
         """The body of a request of median length (in messages) among those answered
-        since the last call; None when none was."""
+        since the last call (taken: the next call covers what came after); None when none
+        was."""
         found: dict[str, Any] | None = json.loads(self._ask("typical"))
         return found
 

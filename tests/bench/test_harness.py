@@ -161,10 +161,10 @@ def test_the_fakes_typical_request_is_one_of_median_length_and_then_forgotten() 
     for length in (1, 3, 3, 5, 7):
         seen.saw({"messages": [{"role": "user", "content": str(n)} for n in range(length)]})
 
-    typical = seen.typical()
+    typical = seen.take_typical()
 
     assert typical is not None and len(typical["messages"]) == 3
-    assert seen.typical() is None
+    assert seen.take_typical() is None
 
 
 async def test_staggered_arrivals_come_in_batches_at_the_rate_the_concurrency_allows(
