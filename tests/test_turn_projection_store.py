@@ -76,6 +76,26 @@ async def test_a_new_turn_gets_its_row_with_the_second_of_its_end(database: Data
     assert (row.ended_at, row.ended_second, row.l1) == (ended, second_of_day(ended), None)
 
 
+async def test_a_new_turn_is_stored_by_the_statement_after_the_read_of_its_items(
+    database: Database,
+) -> None:
+    """Its row is written, or the row it has changed, or kept, by one upsert: before, a
+    read of the turn's row came first, at every turn's end."""
+    await say(database, "Which release?", "The December one.", AT)
+
+    async def nothing(db: AsyncSession) -> None:
+        return None
+
+    before = database.stats.snapshot()
+    await database.write_statements(nothing)  # a unit's own (SQLite: its BEGIN)
+    own = database.stats.since(before).statements
+    before = database.stats.snapshot()
+    await database.write_statements(lambda db: project_turns(db, SESSION, [1]))
+
+    assert database.stats.since(before).statements - own == 2  # the turn's items, its row
+    assert len(await turns(database)) == 1
+
+
 async def test_a_turn_projected_again_unchanged_keeps_its_row_and_l1(database: Database) -> None:
     await say(database, "Which release?", "The December one.", AT)
     await project(database)

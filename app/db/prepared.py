@@ -98,9 +98,16 @@ def _default_of(bind: Any, column_default: Any) -> Any:
 class Prepared:
     """A Core statement (no expanding `IN` lists) run with as little machinery as there is.
 
-    `column_keys` names the columns an `insert(table)` without `.values()` sets."""
+    A statement whose SQL only a dialect's own construct can say (an upsert: SQLite's
+    and PostgreSQL's `ON CONFLICT` clauses are different objects) is given per dialect
+    name. `column_keys` names the columns an `insert(table)` without `.values()` sets."""
 
-    def __init__(self, statement: ClauseElement, *, column_keys: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        statement: ClauseElement | Mapping[str, ClauseElement],
+        *,
+        column_keys: Sequence[str] = (),
+    ) -> None:
         self.statement = statement
         self.column_keys = list(column_keys)
         self._by_dialect: dict[tuple[Any, ...], CompiledStatement] = {}
@@ -114,9 +121,10 @@ class Prepared:
         return found
 
     def _compile(self, dialect: Dialect) -> CompiledStatement:
-        compiled: Any = self.statement.compile(
-            dialect=dialect, column_keys=self.column_keys or None
-        )
+        statement = self.statement
+        if not isinstance(statement, ClauseElement):
+            statement = statement[dialect.name]
+        compiled: Any = statement.compile(dialect=dialect, column_keys=self.column_keys or None)
         positional = bool(compiled.positional)
         names = tuple(compiled.positiontup if positional else compiled.binds)
         binds = [compiled.binds[name] for name in names]

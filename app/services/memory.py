@@ -63,26 +63,26 @@ async def project_turns(db: AsyncSession, session_id: str, turns: Iterable[int])
 
 
 async def _store_projection(db: AsyncSession, session_id: str, projection: TurnProjection) -> int:
-    """Every turn's end writes its own: prepared statements, no ORM rows."""
+    """Every turn's end writes its own: prepared statements, no ORM rows. Returns 1 when
+    the turn's L2 changed."""
     turn = projection.turn
     repo = MemoryRepository(db)
     body = TurnBody(projection.user_text, projection.assistant_text, projection.ended_at)
-    stored = await repo.turn_text(session_id, turn)
-    changed = 0
-    if stored is None or stored.body != body:
-        known_id = None if stored is None else stored.id
-        turn_id = await repo.store_text(session_id, turn, body, turn_id=known_id)
-        changed = 1
-    else:
-        turn_id = stored.id
+    turn_id = await repo.store_text(session_id, turn, body)
+    changed = int(turn_id is not None)
     details = [_dedupe_key(d) for d in projection.details]
     known = await repo.detail_sources(session_id, [d.source_id for d in details])
-    new: list[MemoryDetail] = []
+    new: list[Detail] = []
     for detail in details:
-        if detail.source_id in known:
-            continue
-        known.add(detail.source_id)
-        new.append(
+        if detail.source_id not in known:
+            known.add(detail.source_id)
+            new.append(detail)
+    if not new:
+        return changed
+    if turn_id is None:  # its text was kept: its row is the one there
+        turn_id = await repo.turn_id(session_id, turn)
+    await repo.add_details(
+        [
             MemoryDetail(
                 turn_id=turn_id,
                 origin_session_id=session_id,
@@ -92,8 +92,9 @@ async def _store_projection(db: AsyncSession, session_id: str, projection: TurnP
                 is_error=detail.is_error,
                 text=detail.text,
             )
-        )
-    await repo.add_details(new)
+            for detail in new
+        ]
+    )
     return changed
 
 

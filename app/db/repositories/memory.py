@@ -1,26 +1,30 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
     Integer,
     String,
+    Table,
     Text,
     and_,
     bindparam,
     cast,
     func,
-    insert,
     literal,
     or_,
     union_all,
     update,
 )
 from sqlalchemy import select as sa_select
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import NoResultFound
 from sqlalchemy.orm import aliased
+from sqlalchemy.sql.elements import ClauseElement
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 from sqlmodel.sql.expression import SelectOfScalar
@@ -47,19 +51,6 @@ class TurnBody(NamedTuple):
     user_text: str
     assistant_text: str
     ended_at: datetime
-
-
-class StoredText(NamedTuple):
-    """A turn's row id and the L2 stored for it."""
-
-    id: int
-    user_text: str
-    assistant_text: str
-    ended_at: datetime
-
-    @property
-    def body(self) -> TurnBody:
-        return TurnBody(self.user_text, self.assistant_text, self.ended_at)
 
 
 class NewestText(NamedTuple):
@@ -224,26 +215,33 @@ _WITHOUT_L1_OF_ONE = (
     .scalar_subquery()
 )
 _MT = MemoryTurn.__table__  # type: ignore[attr-defined]
-_TURN_TEXT = Prepared(
-    sa_select(_MT.c.id, _MT.c.user_text, _MT.c.assistant_text, _MT.c.ended_at).where(
+_TURN_ID = Prepared(
+    sa_select(_MT.c.id).where(
         _MT.c.origin_session_id == bindparam("m_origin"), _MT.c.turn == bindparam("m_turn")
     )
 )
 _TURN_COLUMNS = ("user_text", "assistant_text", "ended_at", "ended_second", "updated_at")
-_ADD_TURN = Prepared(
-    insert(_MT).returning(_MT.c.id),
-    column_keys=("session_id", "origin_session_id", "turn", "created_at", *_TURN_COLUMNS),
-)
-_SET_TURN_TEXT = Prepared(
-    update(_MT)
-    .where(_MT.c.id == bindparam("m_id"))
-    .values(
-        {
-            **{name: bindparam(name, type_=_MT.c[name].type) for name in _TURN_COLUMNS},
-            "l1": None,  # the body changed: its summary is stale
-            "l1_fallback": False,
-        }
-    )
+_TURN_BODY = ("user_text", "assistant_text", "ended_at")
+
+
+def _store_turn(insert_into: Callable[[Table], Any]) -> ClauseElement:
+    """A turn's L2 as a new row, or over the turn's row when its body differs (its L1 goes:
+    it summarized the old text); RETURNING the row's id only when it wrote one."""
+    keys = ("session_id", "origin_session_id", "turn", "created_at", *_TURN_COLUMNS)
+    new = insert_into(_MT).values({key: bindparam(key, type_=_MT.c[key].type) for key in keys})
+    changed = or_(*(_MT.c[name] != new.excluded[name] for name in _TURN_BODY))
+    stale_l1 = {"l1": None, "l1_fallback": False}
+    written = {name: new.excluded[name] for name in _TURN_COLUMNS}
+    statement: ClauseElement = new.on_conflict_do_update(
+        index_elements=[_MT.c.origin_session_id, _MT.c.turn],
+        set_={**written, **stale_l1},
+        where=changed,
+    ).returning(_MT.c.id)
+    return statement
+
+
+_STORE_TURN = Prepared(
+    {"sqlite": _store_turn(sqlite_insert), "postgresql": _store_turn(postgresql_insert)}
 )
 _S = Session.__table__  # type: ignore[attr-defined]
 _MERGED_INTO_ONE = Prepared(sa_select(_S.c.id).where(_S.c.merged_into == bindparam("m_target")))
@@ -263,34 +261,34 @@ class MemoryRepository:
     def __init__(self, db: AsyncSession) -> None:
         self.db = db
 
-    async def turn_text(self, origin_session_id: str, turn: int) -> StoredText | None:
-        """A turn's id and L2, as its projection compares them: every turn's end asks."""
+    async def turn_id(self, origin_session_id: str, turn: int) -> int:
+        """The row of a turn (`origin_session_id`, `turn`) that has one."""
         params = {"m_origin": origin_session_id, "m_turn": turn}
-        rows = (await _TURN_TEXT.execute(self.db, params)).rows
-        return StoredText(*rows[0]) if rows else None
+        rows = (await _TURN_ID.execute(self.db, params)).rows
+        if not rows:
+            raise NoResultFound(f"turn {turn} of {origin_session_id} has no memory row")
+        return int(rows[0][0])
 
-    async def store_text(
-        self, session_id: str, turn: int, text: TurnBody, *, turn_id: int | None
-    ) -> int:
-        """Write a turn's L2 as a new row of the session (`turn_id` None) or over the row
-        `turn_id` (its L1 goes: it summarized the old text); returns the row's id.
-        Prepared statements, so `ended_second` is set here as the mapper's event sets it
-        for ORM writes."""
+    async def store_text(self, session_id: str, turn: int, text: TurnBody) -> int | None:
+        """Write a turn's L2, in one statement: a new row of the session, or over the turn's
+        row when its text differs (its L1 goes: it summarized the old text). Returns the
+        row's id, None when the row held this text already. A prepared statement, so
+        `ended_second` is set here as the mapper's event sets it for ORM writes; every
+        turn's end writes its own."""
         now = utcnow()
-        values = {
+        params = {
+            "session_id": session_id,
+            "origin_session_id": session_id,
+            "turn": turn,
             "user_text": text.user_text,
             "assistant_text": text.assistant_text,
             "ended_at": text.ended_at,
             "ended_second": second_of_day(text.ended_at),
+            "created_at": now,
             "updated_at": now,
         }
-        if turn_id is not None:
-            await _SET_TURN_TEXT.execute(self.db, {"m_id": turn_id, **values})
-            return turn_id
-        row = {"session_id": session_id, "origin_session_id": session_id, "turn": turn}
-        outcome = await _ADD_TURN.execute(self.db, {**row, "created_at": now, **values})
-        new_id: int = outcome.rows[0][0]
-        return new_id
+        rows = (await _STORE_TURN.execute(self.db, params)).rows
+        return int(rows[0][0]) if rows else None
 
     async def add(self, row: MemoryTurn | MemoryDetail) -> None:
         self.db.add(row)
