@@ -217,18 +217,24 @@ async def test_a_job_whose_load_replayed_many_operations_leaves_a_checkpoint_wit
 async def test_a_checkpoint_is_kept_by_a_statement_unit_and_only_if_it_is_later(
     database: Database,
 ) -> None:
-    async def keep(seq: int) -> None:
+    async def keep(seq: int) -> int:
+        """Keep a checkpoint at `seq`; the statements the keeping took."""
+
         async def work(db: AsyncSession) -> None:
+            before = database.stats.snapshot()
             await TaskCheckpointRepository(db).keep(SESSION, CheckpointRow(seq, seq, {"at": seq}))
+            spent.append(database.stats.since(before).statements)
 
+        spent: list[int] = []
         await database.write_statements(work)
+        return spent[0]
 
-    await keep(10)
-    await keep(5)  # an older one: the session's stays
+    assert await keep(10) == 1  # new, older or later alike: one upsert
+    assert await keep(5) == 1  # an older one: the session's stays
     kept = await _checkpoint(database)
     assert kept is not None and (kept.seq, kept.state) == (10, {"at": 10})
 
-    await keep(12)
+    assert await keep(12) == 1
     kept = await _checkpoint(database)
     assert kept is not None and (kept.seq, kept.ops, kept.state) == (12, 12, {"at": 12})
 

@@ -4,12 +4,15 @@ by the writes whose rebuild replayed a long stretch of the log (`app.services.ta
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from operator import itemgetter
 from typing import Any, NamedTuple
 
-from sqlalchemy import Integer, Text, bindparam, cast, func, insert, null, select, union_all, update
+from sqlalchemy import Integer, Table, Text, bindparam, cast, func, null, select, union_all
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.sql.elements import ClauseElement
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Item, TaskCheckpoint
@@ -49,14 +52,22 @@ def _with_items(names: tuple[str, ...]) -> Prepared:
     return Prepared(union_all(items, checkpoint))
 
 
-_CHECKPOINT_SEQ = Prepared(select(_T.c.seq).where(_T.c.session_id == bindparam("t_session")))
 _STATE_COLUMNS = ("seq", "ops", "state", "created_at")
-_ADD_CHECKPOINT = Prepared(insert(_T), column_keys=("session_id", *_STATE_COLUMNS))
-_SET_CHECKPOINT = Prepared(
-    update(_T)
-    .where(_T.c.session_id == bindparam("t_session"))
-    .values({name: bindparam(name, type_=_T.c[name].type) for name in _STATE_COLUMNS})
-)
+
+
+def _keep(insert_into: Callable[[Table], Any]) -> ClauseElement:
+    """The session's checkpoint as a new row, or over its row when that one is older."""
+    keys = ("session_id", *_STATE_COLUMNS)
+    new = insert_into(_T).values({key: bindparam(key, type_=_T.c[key].type) for key in keys})
+    statement: ClauseElement = new.on_conflict_do_update(
+        index_elements=[_T.c.session_id],
+        set_={name: new.excluded[name] for name in _STATE_COLUMNS},
+        where=_T.c.seq < new.excluded.seq,
+    )
+    return statement
+
+
+_KEEP = Prepared({"sqlite": _keep(sqlite_insert), "postgresql": _keep(postgresql_insert)})
 
 
 class CheckpointRow(NamedTuple):
@@ -89,21 +100,12 @@ class TaskCheckpointRepository:
         return kept, items
 
     async def keep(self, session_id: str, checkpoint: CheckpointRow) -> None:
-        """Make `checkpoint` the session's, unless it has a later one. The caller's
-        transaction holds the session's row, so two writers never insert it at once.
-
-        Prepared statements, so the step of a job that owes a checkpoint stays a
-        statement unit: through the ORM that step ran as a unit of its own kind, on a
-        connection of its own (~7 ms the first time in a process)."""
-        params = {"t_session": session_id}
-        current = (await _CHECKPOINT_SEQ.execute(self.db, params)).rows
-        if current and current[0][0] >= checkpoint.seq:
-            return
-        values = {**checkpoint._asdict(), "created_at": utcnow()}
-        if current:
-            await _SET_CHECKPOINT.execute(self.db, {**params, **values})
-        else:
-            await _ADD_CHECKPOINT.execute(self.db, {"session_id": session_id, **values})
+        """Make `checkpoint` the session's, unless it has a later one: one prepared
+        statement (an upsert), so the step of a job that owes a checkpoint stays a
+        statement unit (through the ORM that step ran as a unit of its own kind, on a
+        connection of its own: ~7 ms the first time in a process)."""
+        values = {"session_id": session_id, **checkpoint._asdict(), "created_at": utcnow()}
+        await _KEEP.execute(self.db, values)
 
 
 def _state_of(text: Any) -> dict[str, Any]:
