@@ -35,22 +35,26 @@ async def api_of(request: Request) -> PublicApi:
 
 def api_as(request: Request, key: str | None) -> PublicApi:
     """The public API as the holder of `key`, for the browser of `request`."""
-    settings: Settings = request.app.state.settings
-    return PublicApi(request.app, key, client_of(request), buffer=settings.console_stream_buffer)
+    buffer = settings_of(request).console_stream_buffer
+    return PublicApi(request.app, key, client_of(request), buffer=buffer)
 
 
 def client_of(request: Request) -> tuple[str, int] | None:
     return (request.client.host, request.client.port) if request.client else None
 
 
-async def page_size_of(request: Request) -> int:
+def settings_of(request: Request) -> Settings:
+    """The settings of the application the console is part of."""
     settings: Settings = request.app.state.settings
-    return settings.console_page_size
+    return settings
+
+
+async def page_size_of(request: Request) -> int:
+    return settings_of(request).console_page_size
 
 
 async def last_word_of(request: Request) -> LastWord:
-    settings: Settings = request.app.state.settings
-    return LastWord.of(settings)
+    return LastWord.of(settings_of(request))
 
 
 Api = Annotated[PublicApi, Depends(api_of)]

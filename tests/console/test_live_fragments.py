@@ -7,15 +7,20 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 from zoneinfo import ZoneInfo
+
+from starlette.requests import Request
 
 from app.api.schemas.items import AssistantMessageItem, CompactSummaryItem, SystemItem
 from app.console.api import PublicApi
 from app.console.live import JobFeed, LastWord, SessionFeed, relay
 from app.console.render import Renderer
 from app.console.sse import StreamEvent
+from app.console.web import last_word_of
 from app.domain.items import Origin
+from app.settings import Settings
 
 
 def _feed() -> JobFeed:
@@ -158,3 +163,15 @@ async def test_a_stream_that_ends_tries_an_unreadable_region_as_often_as_the_set
     regions = 4  # summary, files, subtasks, comments: each reads the job first
     assert await reads_with(1) == regions
     assert await reads_with(3) == regions * 3
+
+
+async def test_a_live_page_takes_its_last_word_from_the_settings() -> None:
+    """The routes' `LastWords` dependency: STRATA_CONSOLE_STREAM_LAST_TRIES and
+    STRATA_CONSOLE_STREAM_LAST_TRY_SECONDS, as set."""
+    settings = Settings(
+        _env_file=None, console_stream_last_tries=5, console_stream_last_try_seconds=0.5
+    )
+    app = SimpleNamespace(state=SimpleNamespace(settings=settings))
+    request = Request({"type": "http", "app": app, "headers": []})
+
+    assert await last_word_of(request) == LastWord(5, 0.5)
