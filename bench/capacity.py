@@ -41,7 +41,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -340,6 +340,11 @@ async def _pair(
     return Pair(out, bare, await bare_run(fake.url, concurrency, work, request, mode))
 
 
+def _cpu_ratio(pairs: Iterable[tuple[Outcome, Outcome]]) -> Stats:
+    """Strata's CPU per turn over the bare loop's per call, pair by pair."""
+    return Stats.of((strata.cpu_ms_per_turn / bare.cpu_ms_per_turn for strata, bare in pairs), "×")
+
+
 async def run(ctx: Context) -> Section:
     turns = ctx.scale(TURNS, 200)
     levels = [10, 100, 1000] if not ctx.quick else [10, 100]
@@ -368,15 +373,9 @@ async def run(ctx: Context) -> Section:
                 cpu = Stats.of((p.strata.cpu_ms_per_turn for p in pairs), "ms")
                 # the bare loop's "turn" is one call
                 bare_cpu = Stats.of((p.bare.cpu_ms_per_turn for p in pairs), "ms")
-                ratio = Stats.of(
-                    (p.strata.cpu_ms_per_turn / p.bare.cpu_ms_per_turn for p in pairs), "×"
-                )
+                ratio = _cpu_ratio((p.strata, p.bare) for p in pairs)
                 arriving = [(p.strata, p.bare_arriving) for p in pairs if p.bare_arriving]
-                like = (
-                    Stats.of((o.cpu_ms_per_turn / b.cpu_ms_per_turn for o, b in arriving), "×")
-                    if arriving
-                    else None
-                )
+                like = _cpu_ratio(arriving) if arriving else None
                 rate = Stats.of((p.strata.rate for p in pairs), "")
                 bare_rate = Stats.of((p.bare.rate for p in pairs), "")
                 failed = sum(p.strata.failed for p in pairs)
