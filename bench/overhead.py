@@ -32,6 +32,7 @@ import copy
 import datetime as dt
 import shutil
 import time
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -179,39 +180,51 @@ def _median(values: list[float]) -> float:
     return Stats.of(values, "ms").median
 
 
-async def _measure(
-    fake: fake_llm.FakeLLM, ctx: Context, template: Path, session_id: str, label: str
-) -> dict[str, Any]:
-    """`RUNS_FACTOR × ctx.runs` pairs of turns, Strata then the bare loop, on fresh
-    database copies."""
-    strata: list[float] = []
-    bare: list[float] = []
-    steps = DbCounts()
-    turn = DbCounts()
-    for run_no in range(RUNS_FACTOR * ctx.runs):
-        db = ctx.workdir / f"run-{label}-{run_no}.db"
-        shutil.copyfile(template, db)
-        settings = _settings(fake.url, f"sqlite:///{db}", ctx.workdir / "data")
+@dataclass
+class _Condition:
+    """A session to measure, and what its runs gave."""
+
+    label: str
+    template: Path
+    session_id: str
+    strata: list[float] = field(default_factory=list)
+    bare: list[float] = field(default_factory=list)
+    steps: DbCounts = field(default_factory=DbCounts)
+    turn: DbCounts = field(default_factory=DbCounts)
+
+    def figures(self) -> dict[str, Any]:
+        strata, bare = self.strata, self.bare
+        return {
+            "strata": Stats.of(strata, "ms"),
+            "bare": Stats.of(bare, "ms"),
+            "own": Stats.of([s - b for s, b in zip(strata, bare, strict=True)], "ms"),
+            "ratio": Stats.of([s / b for s, b in zip(strata, bare, strict=True)], "×"),
+            "steps": self.steps,
+            "turn": self.turn,
+        }
+
+
+async def _run_once(
+    fake: fake_llm.FakeLLM, ctx: Context, condition: _Condition, *, count_turn: bool
+) -> None:
+    """One pair of turns on a fresh copy of the condition's database, Strata's then the
+    bare loop's; with `count_turn`, then the counts of a one-request turn (they do not
+    vary between runs: one is enough)."""
+    db = ctx.workdir / "run.db"
+    shutil.copyfile(condition.template, db)
+    settings = _settings(fake.url, f"sqlite:///{db}", ctx.workdir / "data")
+    fake.take_exchanges()
+    llm, _ = await strata_turn(settings, condition.session_id, "Go on.")
+    condition.strata.append(_median(step_gaps_ms(fake.take_exchanges())))
+    condition.steps = llm.per_step()
+    assert llm.first is not None
+    await bare_turn(fake.url, llm.first, REQUESTS_PER_TURN)
+    condition.bare.append(_median(step_gaps_ms(fake.take_exchanges())))
+    if count_turn:
+        shutil.copyfile(condition.template, db)  # the turn above left its job to the runner
+        _, condition.turn = await strata_turn(settings, condition.session_id, fake_llm.ONE_REQUEST)
         fake.take_exchanges()
-        llm, _ = await strata_turn(settings, session_id, "Go on.")
-        strata.append(_median(step_gaps_ms(fake.take_exchanges())))
-        steps = llm.per_step()
-        assert llm.first is not None
-        await bare_turn(fake.url, llm.first, REQUESTS_PER_TURN)
-        bare.append(_median(step_gaps_ms(fake.take_exchanges())))
-        if run_no == 0:  # counts do not vary between runs: one is enough
-            shutil.copyfile(template, db)  # the turn above left its job to the runner
-            _, turn = await strata_turn(settings, session_id, fake_llm.ONE_REQUEST)
-            fake.take_exchanges()
-        db.unlink()
-    return {
-        "strata": Stats.of(strata, "ms"),
-        "bare": Stats.of(bare, "ms"),
-        "own": Stats.of([s - b for s, b in zip(strata, bare, strict=True)], "ms"),
-        "ratio": Stats.of([s / b for s, b in zip(strata, bare, strict=True)], "×"),
-        "steps": steps,
-        "turn": turn,
-    }
+    db.unlink()
 
 
 async def run(ctx: Context) -> Section:
@@ -237,21 +250,23 @@ async def run(ctx: Context) -> Section:
         (f"for scale: fresh session of {SCALE_ITEMS} items (a shorter segment)", SCALE_ITEMS, 0),
     ]
     started = time.monotonic()
-    results: list[tuple[str, dict[str, Any]]] = []
+    measured = [
+        _Condition(label, *await _template(ctx.workdir, f"t{index}", items, ops))
+        for index, (label, items, ops) in enumerate(conditions)
+    ]
     with fake_llm.running(delay=0.0, tool=TOOL) as fake:
-        for index, (label, items, ops) in enumerate(conditions):
-            template, session_id = await _template(ctx.workdir, f"t{index}", items, ops)
-            if index == 0:  # warm-up: imports, statement caches, the fake's first answers
-                warm = ctx.workdir / "warm.db"
-                shutil.copyfile(template, warm)
-                settings = _settings(fake.url, f"sqlite:///{warm}", ctx.workdir / "data")
-                llm, _ = await strata_turn(settings, session_id, "Go on.")
-                assert llm.first is not None
-                await bare_turn(fake.url, llm.first, REQUESTS_PER_TURN)
-                fake.take_exchanges()
-                warm.unlink()
-            results.append((label, await _measure(fake, ctx, template, session_id, str(index))))
-            template.unlink()
+        # warm-up: imports, statement caches, the fake's first answers
+        first = measured[0]
+        warm = _Condition(first.label, first.template, first.session_id)
+        await _run_once(fake, ctx, warm, count_turn=False)
+        # the sessions take turns run by run: the machine's speed drifts over minutes,
+        # and a session measured in a block of its own would carry that drift
+        for run_no in range(RUNS_FACTOR * ctx.runs):
+            for condition in measured:
+                await _run_once(fake, ctx, condition, count_turn=run_no == 0)
+    for condition in measured:
+        condition.template.unlink()
+    results = [(condition.label, condition.figures()) for condition in measured]
     fresh = results[0][1]["own"].median
     steps = REQUESTS_PER_TURN - 1
     for index, (label, r) in enumerate(results):
@@ -288,8 +303,10 @@ async def run(ctx: Context) -> Section:
         f"Each run is one chat turn of {REQUESTS_PER_TURN} requests on a fresh copy of the "
         f"database, then the bare loop's turn of {REQUESTS_PER_TURN} requests; a run's "
         f"figure is the median of its {steps} gaps, and a cell gives the median (min–max) "
-        "of the runs, the difference and ratio taken run by run. Before the first session, "
-        "one turn of each is run and discarded (warm-up)."
+        "of the runs, the difference and ratio taken run by run. The sessions take turns run "
+        "by run (the machine's speed drifts over minutes: measured in blocks of their own, "
+        "two sessions differed by as much as the 10% bound). Before the first run, one "
+        "turn of each loop is run and discarded (warm-up)."
     )
     section.notes.append(
         "**Counts** (in process, not load-dependent): per step, from one request's start "
