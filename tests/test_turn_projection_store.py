@@ -7,6 +7,7 @@ then an ORM insert whose mapper event set `ended_second`)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
@@ -29,6 +30,7 @@ from app.domain.items import (
 from app.memory.timeref import second_of_day
 from app.services.items import append_item
 from app.services.memory import project_turns
+from app.settings import Settings
 from tests.support.databases import database_with
 
 SESSION = "ses_projected"
@@ -161,3 +163,36 @@ async def test_a_turn_with_tool_calls_is_projected_by_prepared_statements_and_it
     async with database.read() as db:
         details = (await db.exec(select(MemoryDetail.source_id))).all()
     assert sorted(details) == sorted(set(details)) and len(details) >= 2
+
+
+@pytest.mark.postgresql_only
+async def test_two_projections_of_one_turn_at_once_both_commit(
+    database: Database, database_url: str
+) -> None:
+    """Two processes end the same turn at once (a turn resumed elsewhere, an import):
+    the second one's upsert waits for the first one's uncommitted row and then keeps it,
+    where a read before the insert found nothing and the insert then broke the unique key."""
+    await say(database, "Which release?", "The December one.", AT)
+    inserted, release = asyncio.Event(), asyncio.Event()
+
+    async def first(db: AsyncSession) -> int:
+        changed = await project_turns(db, SESSION, [1])
+        inserted.set()
+        await release.wait()  # the row stays uncommitted meanwhile
+        return changed
+
+    other = Database(Settings(_env_file=None, database_url=database_url))  # another process's
+    try:
+        ending = asyncio.create_task(database.write(first))
+        await inserted.wait()
+        second = asyncio.create_task(project(other))
+        await asyncio.sleep(0.3)
+        waited = not second.done()
+        release.set()
+        changed = await asyncio.gather(ending, second)
+    finally:
+        await other.dispose()
+
+    assert waited  # on the first one's row
+    assert list(changed) == [1, 0]
+    assert len(await turns(database)) == 1
