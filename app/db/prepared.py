@@ -21,6 +21,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from sqlalchemy import Table
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.elements import ClauseElement
@@ -31,6 +34,12 @@ from app.db.sqlite_direct import DirectConnection
 from app.db.stats import stats_of
 
 Processor = Callable[[Any], Any] | None
+DialectInsert = Callable[[Table], Any]
+"""A dialect's own `insert` (its statement has `on_conflict_do_update`)."""
+_DIALECT_INSERTS: dict[str, DialectInsert] = {
+    "sqlite": sqlite_insert,
+    "postgresql": postgresql_insert,
+}
 T = TypeVar("T")
 _REQUIRED = object()
 
@@ -98,13 +107,14 @@ def _default_of(bind: Any, column_default: Any) -> Any:
 class Prepared:
     """A Core statement (no expanding `IN` lists) run with as little machinery as there is.
 
-    A statement whose SQL only a dialect's own construct can say (an upsert: SQLite's
-    and PostgreSQL's `ON CONFLICT` clauses are different objects) is given per dialect
-    name. `column_keys` names the columns an `insert(table)` without `.values()` sets."""
+    A statement only a dialect's own construct can say (an upsert: SQLite's and
+    PostgreSQL's `ON CONFLICT` clauses are different objects) is given as a function of
+    the dialect's `insert`, called once per dialect. `column_keys` names the columns an
+    insert without `.values()` sets."""
 
     def __init__(
         self,
-        statement: ClauseElement | Mapping[str, ClauseElement],
+        statement: ClauseElement | Callable[[DialectInsert], ClauseElement],
         *,
         column_keys: Sequence[str] = (),
     ) -> None:
@@ -123,7 +133,7 @@ class Prepared:
     def _compile(self, dialect: Dialect) -> CompiledStatement:
         statement = self.statement
         if not isinstance(statement, ClauseElement):
-            statement = statement[dialect.name]
+            statement = statement(_DIALECT_INSERTS[dialect.name])
         compiled: Any = statement.compile(dialect=dialect, column_keys=self.column_keys or None)
         positional = bool(compiled.positional)
         names = tuple(compiled.positiontup if positional else compiled.binds)

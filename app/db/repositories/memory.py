@@ -1,14 +1,13 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
     Integer,
     String,
-    Table,
     Text,
     and_,
     bindparam,
@@ -20,8 +19,6 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy import select as sa_select
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import NoResultFound
 from sqlalchemy.orm import aliased
 from sqlalchemy.sql.elements import ClauseElement
@@ -31,7 +28,7 @@ from sqlmodel.sql.expression import SelectOfScalar
 
 from app.db import deferred
 from app.db.models import MemoryDetail, MemoryTurn, Session
-from app.db.prepared import Prepared
+from app.db.prepared import DialectInsert, Prepared
 from app.db.types import UTCDateTime, utcnow
 from app.memory.timeref import second_of_day
 
@@ -224,11 +221,10 @@ _TURN_COLUMNS = ("user_text", "assistant_text", "ended_at", "ended_second", "upd
 _TURN_BODY = ("user_text", "assistant_text", "ended_at")
 
 
-def _store_turn(insert_into: Callable[[Table], Any]) -> ClauseElement:
+def _store_turn(insert_into: DialectInsert) -> ClauseElement:
     """A turn's L2 as a new row, or over the turn's row when its body differs (its L1 goes:
     it summarized the old text); RETURNING the row's id only when it wrote one."""
-    keys = ("session_id", "origin_session_id", "turn", "created_at", *_TURN_COLUMNS)
-    new = insert_into(_MT).values({key: bindparam(key, type_=_MT.c[key].type) for key in keys})
+    new = insert_into(_MT)
     changed = or_(*(_MT.c[name] != new.excluded[name] for name in _TURN_BODY))
     stale_l1 = {"l1": None, "l1_fallback": False}
     written = {name: new.excluded[name] for name in _TURN_COLUMNS}
@@ -241,7 +237,8 @@ def _store_turn(insert_into: Callable[[Table], Any]) -> ClauseElement:
 
 
 _STORE_TURN = Prepared(
-    {"sqlite": _store_turn(sqlite_insert), "postgresql": _store_turn(postgresql_insert)}
+    _store_turn,
+    column_keys=("session_id", "origin_session_id", "turn", "created_at", *_TURN_COLUMNS),
 )
 _S = Session.__table__  # type: ignore[attr-defined]
 _MERGED_INTO_ONE = Prepared(sa_select(_S.c.id).where(_S.c.merged_into == bindparam("m_target")))

@@ -4,19 +4,17 @@ by the writes whose rebuild replayed a long stretch of the log (`app.services.ta
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import cache
 from operator import itemgetter
 from typing import Any, NamedTuple
 
-from sqlalchemy import Integer, Table, Text, bindparam, cast, func, null, select, union_all
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy import Integer, Text, bindparam, cast, func, null, select, union_all
 from sqlalchemy.sql.elements import ClauseElement
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Item, TaskCheckpoint
-from app.db.prepared import Prepared
+from app.db.prepared import DialectInsert, Prepared
 from app.db.repositories.items import ItemRecord, parse_stored_json
 from app.db.types import utcnow
 
@@ -55,10 +53,9 @@ def _with_items(names: tuple[str, ...]) -> Prepared:
 _STATE_COLUMNS = ("seq", "ops", "state", "created_at")
 
 
-def _keep(insert_into: Callable[[Table], Any]) -> ClauseElement:
+def _keep(insert_into: DialectInsert) -> ClauseElement:
     """The session's checkpoint as a new row, or over its row when that one is older."""
-    keys = ("session_id", *_STATE_COLUMNS)
-    new = insert_into(_T).values({key: bindparam(key, type_=_T.c[key].type) for key in keys})
+    new = insert_into(_T)
     statement: ClauseElement = new.on_conflict_do_update(
         index_elements=[_T.c.session_id],
         set_={name: new.excluded[name] for name in _STATE_COLUMNS},
@@ -67,7 +64,7 @@ def _keep(insert_into: Callable[[Table], Any]) -> ClauseElement:
     return statement
 
 
-_KEEP = Prepared({"sqlite": _keep(sqlite_insert), "postgresql": _keep(postgresql_insert)})
+_KEEP = Prepared(_keep, column_keys=("session_id", *_STATE_COLUMNS))
 
 
 class CheckpointRow(NamedTuple):
