@@ -32,10 +32,11 @@ import copy
 import datetime as dt
 import shutil
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anthropic
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -66,6 +67,7 @@ from bench.common import (
 )
 from bench.seed import TENANT, session_with_log
 
+T = TypeVar("T")
 SEGMENT = 200
 REQUESTS_PER_TURN = 12
 TARGET_MS = 2.0
@@ -204,6 +206,15 @@ class _Condition:
         }
 
 
+def in_turns(conditions: Sequence[T], runs: int) -> Iterator[tuple[int, T]]:
+    """(run number, condition): the conditions take turns run by run. The machine's speed
+    drifts over minutes; a condition measured in a block of its own would carry that
+    drift, and the rows compared with each other differed by as much as the bound."""
+    for run_no in range(runs):
+        for condition in conditions:
+            yield run_no, condition
+
+
 async def _run_once(
     fake: fake_llm.FakeLLM, ctx: Context, condition: _Condition, *, count_turn: bool
 ) -> None:
@@ -259,11 +270,8 @@ async def run(ctx: Context) -> Section:
         first = measured[0]
         warm = _Condition(first.label, first.template, first.session_id)
         await _run_once(fake, ctx, warm, count_turn=False)
-        # the sessions take turns run by run: the machine's speed drifts over minutes,
-        # and a session measured in a block of its own would carry that drift
-        for run_no in range(RUNS_FACTOR * ctx.runs):
-            for condition in measured:
-                await _run_once(fake, ctx, condition, count_turn=run_no == 0)
+        for run_no, condition in in_turns(measured, RUNS_FACTOR * ctx.runs):
+            await _run_once(fake, ctx, condition, count_turn=run_no == 0)
     for condition in measured:
         condition.template.unlink()
     results = [(condition.label, condition.figures()) for condition in measured]

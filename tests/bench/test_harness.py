@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import capacity, fake_llm, memory_economy
+from bench import capacity, fake_llm, memory_economy, overhead
 from bench.api_throughput import Load, starved, unstarved
 from bench.common import Context, DbCounts, HandoffCounter, Row, Section, Stats, step_gaps_ms
 from bench.run import BENCHMARKS, render
@@ -197,3 +197,23 @@ async def test_a_staggered_bare_loop_makes_every_call_never_over_concurrency_at_
     in_flight = max(sum(a <= at < w for a, w in measured) for at, _ in measured)
     assert (out.turns, out.failed, len(measured)) == (6, 0, 6)
     assert in_flight == 2
+
+
+def test_a_capacity_rows_yardstick_drives_its_calls_as_strata_got_its_turns() -> None:
+    """After a staggered run the target is taken against the bare loop with the same
+    arrivals; after a burst, against the one calling back to back."""
+    strata, busy, arriving = (capacity.Outcome(100, 2.0, cpu, 0) for cpu in (0.5, 0.2, 0.25))
+
+    assert capacity.Pair(strata, busy, arriving).yardstick is arriving
+    assert capacity.Pair(strata, busy, None).yardstick is busy
+
+
+def test_the_step_overhead_sessions_take_turns_run_by_run() -> None:
+    assert list(overhead.in_turns(["fresh", "long", "tasks"], 2)) == [
+        (0, "fresh"),
+        (0, "long"),
+        (0, "tasks"),
+        (1, "fresh"),
+        (1, "long"),
+        (1, "tasks"),
+    ]
