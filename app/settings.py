@@ -200,6 +200,14 @@ class Settings(BaseSettings):
     checklists_max_chars: int = Field(default=2000, ge=100)
     # the `git status` / diff excerpt handed on after a verify movement, in characters
     git_excerpt_max_chars: int = Field(default=2000, ge=100)
+    # what reading the excerpt may cost (it is computed in Python, git never runs): the
+    # entries it looks at (of HEAD's tree, the index and the folders), the bytes it reads
+    # (and matches against ignore patterns), and the lines of a changed region it aligns
+    # line by line (difflib's time grows with their square; a longer region is shown
+    # removed, then added)
+    git_excerpt_max_files: int = Field(default=100_000, ge=1)
+    git_excerpt_max_read_bytes: int = Field(default=128 * 1024**2, ge=1024)
+    git_excerpt_diff_max_lines: int = Field(default=1000, ge=1)
     job_lease_seconds: float = 30.0
     job_heartbeat_seconds: float = 10.0
 

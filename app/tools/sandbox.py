@@ -1,4 +1,4 @@
-"""Running a command confined to a job's folder: what Bash (and the git excerpt) run under.
+"""Running a command confined to a job's folder: what every Bash command runs under.
 
 Every command gets, whatever the machine:
 
@@ -128,7 +128,7 @@ class Confinement:
 
     @classmethod
     def of(cls, settings: Settings) -> Confinement:
-        """What every Bash command (and the git excerpt) runs under."""
+        """What every Bash command runs under."""
         return cls(
             cpu_seconds=settings.bash_cpu_seconds,
             memory_bytes=settings.bash_memory_bytes,

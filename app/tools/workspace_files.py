@@ -11,8 +11,8 @@ own records) and the agent must not forge, with one exception: checklists,
 `logs/checklists/<name>.json` (not `tasks.json`, the runner's copy of the task list),
 which the next movement is shown. `input/` is writable too (the agent may prepare or fix
 input for a later step), except `input/subtasks/`, the copies of subtasks' outputs.
-No path may go through a `.git` folder: git runs in the workspace after verify
-movements, and a forged git configuration must not be able to run anything there.
+No path may go through a `.git` folder: the git excerpt after a verify movement compares
+the files with the repository's index and history, which the agent must not forge.
 
 File work runs in a worker thread so a large file does not block the event loop.
 """

@@ -33,7 +33,6 @@ from app.services import jobs
 from app.services.comments import Author, post_comment
 from app.services.piece_jobs import workspace_of
 from app.services.tasks import load_store
-from app.tools.sandbox import Confinement
 from app.worker.handlers import Also, Deps, Outcome, job_database, problem
 from app.worker.movement import Transition, run_movement
 from app.worker.piece_state import PieceState
@@ -132,10 +131,7 @@ async def _movement_ended(
     write_task_checklist(workspace, tasks)
     state.git_excerpt = None
     if movement.verify:
-        confinement = Confinement.of(deps.settings)
-        state.git_excerpt = await git_excerpt(
-            workspace, confinement, deps.settings.git_excerpt_max_chars
-        )
+        state.git_excerpt = await git_excerpt(workspace, deps.settings)
 
 
 def _ask(job: Job, step: Transition) -> Also:

@@ -4,8 +4,9 @@
   `logs/checklists/tasks.json`; every other `logs/checklists/*.json` (a movement may
   write its own there) is shown to the next movement as it is now, within a cap.
 * After a verify movement, when the workspace (its root, `output/` or `input/`) is a git
-  repository, a `git status` and diff excerpt of it, within a cap. git runs confined like
-  Bash, with hooks, fsmonitor, external diff and textconv off.
+  repository, a `git status` and diff excerpt of it, within a cap. It is read as data by
+  `app.worker.gitdata`, never by running git: nothing a repository's configuration,
+  attributes or hooks name can run (see that package for why and how).
 * Subtasks: a finished child's `output/` is copied into the parent's
   `input/subtasks/<child>/`, so the parent's tools can read it (the agent's tools do not
   write there).
@@ -22,23 +23,12 @@ from pathlib import Path
 
 from app.domain.tasks import TaskStore
 from app.engine.workspace import Workspace
-from app.tools.sandbox import Confinement, run_confined
+from app.settings import Settings
+from app.worker.gitdata import Budget, read_changes
 
 CHECKLISTS = "logs/checklists"
 TASKS_CHECKLIST = "tasks.json"
 SUBTASKS = "input/subtasks"
-_GIT_SECONDS = 20.0
-_GIT = (
-    "git",
-    "-c",
-    "core.fsmonitor=false",
-    "-c",
-    "core.hooksPath=/dev/null",
-    "-c",
-    "core.pager=cat",
-    "-c",
-    "color.ui=false",
-)
 
 
 def _cut(text: str, limit: int) -> str:
@@ -76,31 +66,40 @@ def checklists_text(workspace: Workspace, limit: int) -> str | None:
     return _cut("\n\n".join(parts), limit) if parts else None
 
 
-def _repository(workspace: Workspace) -> Path | None:
-    for folder in (workspace.root, workspace.root / "output", workspace.root / "input"):
+def _repository(workspace: Workspace) -> tuple[str, bool] | None:
+    """The first of the root, `output/` and `input/` holding a `.git`, and whether that
+    `.git` is a plain folder (a link, or a `gitdir:` file, is not followed)."""
+    for where in (".", "output", "input"):
+        folder = workspace.root / where
+        if where != "." and (folder.is_symlink() or not folder.is_dir()):
+            continue
         git = folder / ".git"
-        if git.exists() and not git.is_symlink():
-            return folder
+        if git.is_symlink() or git.exists():
+            return where, git.is_dir() and not git.is_symlink()
     return None
 
 
-async def git_excerpt(workspace: Workspace, confinement: Confinement, limit: int) -> str | None:
-    """`git status` and the start of `git diff` of the workspace's repository, if any."""
-    folder = _repository(workspace)
-    if folder is None:
+async def git_excerpt(workspace: Workspace, settings: Settings) -> str | None:
+    """`git status --short --branch` and the start of `git diff --stat --patch` of the
+    workspace's repository, if any, cut to `git_excerpt_max_chars`."""
+    found = _repository(workspace)
+    if found is None:
         return None
-    where = workspace.relative(folder)
-    prefix = [*_GIT, "-C", where] if where != "." else list(_GIT)
-    status = await _git(workspace, confinement, [*prefix, "status", "--short", "--branch"])
-    diff = await _git(
-        workspace,
-        confinement,
-        [*prefix, "--no-pager", "diff", "--no-ext-diff", "--no-textconv", "--stat", "--patch"],
-    )
+    where, plain = found
     shown = "." if where == "." else f"{where}/"
+    if not plain:
+        reason = f"{'' if where == '.' else shown}.git is a link or a file, not a git folder"
+        return f"$ git status ({shown})\n    ({reason}: not read)"
+    limit = settings.git_excerpt_max_chars
+    budget = Budget(
+        max_files=settings.git_excerpt_max_files,
+        max_read_bytes=settings.git_excerpt_max_read_bytes,
+        diff_max_lines=settings.git_excerpt_diff_max_lines,
+    )
+    changes = await asyncio.to_thread(read_changes, workspace.root, where, budget, limit)
     text = (
-        f"$ git status ({shown})\n{_indented(status)}\n"
-        f"$ git diff\n{_indented(diff or '(no unstaged changes)')}"
+        f"$ git status ({shown})\n{_indented(changes.status)}\n"
+        f"$ git diff\n{_indented(changes.diff or '(no unstaged changes)')}"
     )
     return _cut(text, limit)
 
@@ -108,15 +107,6 @@ async def git_excerpt(workspace: Workspace, confinement: Confinement, limit: int
 def _indented(output: str) -> str:
     # a code block: git's own "## branch" line must not read as a heading of the prompt
     return "\n".join(f"    {line}" for line in output.splitlines())
-
-
-async def _git(workspace: Workspace, confinement: Confinement, argv: list[str]) -> str:
-    result = await run_confined(
-        argv, root=workspace.root, limit_seconds=_GIT_SECONDS, confinement=confinement
-    )
-    if result.timed_out:
-        return "(git timed out)"
-    return result.output.strip()
 
 
 def _copy_output(child: Workspace, target: Path) -> None:
