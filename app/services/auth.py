@@ -125,6 +125,15 @@ class Authenticator:
             raise Unauthorized("this server needs 'Authorization: Bearer <key>'")
         raise Unauthorized("the API key is not valid (unknown, revoked or expired)")
 
+    async def still_grants(self, database: Database, token: str | None, tenant: str) -> bool:
+        """Whether `token` still makes its bearer `tenant`: asked again by what stays open
+        after the request that opened it (an event stream), so a key revoked or expired
+        since closes it (within STRATA_API_KEY_CACHE_SECONDS in other processes)."""
+        try:
+            return await self.tenant_for(database, token) == tenant
+        except Unauthorized:
+            return False
+
     async def _tenant_of_key(self, database: Database, token: str) -> str | None:
         digest = hash_key(token)
         for known, tenant in self._configured.items():
