@@ -191,21 +191,33 @@ def cmd_keys_list(args: argparse.Namespace) -> int:
 def cmd_keys_revoke(args: argparse.Namespace) -> int:
     from app.db.engine import Database
     from app.domain.errors import DomainError
-    from app.services.auth import revoke_key
+    from app.services.auth import Revocation, revoke_key
 
-    async def revoke(database: Database) -> None:
-        await database.write(lambda db: revoke_key(db, args.key_id))
+    configured = {key.tenant for key in get_settings().configured_keys}
+
+    async def revoke(database: Database) -> Revocation:
+        return await database.write(
+            lambda db: revoke_key(db, args.key_id, configured_tenants=configured)
+        )
 
     try:
-        _with_database(revoke)
+        done: Revocation = _with_database(revoke)
     except DomainError as exc:
         print(f"strata keys revoke: {exc.detail}", file=sys.stderr)
         return 2
     print(
         f"revoked {args.key_id}: refused at once here, by running servers within "
-        "STRATA_API_KEY_CACHE_SECONDS",
+        "STRATA_API_KEY_CACHE_SECONDS (their open event streams end within "
+        "STRATA_SSE_KEY_CHECK_SECONDS more)",
         file=sys.stderr,
     )
+    if done.webhooks_disabled:
+        print(
+            f"tenant {done.key.tenant!r} has no valid key left: its {done.webhooks_disabled} "
+            "enabled webhook subscription(s) are disabled; a new key of the tenant can enable "
+            "them again (PATCH /webhooks/{id} with enabled: true)",
+            file=sys.stderr,
+        )
     return 0
 
 

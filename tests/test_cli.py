@@ -482,3 +482,34 @@ def test_settings_that_are_not_json_are_left_alone_with_a_message(
 
     assert "not valid JSON" in capsys.readouterr().err
     assert (tmp_path / ".claude" / "settings.json").read_text() == "{ not json"
+
+
+def _subscribe_with(key: str) -> None:
+    """A webhook subscription made with this key (a server without a dispatcher)."""
+    get_settings.cache_clear()
+
+    async def subscribe() -> None:
+        settings = get_settings().model_copy(update={"run_worker_in_server": False})
+        async with serve(settings) as (_, client):
+            response = await client.post(
+                "/webhooks",
+                json={"url": "https://93.184.216.34/hooks/strata", "events": ["*"]},
+                headers={"authorization": f"Bearer {key}"},
+            )
+        assert response.status_code == 201, response.text
+
+    asyncio.run(subscribe())
+
+
+def test_revoking_a_tenants_last_key_says_its_webhooks_were_disabled(
+    db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = _create_key(capsys)
+    ((key_id, *_),) = _key_rows(capsys)
+    _subscribe_with(key)
+
+    assert main(["keys", "revoke", key_id]) == 0
+
+    said = capsys.readouterr().err
+    assert "tenant 'acme' has no valid key left: its 1 enabled webhook subscription(s)" in said
+    assert _query(db_url, "SELECT enabled FROM webhook_subscriptions") == [(False,)]

@@ -1,6 +1,6 @@
-"""What stays open after a request outlives its key: an event stream opened with a key that
-is revoked since ends (asked again every STRATA_SSE_KEY_CHECK_SECONDS), and reconnecting
-with it is a 401."""
+"""What outlives a revoked key: an event stream opened with a key revoked since ends (asked
+again every STRATA_SSE_KEY_CHECK_SECONDS), and reconnecting with it is a 401; the webhook
+subscriptions of a tenant left without a valid key are disabled."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, MutableMapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -15,7 +16,11 @@ import pytest
 from fastapi import FastAPI
 
 from app.db.engine import Database
-from app.services.auth import create_key, revoke_key
+from app.db.models import ApiKey
+from app.db.repositories.api_keys import ApiKeyRepository
+from app.db.types import utcnow
+from app.domain.ids import new_id
+from app.services.auth import LAST_KEY_REVOKED, create_key, hash_key, revoke_key
 from tests.support.apps import serve
 from tests.support.chat import new_session, submit_job
 
@@ -136,3 +141,81 @@ async def _keep_alives(stream: Stream, running: asyncio.Task[None], count: int) 
     while stream.body.count("keep-alive") < count:
         assert not running.done(), stream.body
         await asyncio.sleep(0.01)
+
+
+# --- webhooks of a tenant left without a valid key ----------------------------------------
+
+PUBLIC = "https://93.184.216.34/hooks/strata"  # never called: these apps have no dispatcher
+
+
+async def _subscribed(app: FastAPI, client: httpx.AsyncClient, tenant: str) -> tuple[str, str]:
+    """(key id, webhook id): a key of `tenant` and a subscription it made."""
+    row, key = await app.state.database.write(lambda db: create_key(db, tenant))
+    client.headers["Authorization"] = f"Bearer {key}"
+    created = await client.post("/webhooks", json={"url": PUBLIC, "events": ["*"]})
+    assert created.status_code == 201, created.text
+    return row.id, created.json()["id"]
+
+
+async def _webhook_as_new_key(app: FastAPI, client: httpx.AsyncClient, webhook_id: str) -> Any:
+    _, key = await app.state.database.write(lambda db: create_key(db, "initech"))
+    client.headers["Authorization"] = f"Bearer {key}"
+    return (await client.get(f"/webhooks/{webhook_id}")).json()
+
+
+async def test_revoking_a_tenants_last_key_disables_its_webhooks_and_says_so(
+    keyed: tuple[FastAPI, httpx.AsyncClient, Database],
+) -> None:
+    app, client, other_process = keyed
+    key_id, webhook_id = await _subscribed(app, client, "initech")
+
+    done = await other_process.write(lambda db: revoke_key(db, key_id))
+
+    assert done.webhooks_disabled == 1
+    shown = await _webhook_as_new_key(app, client, webhook_id)
+    assert (shown["enabled"], shown["disabled_reason"]) == (False, LAST_KEY_REVOKED)
+    enabled = await client.patch(f"/webhooks/{webhook_id}", json={"enabled": True})
+    assert enabled.json()["enabled"] is True  # the new key takes them back
+
+
+async def test_revoking_one_of_a_tenants_keys_leaves_its_webhooks_enabled(
+    keyed: tuple[FastAPI, httpx.AsyncClient, Database],
+) -> None:
+    app, client, other_process = keyed
+    key_id, webhook_id = await _subscribed(app, client, "initech")
+    await app.state.database.write(lambda db: create_key(db, "initech"))
+
+    done = await other_process.write(lambda db: revoke_key(db, key_id))
+
+    assert done.webhooks_disabled == 0
+    assert (await _webhook_as_new_key(app, client, webhook_id))["enabled"] is True
+
+
+async def test_a_tenant_with_a_key_in_the_settings_keeps_its_webhooks(
+    keyed: tuple[FastAPI, httpx.AsyncClient, Database],
+) -> None:
+    app, client, other_process = keyed
+    key_id, webhook_id = await _subscribed(app, client, "initech")
+
+    done = await other_process.write(
+        lambda db: revoke_key(db, key_id, configured_tenants={"initech"})
+    )
+
+    assert done.webhooks_disabled == 0
+    assert (await _webhook_as_new_key(app, client, webhook_id))["enabled"] is True
+
+
+async def test_an_expired_key_left_is_no_valid_key(
+    keyed: tuple[FastAPI, httpx.AsyncClient, Database],
+) -> None:
+    app, client, other_process = keyed
+    key_id, _ = await _subscribed(app, client, "initech")
+    expired = ApiKey(
+        id=new_id("key"), tenant="initech", key_hash=hash_key("sk_strata_expired"),
+        prefix="sk_strata_expi", expires_at=utcnow() - timedelta(seconds=1),
+    )  # fmt: skip
+    await app.state.database.write(lambda db: ApiKeyRepository(db).add(expired))
+
+    done = await other_process.write(lambda db: revoke_key(db, key_id))
+
+    assert done.webhooks_disabled == 1
