@@ -238,21 +238,27 @@ def cmd_openapi(args: argparse.Namespace) -> int:
 def cmd_claude_code_install(args: argparse.Namespace) -> int:
     from app.claude_code_install import InstallError, apply, claude_dir, plan_install
 
+    api_key = sys.stdin.readline().strip() if args.api_key == "-" else args.api_key
     try:
         target = claude_dir(user=args.user, project=args.project)
-        plan = plan_install(target, url=args.url, api_key=args.api_key)
+        plan = plan_install(
+            target, url=args.url, api_key=api_key or None, project=args.project is not None
+        )
     except InstallError as exc:
         print(f"strata claude-code install: {exc}", file=sys.stderr)
         return 2
     verb = "would change" if args.dry_run else "changed"
     if not plan.changes:
         print(f"{target}: the Strata kit is installed already; nothing to change")
-        return 0
-    print(f"{target}: {verb}:")
-    for change in plan.changes:
-        print(f"  {change}")
+    else:
+        print(f"{target}: {verb}:")
+        for change in plan.changes:
+            print(f"  {change}")
     if not args.dry_run:
         apply(plan)
+    print("where everything is:")
+    for line in plan.where:
+        print(f"  {line}")
     return 0
 
 
@@ -292,14 +298,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="merge the kit's hooks and /sc-detail into Claude Code's settings",
         description=(
             "Installs the hook script and the /sc-detail command and merges the hooks into "
-            "settings.json, keeping every other setting and hook; prints what it changes."
+            "settings.json, keeping every other setting and hook; for --project, the URL and "
+            "the key go into .claude/settings.local.json (personal, 0600) and the shared "
+            "files name no machine path. Prints what it changes and where everything is."
         ),
     )
     where = install.add_mutually_exclusive_group(required=True)
     where.add_argument("--user", action="store_true", help="into ~/.claude (every project)")
     where.add_argument("--project", type=Path, metavar="DIR", help="into DIR/.claude")
     install.add_argument("--url", help="the Strata server (default: kept, else 127.0.0.1:8000)")
-    install.add_argument("--api-key", help="the key, if the server has keys")
+    install.add_argument(
+        "--api-key",
+        help="the key, if the server has keys (`-`: read it from stdin, out of the shell "
+        "history); it goes into a file readable by you only, never a project's shared one",
+    )
     install.add_argument("--dry-run", action="store_true", help="print the changes only")
     install.set_defaults(func=cmd_claude_code_install)
 
