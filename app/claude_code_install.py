@@ -6,17 +6,34 @@ The kit (`integrations/claude-code/` of the repository, copied into the package 
 Users of plugins load it as one; this installs the same hooks and command into plain settings
 instead: the script goes to `<.claude>/strata/strata-hook.py`, the command to
 `<.claude>/commands/sc-detail.md`, and the kit's hooks are merged into
-`<.claude>/settings.json`, where `${CLAUDE_PLUGIN_ROOT}` becomes the installed folder.
+`<.claude>/settings.json`, where `${CLAUDE_PLUGIN_ROOT}/scripts` becomes the installed folder.
+
+What goes where depends on who reads the file:
+
+- `--user` (`~/.claude`): every file is the user's own. The hooks and the command name the
+  script by its path, and `STRATA_URL` / `STRATA_API_KEY` go into the `env` of
+  `settings.json`, which is made readable by its owner only (0600) once it holds a key.
+- `--project DIR`: `DIR/.claude/settings.json`, the script and the command are the
+  project's, the files a team commits, so they hold nothing of one person or machine: the
+  hooks run `"$CLAUDE_PROJECT_DIR/.claude/strata/strata-hook.py"` (Claude Code sets the
+  variable for hooks) and the command `.claude/strata/strata-hook.py` (a command's shell
+  line runs in the project folder, and Claude Code asks before running one that expands a
+  variable). `STRATA_URL` and `STRATA_API_KEY` go into `DIR/.claude/settings.local.json`
+  (Claude Code's personal project settings, 0600); a key an earlier install left in
+  `settings.json` is moved there, and a `STRATA_URL` the project's file has already is the
+  team's and stays.
 
 Merging never clobbers: other hooks, other settings and other `env` entries stay as they are;
 a Strata hook already there (any command running `strata-hook.py`, an older install's
 included) is replaced by the current one, so installing twice changes nothing. Every change
-is reported, and `dry_run` reports without writing.
+is reported (a key as `(hidden)`, never itself), and `dry_run` reports without writing.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,8 +41,12 @@ from typing import Any
 PACKAGED_KIT = Path(__file__).resolve().parent / "integrations" / "claude-code"
 SOURCE_KIT = Path(__file__).resolve().parent.parent / "integrations" / "claude-code"
 SCRIPT = "strata-hook.py"
-PLUGIN_ROOT = "${CLAUDE_PLUGIN_ROOT}"
+KIT_SCRIPTS = "${CLAUDE_PLUGIN_ROOT}/scripts"
+PROJECT_HOOKS_ROOT = "$CLAUDE_PROJECT_DIR/.claude/strata"
+PROJECT_COMMAND_ROOT = ".claude/strata"
 DEFAULT_URL = "http://127.0.0.1:8000"
+KEY = "STRATA_API_KEY"
+PRIVATE = 0o600
 
 
 class InstallError(Exception):
@@ -34,10 +55,13 @@ class InstallError(Exception):
 
 @dataclass
 class Plan:
-    """What an install writes, and the lines describing each change."""
+    """What an install writes (and makes private), the lines describing each change, and
+    where everything went."""
 
     files: dict[Path, str] = field(default_factory=dict)
+    private: set[Path] = field(default_factory=set)  # written (or set) 0600
     changes: list[str] = field(default_factory=list)
+    where: list[str] = field(default_factory=list)
 
 
 def claude_dir(*, user: bool, project: Path | None, home: Path | None = None) -> Path:
@@ -74,7 +98,7 @@ def _ours(handler: object) -> bool:
 
 
 def merge_hooks(
-    settings: dict[str, Any], kit_hooks: dict[str, Any], changes: list[str]
+    settings: dict[str, Any], kit_hooks: dict[str, Any], changes: list[str], label: str
 ) -> dict[str, Any]:
     """`settings` with the kit's hook groups in place of any Strata hooks it had."""
     merged = dict(settings)
@@ -82,7 +106,7 @@ def merge_hooks(
     for event, groups in kit_hooks.items():
         existing = hooks.get(event) or []
         if not isinstance(existing, list):
-            raise InstallError(f"settings.json: hooks.{event} is not a list")
+            raise InstallError(f"{label}: hooks.{event} is not a list")
         kept: list[Any] = []
         removed: list[str] = []
         for group in existing:
@@ -98,74 +122,190 @@ def merge_hooks(
         if kept + groups == existing:
             continue  # already installed as it is
         hooks[event] = kept + groups
-        for command in removed:
-            changes.append(f"settings.json: - hooks.{event}: {command}")
-        for command in wanted:
-            changes.append(f"settings.json: + hooks.{event}: {command}")
+        changes += [f"{label}: - hooks.{event}: {command}" for command in removed]
+        changes += [f"{label}: + hooks.{event}: {command}" for command in wanted]
     merged["hooks"] = hooks
     return merged
 
 
 def merge_env(
-    settings: dict[str, Any], wanted: dict[str, str | None], changes: list[str]
+    settings: dict[str, Any], wanted: dict[str, str | None], changes: list[str], label: str
 ) -> dict[str, Any]:
-    """Set the given env entries; an entry given as None is only set when absent (to its
-    default), so a URL or key already configured stays."""
+    """Set the given env entries (an entry given as None is left as it is)."""
     merged = dict(settings)
     env = dict(merged.get("env") or {})
     for name, value in wanted.items():
-        if value is None:
-            continue
-        if env.get(name) != value:
-            shown = "(hidden)" if "KEY" in name else value
-            changes.append(f"settings.json: env.{name} = {shown}")
+        if value is not None and env.get(name) != value:
+            changes.append(f"{label}: env.{name} = {'(hidden)' if name == KEY else value}")
             env[name] = value
-    merged["env"] = env
+    if env or "env" in merged:
+        merged["env"] = env
     return merged
 
 
-def plan_install(target: Path, *, url: str | None = None, api_key: str | None = None) -> Plan:
-    """Everything an install into `target` (a `.claude` folder) would write."""
-    plan = Plan()
-    script_dir = target / "strata"
-    script = script_dir / SCRIPT
-    root = str(script_dir)
-    kit_root = f"{PLUGIN_ROOT}/scripts"
+def _read_settings(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8") or "{}")
+    except ValueError as exc:
+        raise InstallError(f"{path} is not valid JSON: {exc}") from exc
+    if not isinstance(loaded, dict):
+        raise InstallError(f"{path} is not a JSON object")
+    return loaded
+
+
+def _env_of(settings: dict[str, Any]) -> dict[str, Any]:
+    env = settings.get("env") or {}
+    return env if isinstance(env, dict) else {}
+
+
+def _stage(plan: Plan, path: Path, before: dict[str, Any], after: dict[str, Any]) -> None:
+    if after != before:
+        plan.files[path] = json.dumps(after, indent=2, ensure_ascii=False) + "\n"
+
+
+def _keep_private(plan: Plan, path: Path, holds_key: bool) -> None:
+    """A settings file holding the key is readable by its owner only."""
+    if not holds_key:
+        return
+    plan.private.add(path)
+    if path.is_file() and path.stat().st_mode & 0o777 != PRIVATE and path not in plan.files:
+        plan.changes.append(f"{path.name}: mode 0600 (it holds {KEY})")
+
+
+def _kit_files(plan: Plan, target: Path, command_root: str) -> None:
     files = {
-        script: _kit_file(f"scripts/{SCRIPT}"),
+        target / "strata" / SCRIPT: _kit_file(f"scripts/{SCRIPT}"),
         target / "commands" / "sc-detail.md": _kit_file("commands/sc-detail.md").replace(
-            kit_root, root
+            KIT_SCRIPTS, command_root
         ),
     }
     for path, text in files.items():
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
             plan.files[path] = text
             plan.changes.append(f"write {path}")
-    kit_hooks = json.loads(_kit_file("hooks/hooks.json").replace(kit_root, root))["hooks"]
-    settings_path = target / "settings.json"
-    current: dict[str, Any] = {}
-    if settings_path.is_file():
-        try:
-            loaded = json.loads(settings_path.read_text(encoding="utf-8") or "{}")
-        except ValueError as exc:
-            raise InstallError(f"{settings_path} is not valid JSON: {exc}") from exc
-        if not isinstance(loaded, dict):
-            raise InstallError(f"{settings_path} is not a JSON object")
-        current = loaded
-    env_now = current.get("env") or {}
-    wanted = {
-        "STRATA_URL": url or (None if "STRATA_URL" in env_now else DEFAULT_URL),
-        "STRATA_API_KEY": api_key,
-    }
-    merged = merge_env(merge_hooks(current, kit_hooks, plan.changes), wanted, plan.changes)
-    if merged != current:
-        plan.files[settings_path] = json.dumps(merged, indent=2, ensure_ascii=False) + "\n"
+
+
+def _kit_hooks(hooks_root: str) -> dict[str, Any]:
+    kit: dict[str, dict[str, Any]] = json.loads(
+        _kit_file("hooks/hooks.json").replace(KIT_SCRIPTS, hooks_root)
+    )
+    return kit["hooks"]
+
+
+def plan_install(
+    target: Path, *, url: str | None = None, api_key: str | None = None, project: bool = False
+) -> Plan:
+    """Everything an install into `target` (a `.claude` folder) would write; `project`:
+    a project's folder, whose `settings.json` a team shares."""
+    if project:
+        return _plan_project(target, url, api_key)
+    return _plan_user(target, url, api_key)
+
+
+def _plan_user(target: Path, url: str | None, api_key: str | None) -> Plan:
+    plan = Plan()
+    root = str(target / "strata")
+    _kit_files(plan, target, root)
+    path = target / "settings.json"
+    current = _read_settings(path)
+    kept_url = None if "STRATA_URL" in _env_of(current) else DEFAULT_URL
+    merged = merge_hooks(current, _kit_hooks(root), plan.changes, path.name)
+    merged = merge_env(
+        merged, {"STRATA_URL": url or kept_url, KEY: api_key}, plan.changes, path.name
+    )
+    _stage(plan, path, current, merged)
+    _keep_private(plan, path, KEY in _env_of(merged))
+    plan.where = [
+        f"{target / 'strata' / SCRIPT}: the hook script",
+        f"{target / 'commands' / 'sc-detail.md'}: /sc-detail",
+        f"{path}: the hooks and env.STRATA_URL"
+        + (f", env.{KEY} (the file readable by you only)" if KEY in _env_of(merged) else ""),
+    ]
     return plan
+
+
+def _plan_project(target: Path, url: str | None, api_key: str | None) -> Plan:
+    plan = Plan()
+    _kit_files(plan, target, PROJECT_COMMAND_ROOT)
+    shared_path, local_path = target / "settings.json", target / "settings.local.json"
+    shared, local = _read_settings(shared_path), _read_settings(local_path)
+    merged = merge_hooks(shared, _kit_hooks(PROJECT_HOOKS_ROOT), plan.changes, shared_path.name)
+    left_key = _env_of(merged).get(KEY)
+    if left_key is not None:  # an earlier install's: personal, out of the shared file
+        merged = {**merged, "env": {k: v for k, v in _env_of(merged).items() if k != KEY}}
+        plan.changes.append(
+            f"{shared_path.name}: - env.{KEY} (moved to {local_path.name}; if "
+            f"{shared_path.name} was ever committed, revoke that key and install a new one)"
+        )
+    has_url = "STRATA_URL" in _env_of(shared) or "STRATA_URL" in _env_of(local)
+    wanted: dict[str, str | None] = {
+        "STRATA_URL": url or (None if has_url else DEFAULT_URL),
+        KEY: api_key or (str(left_key) if left_key is not None else None),
+    }
+    personal = merge_env(local, wanted, plan.changes, local_path.name)
+    _stage(plan, shared_path, shared, merged)
+    _stage(plan, local_path, local, personal)
+    _keep_private(plan, local_path, KEY in _env_of(personal))
+    plan.where = _project_where(target, shared_path, local_path, personal)
+    return plan
+
+
+def _project_where(
+    target: Path, shared_path: Path, local_path: Path, personal: dict[str, Any]
+) -> list[str]:
+    names = ", ".join(f"env.{name}" for name in _env_of(personal) if name.startswith("STRATA_"))
+    where = [
+        f"shared with the project (safe to commit): {shared_path} (the hooks), "
+        f"{target / 'strata' / SCRIPT}, {target / 'commands' / 'sc-detail.md'}",
+        f"personal (never commit it): {local_path}"
+        + (f": {names}" if names else "")
+        + (" (readable by you only)" if KEY in _env_of(personal) else ""),
+    ]
+    if not _ignored_by_git(local_path):
+        where.append(
+            f"{local_path} is in a git work tree and not ignored: add "
+            "`.claude/settings.local.json` to the project's .gitignore"
+        )
+    return where
+
+
+def _ignored_by_git(path: Path) -> bool:
+    """Whether git ignores `path`; True outside a git work tree (or without git)."""
+    try:
+        inside = subprocess.run(
+            ["git", "-C", str(path.parent.parent), "rev-parse", "--is-inside-work-tree"],
+            capture_output=True, text=True, timeout=10, check=False,
+        )  # fmt: skip
+        if inside.returncode != 0 or inside.stdout.strip() != "true":
+            return True
+        ignored = subprocess.run(
+            ["git", "-C", str(path.parent.parent), "check-ignore", "-q", str(path)],
+            capture_output=True, timeout=10, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return True
+    return ignored.returncode == 0
 
 
 def apply(plan: Plan) -> None:
     for path, text in plan.files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        if path in plan.private:
+            _write_private(path, text)
+        else:
+            path.write_text(text, encoding="utf-8")
         if path.name == SCRIPT:
             path.chmod(0o755)
+    for path in plan.private - set(plan.files):
+        path.chmod(PRIVATE)
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Written 0600 from its first byte: the key is never readable by others, not even
+    for a moment."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+        os.fchmod(out.fileno(), PRIVATE)
+        out.write(text)

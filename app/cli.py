@@ -191,21 +191,33 @@ def cmd_keys_list(args: argparse.Namespace) -> int:
 def cmd_keys_revoke(args: argparse.Namespace) -> int:
     from app.db.engine import Database
     from app.domain.errors import DomainError
-    from app.services.auth import revoke_key
+    from app.services.auth import Revocation, revoke_key
 
-    async def revoke(database: Database) -> None:
-        await database.write(lambda db: revoke_key(db, args.key_id))
+    configured = {key.tenant for key in get_settings().configured_keys}
+
+    async def revoke(database: Database) -> Revocation:
+        return await database.write(
+            lambda db: revoke_key(db, args.key_id, configured_tenants=configured)
+        )
 
     try:
-        _with_database(revoke)
+        done: Revocation = _with_database(revoke)
     except DomainError as exc:
         print(f"strata keys revoke: {exc.detail}", file=sys.stderr)
         return 2
     print(
         f"revoked {args.key_id}: refused at once here, by running servers within "
-        "STRATA_API_KEY_CACHE_SECONDS",
+        "STRATA_API_KEY_CACHE_SECONDS (their open event streams end within "
+        "STRATA_SSE_KEY_CHECK_SECONDS more)",
         file=sys.stderr,
     )
+    if done.webhooks_disabled:
+        print(
+            f"tenant {done.key.tenant!r} has no valid key left: its {done.webhooks_disabled} "
+            "enabled webhook subscription(s) are disabled; a new key of the tenant can enable "
+            "them again (PATCH /webhooks/{id} with enabled: true)",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -226,21 +238,27 @@ def cmd_openapi(args: argparse.Namespace) -> int:
 def cmd_claude_code_install(args: argparse.Namespace) -> int:
     from app.claude_code_install import InstallError, apply, claude_dir, plan_install
 
+    api_key = sys.stdin.readline().strip() if args.api_key == "-" else args.api_key
     try:
         target = claude_dir(user=args.user, project=args.project)
-        plan = plan_install(target, url=args.url, api_key=args.api_key)
+        plan = plan_install(
+            target, url=args.url, api_key=api_key or None, project=args.project is not None
+        )
     except InstallError as exc:
         print(f"strata claude-code install: {exc}", file=sys.stderr)
         return 2
     verb = "would change" if args.dry_run else "changed"
     if not plan.changes:
         print(f"{target}: the Strata kit is installed already; nothing to change")
-        return 0
-    print(f"{target}: {verb}:")
-    for change in plan.changes:
-        print(f"  {change}")
+    else:
+        print(f"{target}: {verb}:")
+        for change in plan.changes:
+            print(f"  {change}")
     if not args.dry_run:
         apply(plan)
+    print("where everything is:")
+    for line in plan.where:
+        print(f"  {line}")
     return 0
 
 
@@ -280,14 +298,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="merge the kit's hooks and /sc-detail into Claude Code's settings",
         description=(
             "Installs the hook script and the /sc-detail command and merges the hooks into "
-            "settings.json, keeping every other setting and hook; prints what it changes."
+            "settings.json, keeping every other setting and hook; for --project, the URL and "
+            "the key go into .claude/settings.local.json (personal, 0600) and the shared "
+            "files name no machine path. Prints what it changes and where everything is."
         ),
     )
     where = install.add_mutually_exclusive_group(required=True)
     where.add_argument("--user", action="store_true", help="into ~/.claude (every project)")
     where.add_argument("--project", type=Path, metavar="DIR", help="into DIR/.claude")
     install.add_argument("--url", help="the Strata server (default: kept, else 127.0.0.1:8000)")
-    install.add_argument("--api-key", help="the key, if the server has keys")
+    install.add_argument(
+        "--api-key",
+        help="the key, if the server has keys (`-`: read it from stdin, out of the shell "
+        "history); it goes into a file readable by you only, never a project's shared one",
+    )
     install.add_argument("--dry-run", action="store_true", help="print the changes only")
     install.set_defaults(func=cmd_claude_code_install)
 

@@ -235,6 +235,8 @@ class Settings(BaseSettings):
     worker_shutdown_grace_seconds: float = 2.0
     chat_wait_seconds: float = 60.0
     sse_keepalive_seconds: float = 15.0
+    # how often an open event stream asks again whether its key is still valid
+    sse_key_check_seconds: float = Field(default=5.0, gt=0)
 
     # --- browsers and operations (issue 16) --------------------------------
     # Origins allowed to call the API from a browser (CORS), comma-separated, e.g.

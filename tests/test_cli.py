@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import io
 import json
 import logging
 import subprocess
@@ -421,7 +422,7 @@ def test_install_for_a_project_merges_the_hooks_without_clobbering_and_says_so(
     printed = capsys.readouterr().out
     after = json.loads((claude / "settings.json").read_text())
     script = claude / "strata" / "strata-hook.py"
-    command = f'python3 "{script}"'
+    command = 'python3 "$CLAUDE_PROJECT_DIR/.claude/strata/strata-hook.py"'
     assert (after["model"], after["permissions"]) == (before["model"], before["permissions"])
     assert after["env"] == before["env"]  # the configured URL stays
     assert after["hooks"]["Stop"][0] == {"hooks": [theirs]}
@@ -432,7 +433,7 @@ def test_install_for_a_project_merges_the_hooks_without_clobbering_and_says_so(
     assert f"+ hooks.SessionStart: {command}" in printed
     assert script.is_file()
     detail = (claude / "commands" / "sc-detail.md").read_text()
-    assert f"!`python3 \"{claude / 'strata'}/strata-hook.py\" detail '$ARGUMENTS'`" in detail
+    assert "!`python3 \".claude/strata/strata-hook.py\" detail '$ARGUMENTS'`" in detail
 
 
 def test_installing_again_changes_nothing(
@@ -446,7 +447,8 @@ def test_installing_again_changes_nothing(
 
     assert "nothing to change" in capsys.readouterr().out
     assert (tmp_path / ".claude" / "settings.json").read_text() == settings
-    assert json.loads(settings)["env"]["STRATA_URL"] == "http://127.0.0.1:9000"
+    local = json.loads((tmp_path / ".claude" / "settings.local.json").read_text())
+    assert local["env"]["STRATA_URL"] == "http://127.0.0.1:9000"
 
 
 def test_a_dry_run_prints_the_changes_and_writes_nothing(
@@ -467,8 +469,10 @@ def test_install_for_the_user_goes_to_the_home_folder(
 
     assert _install("--user", "--api-key", "sk-strata") == 0
 
-    settings = json.loads((tmp_path / ".claude" / "settings.json").read_text())
+    path = tmp_path / ".claude" / "settings.json"
+    settings = json.loads(path.read_text())
     assert settings["env"] == {"STRATA_URL": "http://127.0.0.1:8000", "STRATA_API_KEY": "sk-strata"}
+    assert path.stat().st_mode & 0o777 == 0o600  # the key: readable by its owner only
     assert (tmp_path / ".claude" / "commands" / "sc-detail.md").is_file()
 
 
@@ -482,3 +486,104 @@ def test_settings_that_are_not_json_are_left_alone_with_a_message(
 
     assert "not valid JSON" in capsys.readouterr().err
     assert (tmp_path / ".claude" / "settings.json").read_text() == "{ not json"
+
+
+def _subscribe_with(key: str) -> None:
+    """A webhook subscription made with this key (a server without a dispatcher)."""
+    get_settings.cache_clear()
+
+    async def subscribe() -> None:
+        settings = get_settings().model_copy(update={"run_worker_in_server": False})
+        async with serve(settings) as (_, client):
+            response = await client.post(
+                "/webhooks",
+                json={"url": "https://93.184.216.34/hooks/strata", "events": ["*"]},
+                headers={"authorization": f"Bearer {key}"},
+            )
+        assert response.status_code == 201, response.text
+
+    asyncio.run(subscribe())
+
+
+def test_revoking_a_tenants_last_key_says_its_webhooks_were_disabled(
+    db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = _create_key(capsys)
+    ((key_id, *_),) = _key_rows(capsys)
+    _subscribe_with(key)
+
+    assert main(["keys", "revoke", key_id]) == 0
+
+    said = capsys.readouterr().err
+    assert "tenant 'acme' has no valid key left: its 1 enabled webhook subscription(s)" in said
+    assert _query(db_url, "SELECT enabled FROM webhook_subscriptions") == [(False,)]
+
+
+SECRET_KEY = "sk_strata_personal_0123456789"
+
+
+def test_a_project_install_keeps_the_key_and_machine_paths_out_of_the_shared_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _install("--project", str(tmp_path), "--api-key", SECRET_KEY) == 0
+
+    claude = tmp_path / ".claude"
+    shared = [claude / "settings.json", claude / "commands" / "sc-detail.md"]
+    for path in [*shared, claude / "strata" / "strata-hook.py"]:
+        text = path.read_text()
+        assert SECRET_KEY not in text and str(tmp_path) not in text, path
+    local = claude / "settings.local.json"
+    assert json.loads(local.read_text())["env"] == {
+        "STRATA_URL": "http://127.0.0.1:8000",
+        "STRATA_API_KEY": SECRET_KEY,
+    }
+    assert local.stat().st_mode & 0o777 == 0o600
+    printed = capsys.readouterr().out
+    assert SECRET_KEY not in printed
+    assert "settings.local.json: env.STRATA_API_KEY = (hidden)" in printed
+    assert f"personal (never commit it): {local}: env.STRATA_URL, env.STRATA_API_KEY" in printed
+
+
+def test_a_project_install_moves_a_key_an_earlier_install_left_in_the_shared_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    claude = tmp_path / ".claude"
+    claude.mkdir()
+    earlier = {"env": {"STRATA_URL": "http://strata.team:8000", "STRATA_API_KEY": SECRET_KEY}}
+    (claude / "settings.json").write_text(json.dumps(earlier))
+
+    assert _install("--project", str(tmp_path)) == 0
+
+    assert json.loads((claude / "settings.json").read_text())["env"] == {
+        "STRATA_URL": "http://strata.team:8000"  # the team's server stays the team's
+    }
+    local = json.loads((claude / "settings.local.json").read_text())
+    assert local["env"] == {"STRATA_API_KEY": SECRET_KEY}
+    printed = capsys.readouterr().out
+    assert "settings.json: - env.STRATA_API_KEY (moved to settings.local.json" in printed
+    assert SECRET_KEY not in printed
+
+
+def test_a_project_install_says_when_git_would_commit_the_personal_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True, timeout=30)
+
+    assert _install("--project", str(tmp_path), "--api-key", SECRET_KEY) == 0
+
+    assert "is in a git work tree and not ignored" in capsys.readouterr().out
+    (tmp_path / ".gitignore").write_text(".claude/settings.local.json\n")
+    assert _install("--project", str(tmp_path)) == 0
+    assert "not ignored" not in capsys.readouterr().out
+
+
+def test_the_key_can_come_from_stdin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO(SECRET_KEY + "\n"))
+
+    assert _install("--project", str(tmp_path), "--api-key", "-") == 0
+
+    local = json.loads((tmp_path / ".claude" / "settings.local.json").read_text())
+    assert local["env"]["STRATA_API_KEY"] == SECRET_KEY
+    assert SECRET_KEY not in capsys.readouterr().out

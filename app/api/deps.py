@@ -16,6 +16,7 @@ from app.domain.errors import Unauthorized
 from app.services.auth import Authenticator
 from app.services.idempotency import IdempotentRequest, Replay, body_fingerprint, check_key
 from app.services.limits import TenantGate
+from app.services.streams import Grant
 from app.settings import Settings
 from app.wiring import Runtime
 
@@ -65,6 +66,24 @@ async def get_current_tenant(request: Request, credentials: BearerDep) -> str:
 
 
 CurrentTenant = Annotated[str, Depends(get_current_tenant)]
+
+
+async def get_stream_grant(
+    request: Request, credentials: BearerDep, tenant: CurrentTenant
+) -> Grant:
+    """What an event stream asks again, every STRATA_SSE_KEY_CHECK_SECONDS, about the key it
+    was opened with."""
+    authenticator: Authenticator = request.app.state.authenticator
+    database = await get_database(request)
+    token = credentials.credentials if credentials else None
+
+    async def valid() -> bool:
+        return await authenticator.still_grants(database, token, tenant)
+
+    return Grant(valid, (await get_settings(request)).sse_key_check_seconds)
+
+
+StreamGrant = Annotated[Grant, Depends(get_stream_grant)]
 
 
 async def get_optional_tenant(request: Request, credentials: BearerDep) -> str | None:

@@ -22,14 +22,16 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from html import escape
 from typing import Any
 from urllib.parse import quote
+
+from markupsafe import Markup
 
 from app.console.api import ApiError, PublicApi
 from app.console.render import Renderer, oob, read_stamp
 from app.console.sse import KEEPALIVE, Comment, SseReader, StreamEvent, frame
 from app.domain.jobs import TERMINAL
+from app.domain.tool_ids import api_tool_id
 from app.settings import Settings
 
 logger = logging.getLogger("strata.console")
@@ -115,16 +117,16 @@ class Feed:
             tool_id = str(item.get("tool_use_id"))
             if tool_id in known_tools or self.resumed:
                 html = self.renderer.fragment("partials/tool_result.html", item=item)
-                self.out.append(oob(f"result-{tool_id}", html, "innerHTML"))
+                self.out.append(oob(f"result-{api_tool_id(tool_id)}", html, "innerHTML"))
                 return
         html = self.renderer.fragment("partials/item.html", item=item)
         self.out.append(oob("conversation", html))
 
     def delta(self, data: dict[str, Any]) -> None:
-        self.out.append(oob("draft", f"<span>{escape(str(data.get('text', '')))}</span>"))
+        self.out.append(oob("draft", Markup("<span>{}</span>").format(data.get("text", ""))))
 
     def activity(self, text: str) -> None:
-        self.out.append(oob("activity", escape(text), "innerHTML"))
+        self.out.append(oob("activity", text, "innerHTML"))
 
 
 @dataclass

@@ -8,6 +8,7 @@ the detail look-up show them.
 from __future__ import annotations
 
 import json
+import re
 import time
 from datetime import datetime
 from typing import Any
@@ -19,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from app.console import auth
+from app.domain.tool_ids import api_tool_id
 
 # Scripts and styles only from the console's own static files: an injected tag or an
 # inline handler does nothing, and shows as an error in the browser's log.
@@ -72,7 +74,7 @@ def environment(zone: ZoneInfo) -> Environment:
             parts.append(f"{cached:,} cached")
         return " · ".join(parts)
 
-    env.filters.update(clock=clock, when=when, pretty=pretty, tokens=tokens)
+    env.filters.update(clock=clock, when=when, pretty=pretty, tokens=tokens, tool_id=api_tool_id)
     env.globals["zone"] = str(zone)
     return env
 
@@ -105,11 +107,18 @@ def read_stamp() -> int:
     return time.time_ns()
 
 
-def oob(target: str, html: str, swap: str = "beforeend") -> Markup:
+DOM_ID = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+"""The element ids a fragment may name: a CSS selector `#id` of them needs no escaping."""
+
+
+def oob(target: str, html: Markup | str, swap: str = "beforeend") -> Markup:
     """`html` put into the element `#target` of the page, appended (`beforeend`) or
     replacing its content (`innerHTML`); wrapped in a template so that any element parses
-    in it (rows, list items). Targets are elements every page of the kind has."""
+    in it (rows, list items). Targets are elements every page of the kind has, or ids
+    the templates made with the `tool_id` filter; a plain `str` is text, escaped here."""
     if swap not in ("beforeend", "afterbegin", "innerHTML"):
         raise ValueError(f"swap {swap!r}: the wrapper would replace the target itself")
-    wrapper = f'<template><div hx-swap-oob="{swap}:#{target}">{html}</div></template>'
-    return Markup(wrapper)  # `html` was rendered by autoescaping templates
+    if DOM_ID.fullmatch(target) is None:
+        raise ValueError(f"target {target!r}: not an element id a selector can name as it is")
+    wrapper = Markup('<template><div hx-swap-oob="{}:#{}">{}</div></template>')
+    return wrapper.format(swap, target, html)

@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from markupsafe import escape
+from markupsafe import Markup
 from starlette.datastructures import FormData, UploadFile
 
 from app.console import auth
@@ -102,7 +102,7 @@ def done(request: Request, to: str, html: str = "") -> Response:
 
 
 def flash(message: str, level: str = "error") -> str:
-    return oob("flash", f'<p class="{level}">{escape(message)}</p>', "innerHTML")
+    return oob("flash", Markup('<p class="{}">{}</p>').format(level, message), "innerHTML")
 
 
 def sign_in_url(request: Request) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 import anthropic
 
 from app.domain.items import ContentBlock, TextBlock, ThinkingBlock, ToolUseBlock
+from app.domain.tool_ids import api_tool_id
 from app.engine.llm import LLMError, LLMRequest, LLMResponse, TextSink, Usage
 from app.settings import Settings
 
@@ -147,7 +148,8 @@ def _blocks_from_wire(content: list[Any]) -> list[ContentBlock]:
             blocks.append(TextBlock(text=block.text))
         elif block.type == "tool_use":
             tool_input = block.input if isinstance(block.input, dict) else {}
-            blocks.append(ToolUseBlock(id=block.id, name=block.name, input=tool_input))
+            # a compatible endpoint may answer ids the Messages API refuses in the next request
+            blocks.append(ToolUseBlock(id=api_tool_id(block.id), name=block.name, input=tool_input))
         elif block.type == "thinking":
             blocks.append(ThinkingBlock(thinking=block.thinking, signature=block.signature))
     return blocks

@@ -40,6 +40,11 @@ API message (a split there puts that message's usage on the second chunk's first
 `ToolResult.name` is left empty for the same reason: the `tool_use` naming it may lie in an
 earlier chunk; the caller can fill it in from the `ToolUseBlock` with that id.
 
+Tool call ids (`tool_use.id`, `tool_result.tool_use_id`) go through `api_tool_id`: an id the
+Messages API would refuse (a transcript written against another endpoint, or crafted) is
+rewritten deterministically, so the log stays valid for later requests and a call still
+matches its result.
+
 `source_id`s are stable: the entry `uuid` (a hash of the line when an entry lacks one) and
 `<tool_use_id>:result` for tool results. Claude Code rewrites history on some resumes with
 new `uuid`s but the original timestamps, `message.id`s and tool ids, so replayed tool results
@@ -68,6 +73,7 @@ from app.domain.items import (
     ToolUseBlock,
     UserMessage,
 )
+from app.domain.tool_ids import api_tool_id
 from app.domain.usage import Usage
 from app.memory.harness import classify
 from app.memory.render import HEADING as MEMORY_HEADING
@@ -292,6 +298,7 @@ def _user_payloads(entry: _Entry) -> tuple[list[tuple[str, ItemPayload]], list[s
             if not isinstance(tool_use_id, str) or not tool_use_id:
                 problems.append("tool_result without tool_use_id")
                 continue
+            tool_use_id = api_tool_id(tool_use_id)
             result = ToolResult(
                 tool_use_id=tool_use_id,
                 content=_tool_result_content(block.get("content")),
@@ -396,7 +403,9 @@ def _assistant_block(block: object) -> ContentBlock | None:
             except ValueError:
                 pass
         tool_input = raw_input if isinstance(raw_input, dict) else {"input": raw_input}
-        return ToolUseBlock(id=str(block["id"]), name=str(block["name"]), input=tool_input)
+        return ToolUseBlock(
+            id=api_tool_id(str(block["id"])), name=str(block["name"]), input=tool_input
+        )
     if kind == "thinking":
         thinking = block.get("thinking")
         if not isinstance(thinking, str):

@@ -11,7 +11,8 @@ import hashlib
 import hmac
 import re
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
 
@@ -24,6 +25,7 @@ from app.db.repositories.api_keys import ApiKeyRepository
 from app.db.types import utcnow
 from app.domain.errors import InvalidInput, NotFound, Unauthorized
 from app.domain.ids import new_id
+from app.services.webhooks import disable_tenant_subscriptions
 from app.settings import ConfiguredKey
 
 LOCAL_TENANT = "local"
@@ -31,6 +33,7 @@ KEY_PREFIX = "sk_strata_"
 _ANY_KEY = "*"  # the cache entry of "does any key exist" (digests are hex)
 T = TypeVar("T")
 _TENANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+LAST_KEY_REVOKED = "the tenant's last valid API key was revoked"
 
 
 def hash_key(key: str) -> str:
@@ -72,14 +75,33 @@ async def list_keys(db: AsyncSession) -> list[ApiKey]:
     return await ApiKeyRepository(db).list_all()
 
 
-async def revoke_key(db: AsyncSession, key_id: str) -> ApiKey:
+@dataclass(frozen=True)
+class Revocation:
+    key: ApiKey
+    webhooks_disabled: int  # the tenant's, when it has no valid key left
+
+
+async def revoke_key(
+    db: AsyncSession, key_id: str, *, configured_tenants: Collection[str] = ()
+) -> Revocation:
     """Refused from now on: at once in this process, within STRATA_API_KEY_CACHE_SECONDS in
-    the others (what they cached about it expires)."""
-    row = await ApiKeyRepository(db).revoke(key_id, utcnow())
+    the others (what they cached about it expires).
+
+    A tenant left without a valid key (none unrevoked and unexpired in the table, none in
+    `configured_tenants`, those of STRATA_API_KEYS) can no longer see or change its
+    webhook subscriptions, so they are disabled with it: nothing more is delivered, what
+    was queued included, until a new key of the tenant enables them again."""
+    keys = ApiKeyRepository(db)
+    row = await keys.revoke(key_id, utcnow())
     if row is None:
         raise NotFound(f"no API key {key_id!r}")
     caches.forget(db, caches.API_KEYS)
-    return row
+    disabled = 0
+    if row.tenant not in configured_tenants and not await keys.tenant_has_valid_key(
+        row.tenant, utcnow()
+    ):
+        disabled = await disable_tenant_subscriptions(db, row.tenant, LAST_KEY_REVOKED)
+    return Revocation(row, disabled)
 
 
 class Authenticator:
@@ -124,6 +146,15 @@ class Authenticator:
         if not token:
             raise Unauthorized("this server needs 'Authorization: Bearer <key>'")
         raise Unauthorized("the API key is not valid (unknown, revoked or expired)")
+
+    async def still_grants(self, database: Database, token: str | None, tenant: str) -> bool:
+        """Whether `token` still makes its bearer `tenant`: asked again by what stays open
+        after the request that opened it (an event stream), so a key revoked or expired
+        since closes it (within STRATA_API_KEY_CACHE_SECONDS in other processes)."""
+        try:
+            return await self.tenant_for(database, token) == tenant
+        except Unauthorized:
+            return False
 
     async def _tenant_of_key(self, database: Database, token: str) -> str | None:
         digest = hash_key(token)

@@ -15,6 +15,7 @@ not kept waiting forever.
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
@@ -99,6 +100,15 @@ async def nothing_left_to_stream(database: Database, job: Job, after: int) -> bo
 JobEnded = Callable[[], Awaitable[bool]]
 
 
+@dataclass(frozen=True)
+class Grant:
+    """The key a stream was opened with, asked again every `seconds` (`valid()`): a key
+    revoked (or expired) since ends the stream, and reconnecting with it is a 401."""
+
+    valid: Callable[[], Awaitable[bool]]
+    seconds: float
+
+
 def job_has_ended(database: Database, tenant: str, job_id: str) -> JobEnded:
     """For a job's stream: whether the job has ended (or is gone)."""
 
@@ -123,10 +133,12 @@ async def event_stream(
     poll_seconds: float,
     keepalive_seconds: float,
     job_ended: JobEnded | None = None,
+    grant: Grant | None = None,
 ) -> AsyncGenerator[StreamEvent | None, None]:
     """Yields events in order; None means 'nothing for a keep-alive interval' (send one
     keep-alive). With `job_ended` (a job's stream) it ends once that says the job has
-    ended and nothing is left to send after the client's position."""
+    ended and nothing is left to send after the client's position; with `grant`, once
+    the key it was opened with is no longer valid."""
     loop = asyncio.get_running_loop()
     # With every process's signals arriving (PostgreSQL), a quiet stream reads the table
     # only at each keep-alive, as a safety net; else it polls for other processes' work.
@@ -137,8 +149,13 @@ async def event_stream(
     quiet_since = loop.time()
     read_table = True
     closing = False  # the job was seen ended: what the read after that gives is the last
+    key_due = loop.time() + grant.seconds if grant is not None else math.inf
     with hub.subscribe() as signals:
         while True:
+            if grant is not None and loop.time() >= key_due:
+                if not await grant.valid():
+                    return
+                key_due = loop.time() + grant.seconds
             if read_table:
                 events = await _durable_after(
                     database, session_id=session_id, job_id=job_id, after=last
@@ -159,12 +176,17 @@ async def event_stream(
                         closing = True
                         continue
             wait = max(0.0, min(poll_seconds, quiet_since + keepalive_seconds - loop.time()))
+            key_only = key_due - loop.time() < wait  # wakes to ask about the key, no read
+            if key_only:
+                wait = max(0.0, key_due - loop.time())
             signal = await _next_signal(signals, wait)
             # The table is read again when something was committed here, or after a
             # quiet poll interval (a runner in another process); never between live
             # signals: deltas are published before the commit of the item they add up
             # to, so a read between two of them could overtake the ones still queued.
-            read_table = signal is None or signal.type is None
+            read_table = (signal is None and not key_only) or (
+                signal is not None and signal.type is None
+            )
             if (
                 signal is not None
                 and signal.type is not None

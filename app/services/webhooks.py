@@ -123,6 +123,14 @@ async def update_subscription(
     return row
 
 
+async def disable_tenant_subscriptions(db: AsyncSession, tenant: str, reason: str) -> int:
+    """Disable every enabled subscription of `tenant` (nothing more is delivered to them,
+    what was queued included); how many were."""
+    disabled = await WebhookRepository(db).disable_for_tenant(tenant, reason)
+    caches.forget(db, caches.WEBHOOKS, tenant)
+    return disabled
+
+
 async def delete_subscription(db: AsyncSession, tenant: str, subscription_id: str) -> None:
     repo = WebhookRepository(db)
     await repo.remove(await get_subscription(db, tenant, subscription_id))

@@ -12,6 +12,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from tests.fakes.messages_api import FakeMessagesAPI
 from tests.support.apps import serve
 from tests.support.chat import items
 from tests.support.memory import (
@@ -145,6 +146,42 @@ async def test_a_transcript_posted_in_two_chunks_equals_posting_it_whole(
     for d in details:
         by_session.setdefault(d[2], []).append((d[3], d[4], d[5]))
     assert sorted(by_session[chunked]) == sorted(by_session[whole])
+
+
+async def test_a_transcript_whose_tool_call_id_the_api_refuses_still_makes_valid_requests(
+    agent_client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
+) -> None:
+    """A call and its result posted by two Stop hooks, their id holding a quote: a chat turn
+    on the mirrored session sends them back in a request the Messages API accepts."""
+    bad = 'toolu_1"><b id="injected">'
+    transcript = Transcript("cc-bad-id")
+    transcript.user(T0, "list the files")
+    transcript.assistant(
+        T0 + timedelta(seconds=1),
+        {"type": "tool_use", "id": bad, "name": "Bash", "input": {"command": "ls"}},
+    )
+    first = transcript.text()
+    transcript.user(
+        T0 + timedelta(seconds=2), [{"type": "tool_result", "tool_use_id": bad, "content": "a"}]
+    )
+    transcript.assistant(T0 + timedelta(seconds=3), {"type": "text", "text": "One file."})
+    session_id = await import_session(agent_client, "cc-bad-id", first)
+    rest = transcript.text().removeprefix(first)
+    await stop(agent_client, "cc-bad-id", rest, transcript_first_line=3)
+    fake_llm.reply("Still one file.")
+
+    answered = await agent_client.post(
+        f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": "and now?"}
+    )
+
+    assert answered.status_code == 200, answered.text
+    [sent] = fake_llm.requests
+    [call] = [b for m in sent.body["messages"] for b in m["content"] if b["type"] == "tool_use"]
+    [result] = [
+        b for m in sent.body["messages"] for b in m["content"] if b["type"] == "tool_result"
+    ]
+    assert call["id"] == result["tool_use_id"] != bad
+    assert fake_llm.unexpected == []
 
 
 async def test_malformed_lines_are_reported_and_the_rest_imported(

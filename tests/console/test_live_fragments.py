@@ -7,16 +7,23 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from html.parser import HTMLParser
 from types import SimpleNamespace
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import pytest
 from starlette.requests import Request
 
-from app.api.schemas.items import AssistantMessageItem, CompactSummaryItem, SystemItem
+from app.api.schemas.items import (
+    AssistantMessageItem,
+    CompactSummaryItem,
+    SystemItem,
+    ToolResultItem,
+)
 from app.console.api import PublicApi
 from app.console.live import JobFeed, LastWord, SessionFeed, relay
-from app.console.render import Renderer
+from app.console.render import Renderer, oob
 from app.console.sse import StreamEvent
 from app.console.web import last_word_of
 from app.domain.items import Origin
@@ -175,3 +182,70 @@ async def test_a_live_page_takes_its_last_word_from_the_settings() -> None:
     request = Request({"type": "http", "app": app, "headers": []})
 
     assert await last_word_of(request) == LastWord(5, 0.5)
+
+
+class _Elements(HTMLParser):
+    """Every start tag of a fragment, with its attributes (template contents included)."""
+
+    def __init__(self, html: str) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.feed(html)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+    def ids(self) -> set[str]:
+        return {str(a["id"]) for _, a in self.tags if a.get("id")}
+
+    def targets(self) -> list[str]:
+        return [str(a["hx-swap-oob"]) for _, a in self.tags if "hx-swap-oob" in a]
+
+
+async def test_a_result_whose_call_id_holds_a_quote_goes_into_its_call_and_injects_nothing() -> (
+    None
+):
+    """A log written before ids were rewritten where they enter still holds such an id."""
+    bad = 'toolu_1"><b id="injected" hx-post="/console/sessions/ses_1/messages">'
+
+    async def no_app(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("items need no API call")
+
+    feed = SessionFeed(PublicApi(no_app, None, buffer=8), Renderer(ZoneInfo("UTC")), resumed=False)
+    meta: dict[str, Any] = {
+        "session_id": "ses_1", "turn": 1, "segment": 1,
+        "created_at": datetime(2026, 12, 3, 14, 23, 5, tzinfo=UTC),
+    }  # fmt: skip
+    call = {"type": "tool_use", "id": bad, "name": "Bash", "input": {"command": "ls"}}
+    items = [
+        AssistantMessageItem(seq=2, origin=Origin.llm, content=[call], **meta),
+        ToolResultItem(seq=3, origin=Origin.llm, tool_use_id=bad, content="a.txt", **meta),
+    ]
+
+    for item in items:
+        await feed.take(_event("item.appended", {"item": item.model_dump(mode="json")}))
+    page = _Elements(await feed.flush())
+
+    assert "injected" not in page.ids()
+    assert not any("hx-post" in attrs for _, attrs in page.tags)
+    [result_target] = [t for t in page.targets() if t.startswith("innerHTML:#result-")]
+    assert result_target.removeprefix("innerHTML:#") in page.ids()  # the call's own element
+
+
+def test_a_fragment_names_no_target_a_selector_could_not_name_as_it_is() -> None:
+    with pytest.raises(ValueError, match="not an element id"):
+        oob('result-x"><b>', "")
+
+
+def test_streamed_text_and_activity_lines_are_text_on_the_page() -> None:
+    async def no_app(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("no API call")
+
+    feed = SessionFeed(PublicApi(no_app, None, buffer=8), Renderer(ZoneInfo("UTC")), resumed=False)
+
+    feed.delta({"text": '<b id="injected">'})
+    feed.activity('<i id="also">')
+    page = _Elements("".join(feed.out))
+
+    assert page.ids() == set()
+    assert [tag for tag, _ in page.tags] == ["template", "div", "span", "template", "div"]

@@ -11,11 +11,15 @@ from tests.e2e.conftest import StrataServer
 DELIVERED_WITHIN = 60.0  # seconds; a detached delivery takes well under one
 
 
-def wait_for_turns(server: StrataServer, external_id: str, answers: int) -> str:
+def wait_for_turns(
+    server: StrataServer, external_id: str, answers: int, key: str | None = None
+) -> str:
     """Poll until the session mirroring Claude Code session `external_id` holds `answers`
-    assistant messages (its Stop hook's detached delivery has arrived); its Strata id."""
+    assistant messages (its Stop hook's detached delivery has arrived); its Strata id.
+    `key`: the server's API key, if it has keys."""
     deadline = time.monotonic() + DELIVERED_WITHIN
-    with httpx.Client(base_url=server.url, timeout=5.0) as client:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    with httpx.Client(base_url=server.url, timeout=5.0, headers=headers) as client:
         while True:
             sessions = client.get("/sessions", params={"limit": 200}).json()["data"]
             found = [s for s in sessions if s["external_id"] == external_id]

@@ -34,6 +34,7 @@ pytestmark = pytest.mark.sqlite_only
 CLI = REPO_ROOT / "tests" / "e2e" / "claude-code-cli" / "node_modules" / ".bin" / "claude"
 RUN_WITHIN = 180.0  # seconds for one `claude -p`; about 5 s on an idle machine
 MARKER = "STRATA-MARKER-7f3a"
+KEY = "sk_test_project_install_key"
 PROMPT = "Please print the build marker."
 
 
@@ -75,7 +76,11 @@ def _answer(body: dict[str, Any]) -> Step:
     return reply(text("Noted."))
 
 
-def _claude(home: Path, project: Path, fake: FakeMessagesAPI, prompt: str) -> dict[str, Any]:
+def _claude(
+    home: Path, project: Path, fake: FakeMessagesAPI, prompt: str, *, allow_bash: bool = True
+) -> dict[str, Any]:
+    """`claude -p prompt` in `project`; without `allow_bash`, a command's shell line runs only
+    if its own `allowed-tools` let it (as in an interactive session that asks)."""
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(home),
@@ -85,8 +90,9 @@ def _claude(home: Path, project: Path, fake: FakeMessagesAPI, prompt: str) -> di
         "DISABLE_TELEMETRY": "1",
         "DISABLE_AUTOUPDATER": "1",
     }
+    flags = ["--allowedTools", "Bash"] if allow_bash else []
     done = subprocess.run(
-        [str(_cli()), "-p", prompt, "--output-format", "json", "--allowedTools", "Bash"],
+        [str(_cli()), "-p", prompt, "--output-format", "json", *flags],
         cwd=project,
         env=env,
         capture_output=True,
@@ -101,11 +107,13 @@ def _claude(home: Path, project: Path, fake: FakeMessagesAPI, prompt: str) -> di
     return result
 
 
-def _install(home: Path, server: StrataServer) -> str:
+def _install(home: Path, server: StrataServer, *where: str) -> str:
+    """`strata claude-code install` into `where` (default `--user`), for this server."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STRATA_", "ANTHROPIC_"))}
     env.update(HOME=str(home), PYTHONPATH=str(REPO_ROOT))
+    command = [sys.executable, "-m", "app.cli", "claude-code", "install"]
     done = subprocess.run(
-        [sys.executable, "-m", "app.cli", "claude-code", "install", "--user", "--url", server.url],
+        [*command, *(where or ["--user"]), "--url", server.url],
         env=env,
         capture_output=True,
         text=True,
@@ -133,10 +141,36 @@ def test_the_kit_gives_claude_code_its_memory_and_sc_detail(
     project.mkdir()
     installed = _install(home, server)
     assert "hooks.SessionStart" in installed and "sc-detail.md" in installed
+
+    _three_sessions(home, project, fake_llm, server, None)
+
+
+def test_a_project_install_with_a_key_works_from_its_personal_settings(
+    strata_procs: StrataProcesses, fake_llm: FakeMessagesAPI, tmp_path: Path
+) -> None:
+    """The hooks in the shared settings.json, the URL and the key only in
+    settings.local.json: Claude Code merges them, and the server refuses hooks without it."""
+    server = strata_procs.serve(STRATA_API_KEYS=f"acme:{KEY}")
+    home = tmp_path / "home"
+    project = tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    installed = _install(home, server, "--project", str(project), "--api-key", KEY)
+    assert KEY not in installed
+    shared = (project / ".claude" / "settings.json").read_text()
+    assert KEY not in shared and str(project) not in shared
+
+    _three_sessions(home, project, fake_llm, server, KEY)
+
+
+def _three_sessions(
+    home: Path, project: Path, fake_llm: FakeMessagesAPI, server: StrataServer, key: str | None
+) -> None:
+    """A Bash call, a session that starts with its memory, and `/sc-detail` of its time."""
     fake_llm.always(_answer)
 
     one = _claude(home, project, fake_llm, PROMPT)
-    wait_for_turns(server, one["session_id"], 2)
+    wait_for_turns(server, one["session_id"], 2, key)
     two = _claude(home, project, fake_llm, "What did we do last time?")
 
     first = json.dumps(_first_request_of(fake_llm, two["session_id"]))
@@ -146,7 +180,7 @@ def test_the_kit_gives_claude_code_its_memory_and_sc_detail(
     stamp = re.search(r"\[(\d\d:\d\d:\d\d)\] \[user\]: " + re.escape(PROMPT), first)
     assert stamp is not None, first
 
-    three = _claude(home, project, fake_llm, f"/sc-detail {stamp.group(1)}")
+    three = _claude(home, project, fake_llm, f"/sc-detail {stamp.group(1)}", allow_bash=False)
 
     detail = json.dumps(_first_request_of(fake_llm, three["session_id"]))
     assert re.search(r"### tool_output\\n- Bash \(toolu_\w+:result\): " + MARKER, detail), detail

@@ -344,3 +344,29 @@ async def test_each_text_delta_names_its_content_block(fake_llm: FakeMessagesAPI
 
     assert {index for index, _ in deltas} == {1}
     assert "".join(text for _, text in deltas) == "after the tool"
+
+
+async def test_a_tool_call_id_the_messages_api_refuses_is_rewritten_so_the_next_request_is_valid(
+    fake_llm: FakeMessagesAPI,
+) -> None:
+    """A compatible endpoint answers `call.1"x`: the next request, which sends the call and
+    its result back, would be refused by the Messages API with that id."""
+    fake_llm.reply(tool_use("echo", {"text": "x"}, id='call.1"x'))
+    fake_llm.reply("done")
+    llm = AnthropicLLM(fake_settings(fake_llm))
+    try:
+        first = await llm.complete(request(tools=[ECHO]))
+        [call] = first.content
+        assert isinstance(call, ToolUseBlock)
+        answered = [
+            *request().messages,
+            Message(role="assistant", content=[call]),
+            Message(role="user", content=[ToolResultBlock(tool_use_id=call.id, content="x")]),
+        ]
+        second = await llm.complete(request(answered, tools=[ECHO]))
+    finally:
+        await llm.close()
+
+    assert call.id != 'call.1"x' and call.id.startswith("call_1_x_")
+    assert second.content == [TextBlock(text="done")]
+    assert fake_llm.unexpected == []

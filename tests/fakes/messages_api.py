@@ -422,6 +422,24 @@ def _has_text(blocks: list[Any], types: list[Any]) -> str | None:
     return None
 
 
+TOOL_ID = re.compile(r"[a-zA-Z0-9_-]+")
+
+
+def _refused_tool_id(index: int, blocks: list[Any], types: list[Any]) -> str | None:
+    """Why the real API refuses a tool call id of this message (not `^[a-zA-Z0-9_-]+$`)."""
+    for position, (block, kind) in enumerate(zip(blocks, types, strict=True)):
+        field = {"tool_use": "id", "tool_result": "tool_use_id"}.get(str(kind))
+        if field is None:
+            continue
+        value = block.get(field)
+        if not isinstance(value, str) or TOOL_ID.fullmatch(value) is None:
+            return (
+                f"messages.{index}.content.{position}.{kind}.{field}: String should match "
+                "pattern '^[a-zA-Z0-9_-]+$'"
+            )
+    return None
+
+
 def validate_request(
     body: Mapping[str, Any],
     *,
@@ -433,11 +451,12 @@ def validate_request(
 
     Checks what it can check cheaply and surely: the required fields; every message has
     content (only a final assistant message may be empty) and no text block is empty; tool
-    blocks only in a request that defines tools; the tool-use pairing rules (every
-    tool_use in an assistant message is answered by a tool_result in the next message,
-    tool_result ids match the previous assistant message, and tool_result blocks come
-    first in their message); and, given `context_window_tokens`, that the prompt
-    (`count_tokens`) fits the window, and so does the prompt with `max_tokens` of output.
+    call ids of the shape `^[a-zA-Z0-9_-]+$`; tool blocks only in a request that defines
+    tools; the tool-use pairing rules (every tool_use in an assistant message is answered by
+    a tool_result in the next message, tool_result ids match the previous assistant
+    message, and tool_result blocks come first in their message); and, given
+    `context_window_tokens`, that the prompt (`count_tokens`) fits the window, and so does
+    the prompt with `max_tokens` of output.
     """
     model = body.get("model")
     if not isinstance(model, str) or not model:
@@ -473,6 +492,8 @@ def validate_request(
             )
         types = [b.get("type") if isinstance(b, dict) else None for b in blocks]
         if (problem := _has_text(blocks, types)) is not None:
+            return problem
+        if (problem := _refused_tool_id(index, blocks, types)) is not None:
             return problem
         if not defines_tools and any(t in ("tool_use", "tool_result") for t in types):
             return (

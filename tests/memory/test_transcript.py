@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from datetime import UTC, datetime
 from functools import cache
@@ -526,6 +527,23 @@ def test_a_tool_result_without_tool_use_id_is_a_problem() -> None:
 
     assert [(p.line, p.reason) for p in result.problems] == [(1, "tool_result without tool_use_id")]
     assert kinds(result.items) == Counter({"user_message": 1})
+
+
+def test_a_tool_call_id_the_messages_api_refuses_is_rewritten_alike_in_call_and_result() -> None:
+    """Two posts: the call, then its result; both ids come out in the API's shape and equal."""
+    bad = 'toolu_1"><b id="injected">'
+    call = {"type": "tool_use", "id": bad, "name": "Bash", "input": {"command": "ls"}}
+    result = {"type": "tool_result", "tool_use_id": bad, "content": "a.txt"}
+
+    (use,) = parse_transcript(entry_line(type_="assistant", content=[call])).items
+    (answer,) = parse_transcript(entry_line(content=[result]), first_line=2).items
+
+    assert isinstance(use.payload, AssistantMessage) and isinstance(answer.payload, ToolResult)
+    [block] = use.payload.content
+    assert isinstance(block, ToolUseBlock)
+    assert re.fullmatch(r"[a-zA-Z0-9_-]+", block.id)
+    assert answer.payload.tool_use_id == block.id
+    assert answer.source_id == f"{block.id}:result"
 
 
 def test_redacted_and_unknown_assistant_blocks_are_dropped() -> None:

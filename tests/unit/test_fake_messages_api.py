@@ -548,3 +548,35 @@ def test_the_fake_accepts_a_call_answered_in_the_next_message() -> None:
         )
         is None
     )
+
+
+@pytest.mark.parametrize(
+    ("use_id", "result_id", "expected"),
+    [
+        (
+            'toolu_1"><b>',
+            'toolu_1"><b>',
+            "messages.1.content.0.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'",
+        ),
+        (
+            "toolu_1",
+            "toolu_1\n",
+            "messages.2.content.0.tool_result.tool_use_id: String should match pattern "
+            "'^[a-zA-Z0-9_-]+$'",
+        ),
+    ],
+)
+def test_the_fake_refuses_a_tool_call_id_the_real_api_refuses(
+    use_id: str, result_id: str, expected: str
+) -> None:
+    messages = [
+        _ASK,
+        {"role": "assistant", "content": [{**_USE, "id": use_id}]},
+        {"role": "user", "content": [{**_RESULT, "tool_use_id": result_id}]},
+    ]
+
+    problem = validate_request(
+        {"model": MODEL, "max_tokens": 32, "messages": messages, "tools": READ_FILE}
+    )
+
+    assert problem == expected

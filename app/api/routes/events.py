@@ -11,7 +11,7 @@ from fastapi import APIRouter, Header
 from fastapi.responses import Response, StreamingResponse
 from fastapi.sse import format_sse_event
 
-from app.api.deps import CurrentTenant, DatabaseDep, RuntimeDep, SettingsDep
+from app.api.deps import CurrentTenant, DatabaseDep, RuntimeDep, SettingsDep, StreamGrant
 from app.api.errors import problem_responses
 from app.api.routes.jobs import JobId
 from app.api.routes.sessions import SessionId
@@ -21,6 +21,7 @@ from app.observability.metrics import OPEN_STREAMS
 from app.services.jobs import get_job
 from app.services.sessions import check_session
 from app.services.streams import (
+    Grant,
     StreamEvent,
     event_stream,
     job_has_ended,
@@ -63,6 +64,7 @@ def _respond(
     session_id: str,
     job_id: str | None,
     last_event_id: int,
+    grant: Grant,
 ) -> StreamingResponse:
     kind = "job" if job_id is not None else "session"
     ended = job_has_ended(runtime.database, tenant, job_id) if job_id is not None else None
@@ -79,6 +81,7 @@ def _respond(
                 poll_seconds=settings.worker_poll_seconds,
                 keepalive_seconds=settings.sse_keepalive_seconds,
                 job_ended=ended,
+                grant=grant,
             ):
                 yield _frame(event)
         finally:
@@ -101,12 +104,13 @@ async def session_events(
     runtime: RuntimeDep,
     settings: SettingsDep,
     tenant: CurrentTenant,
+    grant: StreamGrant,
     last_event_id: LastEventId = None,
 ) -> StreamingResponse:
     after = parse_last_event_id(last_event_id)
     async with database.read() as db:  # an unknown session is a 404 before the stream starts
         await check_session(db, tenant, session_id)
-    return _respond(runtime, settings, tenant, session_id, None, after)
+    return _respond(runtime, settings, tenant, session_id, None, after, grant)
 
 
 @router.get(
@@ -130,6 +134,7 @@ async def job_events(
     runtime: RuntimeDep,
     settings: SettingsDep,
     tenant: CurrentTenant,
+    grant: StreamGrant,
     last_event_id: LastEventId = None,
 ) -> Response:
     after = parse_last_event_id(last_event_id)
@@ -139,4 +144,4 @@ async def job_events(
         # an empty 200 would end at once, and a browser's EventSource reconnects to an
         # ended stream every few seconds forever; a 204 tells it to stop
         return Response(status_code=204)
-    return _respond(runtime, settings, tenant, job.session_id, job.id, after)
+    return _respond(runtime, settings, tenant, job.session_id, job.id, after, grant)

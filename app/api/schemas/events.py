@@ -180,7 +180,9 @@ with `type`, `session_id` and `job_id` (null when it concerns no job):
 (1) the `data` of the `job.<status>` webhooks; (2) the `data` of the `task.updated`
 webhook. A comment line (`: keep-alive`) is sent after STRATA_SSE_KEEPALIVE_SECONDS without an
 event. Live events have ids `N.M` (the M-th after durable event N); reconnecting with any
-id replays the durable events after N."""
+id replays the durable events after N. The stream asks again every
+STRATA_SSE_KEY_CHECK_SECONDS whether its key is valid: one revoked or expired since ends it
+(reconnecting with it is a 401)."""
 
 # named schemas the document gets beside the routes' own (app.api.openapi)
 STREAM_SCHEMAS: dict[str, Any] = {

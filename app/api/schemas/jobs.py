@@ -4,7 +4,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from app.api.schemas.sessions import usage_of
 from app.db.models import Job
@@ -141,7 +141,7 @@ class JobCreate(BaseModel):
         description="Run in this session (in segments of the job's own: the session's chat "
         "context is left as it was); by default a new one.",
     )
-    start: bool = Field(
+    start: StrictBool = Field(
         default=True,
         description="false: create a `draft` that takes files and comments and never runs "
         "until `POST /jobs/{job_id}/start`.",

@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from app.db.models import WebhookAttempt, WebhookSubscription
 from app.services.webhooks import DeliveryView, EventType
@@ -69,7 +69,7 @@ class WebhookUpdate(BaseModel):
     url: str | None = Field(default=None, min_length=1, max_length=2000, pattern=URL_PATTERN)
     events: list[EventName] | None = Field(default=None, min_length=1, max_length=20)
     description: str | None = Field(default=None, max_length=500)
-    enabled: bool | None = None
+    enabled: StrictBool | None = None
 
 
 class WebhookPublic(BaseModel):

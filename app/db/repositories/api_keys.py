@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import update
+from sqlalchemy import or_, update
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -25,6 +25,16 @@ class ApiKeyRepository:
         )
         row = (await self.db.exec(query)).first()
         return None if row is None else (row[0], row[1])
+
+    async def tenant_has_valid_key(self, tenant: str, now: datetime) -> bool:
+        """Whether a key of `tenant` is neither revoked nor expired at `now`."""
+        query = (
+            select(ApiKey.id)
+            .where(ApiKey.tenant == tenant, col(ApiKey.revoked_at).is_(None))
+            .where(or_(col(ApiKey.expires_at).is_(None), col(ApiKey.expires_at) > now))
+            .limit(1)
+        )
+        return (await self.db.exec(query)).first() is not None
 
     async def any_exist(self) -> bool:
         result = await self.db.exec(select(ApiKey.id).limit(1))

@@ -80,6 +80,16 @@ class WebhookRepository:
             .values(failing_since=None)
         )
 
+    async def disable_for_tenant(self, tenant: str, reason: str) -> int:
+        """Disable every enabled subscription of `tenant`; how many were."""
+        result = await self.db.exec(
+            update(WebhookSubscription)
+            .where(col(WebhookSubscription.tenant) == tenant)
+            .where(col(WebhookSubscription.enabled).is_(True))
+            .values(enabled=False, disabled_reason=reason, updated_at=utcnow())
+        )
+        return int(result.rowcount)
+
     async def disable_if_failing_since(
         self, subscription_id: str, cutoff: datetime, reason: str
     ) -> bool:
