@@ -39,9 +39,22 @@ def _wheel_bin_path() -> Path:
 
 POSTGRES_BIN_PATH = _wheel_bin_path()
 
-START_WITHIN = 30.0
+# How long the plumbing waits for a live server that does not answer yet (starting up, or
+# slow on a loaded machine). It is a ceiling against a hung server, not a guess at how long
+# a slow one takes: each wait ends as soon as the server answers, or its process has exited.
+READY_WITHIN = 300.0
+# One connection attempt's own limit; a timed-out attempt is tried again until READY_WITHIN.
+CONNECT_ATTEMPT_SECONDS = 5
 START_ATTEMPTS = 5
 STOP_WITHIN = 15.0
+# What a live server answers while it cannot take a connection yet: starting up or shutting
+# down, or all its connection slots taken. libpq gives a refused connection no SQLSTATE, only
+# the server's FATAL message.
+NOT_READY_ANSWERS = (
+    "the database system is starting up",
+    "the database system is shutting down",
+    "too many clients",
+)
 UNPRIVILEGED_USER = "nobody"
 SUPERUSER = "postgres"
 # Durability is not wanted from a throwaway server: skip every fsync. No autovacuum:
@@ -61,6 +74,15 @@ SERVER_SETTINGS = {
 
 class PortTaken(RuntimeError):
     """The server could not bind its port: someone else took it meanwhile."""
+
+
+def not_ready(error: psycopg.OperationalError) -> bool:
+    """Whether a failed connection says "not yet" rather than "never": no answer in time or
+    no listener (the server never spoke), or a live server's own "not now"."""
+    message = str(error)
+    if "FATAL:" not in message:
+        return True
+    return any(answer in message for answer in NOT_READY_ANSWERS)
 
 
 def free_port() -> int:
@@ -144,10 +166,31 @@ class EmbeddedPostgres:
         return f"{driver}://{SUPERUSER}@127.0.0.1:{self.port}/{database}"
 
     def connect(self, database: str = "postgres") -> psycopg.Connection[Any]:
-        """A synchronous autocommit connection (CREATE/DROP DATABASE need one)."""
-        return psycopg.connect(
-            self.url(database, driver="postgresql"), autocommit=True, connect_timeout=5
-        )
+        """A synchronous autocommit connection (CREATE/DROP DATABASE need one). A server that
+        is alive but does not answer yet is waited for (see READY_WITHIN); one that has
+        exited, or that refuses for good (an unknown database), fails at once."""
+        deadline = time.monotonic() + READY_WITHIN
+        while True:
+            try:
+                return psycopg.connect(
+                    self.url(database, driver="postgresql"),
+                    autocommit=True,
+                    connect_timeout=CONNECT_ATTEMPT_SECONDS,
+                )
+            except psycopg.OperationalError as error:
+                self._fail_if_exited()
+                if not not_ready(error) or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.05)
+
+    def _fail_if_exited(self) -> None:
+        """Raise with the server's log if its process is gone (PortTaken if it could not bind)."""
+        if self.process is None or self.process.poll() is None:
+            return
+        log = self.log()
+        if "could not bind" in log or "already in use" in log:
+            raise PortTaken(log)
+        raise RuntimeError(f"postgres exited ({self.process.returncode}):\n{log}")
 
     def start(self) -> None:
         initdb = [
@@ -191,25 +234,14 @@ class EmbeddedPostgres:
         self._wait_ready()
 
     def _wait_ready(self) -> None:
+        """Until the server on our port is this one (not another process's on the same port)."""
         assert self.process is not None
-        deadline = time.monotonic() + START_WITHIN
         while True:
-            if self.process.poll() is not None:
-                log = self.log()
-                if "could not bind" in log or "already in use" in log:
-                    raise PortTaken(log)
-                raise RuntimeError(f"postgres exited early:\n{log}")
-            try:
-                with self.connect() as connection:
-                    row = connection.execute("SHOW data_directory").fetchone()
-                if row is not None and Path(row[0]).resolve() == self.data.resolve():
-                    return  # not another process's server on the same port
-            except psycopg.OperationalError as error:
-                if time.monotonic() > deadline:
-                    message = f"postgres not ready in {START_WITHIN} s:\n{self.log()}"
-                    raise RuntimeError(message) from error
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"postgres not ready in {START_WITHIN} s:\n{self.log()}")
+            self._fail_if_exited()  # PortTaken once ours has given up on the port
+            with self.connect() as connection:
+                row = connection.execute("SHOW data_directory").fetchone()
+            if row is not None and Path(row[0]).resolve() == self.data.resolve():
+                return
             time.sleep(0.05)
 
     def restart(self, down_seconds: float) -> None:
