@@ -50,7 +50,7 @@ def test_the_quick_start_reaches_an_agents_answer() -> None:
 
 
 def test_project_docs_point_at_nothing_outside_the_repository() -> None:
-    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    docs = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
 
     assert ROOT / "docs" / "ARCHITECTURE.md" in docs
     for doc in docs:
