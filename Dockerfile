@@ -8,6 +8,8 @@
 # API key exists (it exits with status 2): set STRATA_API_KEYS, or create a key in the
 # volume's database first with
 #   docker run --rm -v strata-data:/data strata strata keys create --tenant acme
+# It answers under localhost and 127.0.0.1 (a published port); reached under another name
+# or address, list it: -e STRATA_ALLOWED_HOSTS=strata.example.com.
 # `strata serve` applies the database migrations (shipped inside the wheel) before serving;
 # `strata worker` runs jobs in a container of its own (see compose.yaml).
 

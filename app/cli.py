@@ -66,6 +66,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     if not has_keys:
         logger.warning("no API key configured: serving the local tenant on %s only", settings.host)
+    if not is_loopback_host(settings.host) and not settings.allowed_host_list:
+        logger.warning(
+            "listening on %s: a request naming this server otherwise than localhost, a "
+            "loopback address or %s gets 403 host-not-allowed; list its public names in "
+            "STRATA_ALLOWED_HOSTS",
+            settings.host,
+            settings.host,
+        )
     application = create_app(settings)
     tune_gc(settings)
     uvicorn.run(application, host=settings.host, port=settings.port, log_config=None)

@@ -18,7 +18,9 @@ from app.api.errors import install_error_handlers
 from app.api.openapi import install_openapi
 from app.api.request_context import REQUEST_ID_HEADER, RequestContextMiddleware
 from app.api.router import api_router
+from app.api.site_guard import SiteGuardMiddleware, SitePolicy
 from app.api.strict_json import StrictJSONMiddleware
+from app.console.api import HOST as CONSOLE_HOST
 from app.console.install import FORM_OVERHEAD_BYTES, UPLOAD_PATH, install_console
 from app.db.engine import Database
 from app.engine.llm import LLM
@@ -129,6 +131,15 @@ def create_app(
             r"/jobs/[^/]+/files/input/": settings.max_workspace_file_bytes,
             UPLOAD_PATH: settings.max_workspace_file_bytes + FORM_OVERHEAD_BYTES,
         },
+    )
+    app.add_middleware(
+        SiteGuardMiddleware,
+        policy=SitePolicy.of(
+            bind_host=settings.host,
+            # the console's requests into this app name it so (they come from no socket)
+            allowed_hosts=[*settings.allowed_host_list, CONSOLE_HOST],
+            cors_origins=settings.cors_origin_list,
+        ),
     )
     app.add_middleware(RequestContextMiddleware)
     if settings.cors_origin_list:

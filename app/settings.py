@@ -244,6 +244,12 @@ class Settings(BaseSettings):
     cors_origins: str = ""
     # How long a browser may cache a CORS preflight answer, in seconds.
     cors_max_age_seconds: int = Field(default=600, ge=0)
+    # Host names this server answers under besides loopback names (`localhost`, 127.0.0.1,
+    # ::1) and its bind address (`host`), comma-separated, e.g. `strata.example.com`; `*`
+    # allows any. A request naming another Host gets 403 `host-not-allowed`: a DNS-rebinding
+    # page sends a name of its own. A server reached by a public name or address (a
+    # container bound to 0.0.0.0, a proxy that keeps the client's Host) lists it here.
+    allowed_hosts: str = ""
     # A folder shared by the processes of one machine (API and workers) where each writes its
     # metrics, so `GET /metrics` of any of them counts them all (prometheus-client's
     # multiprocess mode). Unset: each process reports only itself.
@@ -316,6 +322,10 @@ class Settings(BaseSettings):
     @property
     def cors_origin_list(self) -> list[str]:
         return [origin.strip() for origin in self.cors_origins.split(",") if origin.strip()]
+
+    @property
+    def allowed_host_list(self) -> list[str]:
+        return [host.strip() for host in self.allowed_hosts.split(",") if host.strip()]
 
     @property
     def transcript_roots(self) -> list[Path]:

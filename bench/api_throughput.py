@@ -405,7 +405,7 @@ async def db_work_per_request(
     async with app.router.lifespan_context(app):
         stats = stats_of(app)
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
             sid = "ses_bench"
             if needs_session:
                 sid = (await client.post("/sessions", json={})).json()["id"]

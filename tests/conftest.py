@@ -29,7 +29,7 @@ from app.db.migrate import upgrade_to_head
 from app.main import create_app
 from app.settings import Settings
 from tests.fakes.messages_api import FakeMessagesAPI
-from tests.support.apps import client_for
+from tests.support.apps import IN_PROCESS_HOSTS, client_for
 from tests.support.settings import MakeSettings
 from tests.support.tools import agent_tools
 
@@ -178,12 +178,16 @@ def empty_database_url(database_factory: DatabaseFactory, tmp_path: Path) -> Ite
 def make_settings(
     database_url: str, tmp_path: Path, _fake_messages_api_server: FakeMessagesAPI
 ) -> Iterator[MakeSettings]:
-    """Settings for this test's database. Settings that point the SDK at the fake
-    Messages API also give it their context window, so every request of the test is held
-    against the window Strata was told it has."""
+    """Settings for this test's database, answering under the in-process clients' Host
+    names. Settings that point the SDK at the fake Messages API also give it their context
+    window, so every request of the test is held against the window Strata was told it has."""
 
     def make(**overrides: Any) -> Settings:
-        values: dict[str, Any] = {"database_url": database_url, "data_dir": tmp_path / "data"}
+        values: dict[str, Any] = {
+            "database_url": database_url,
+            "data_dir": tmp_path / "data",
+            "allowed_hosts": IN_PROCESS_HOSTS,
+        }
         values.update(overrides)
         built = Settings(_env_file=None, **values)
         fake = _fake_messages_api_server

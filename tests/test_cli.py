@@ -16,6 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import uvicorn
 from fastapi import FastAPI
@@ -173,6 +174,32 @@ def test_serve_on_an_open_address_with_a_stored_key(
     assert (kwargs["host"], kwargs["port"]) == ("0.0.0.0", 9123)
     assert app.state.settings.host == "0.0.0.0"
     assert app.state.settings.port == 9123
+
+
+def test_serve_answers_under_the_address_it_binds_and_refuses_other_names(
+    db_url: str, capsys: pytest.CaptureFixture[str], uvicorn_calls: list[Any]
+) -> None:
+    _create_key(capsys)
+    assert main(["serve", "--host", "192.0.2.10"]) == 0
+    ((app, _),) = uvicorn_calls
+
+    async def health(host: str) -> int:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url=f"http://{host}") as client:
+            return (await client.get("/healthz")).status_code
+
+    assert asyncio.run(health("192.0.2.10:8000")) == 200
+    assert asyncio.run(health("evil.example")) == 403
+
+
+def test_serve_on_an_open_address_without_allowed_hosts_says_which_names_it_answers(
+    db_url: str, capsys: pytest.CaptureFixture[str], uvicorn_calls: list[Any]
+) -> None:
+    _create_key(capsys)
+
+    assert main(["serve", "--host", "0.0.0.0"]) == 0
+
+    assert "list its public names in STRATA_ALLOWED_HOSTS" in capsys.readouterr().err
 
 
 def test_serve_on_an_open_address_with_a_configured_key(

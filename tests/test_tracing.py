@@ -27,11 +27,11 @@ provider.add_span_processor(SimpleSpanProcessor(exporter))
 trace.set_tracer_provider(provider)
 
 from app.settings import Settings
-from tests.support.apps import serve
+from tests.support.apps import IN_PROCESS_HOSTS, serve
 
 async def main():
     settings = Settings(_env_file=None, database_url=sys.argv[1], otel_enabled=True,
-                        run_worker_in_server=False)
+                        run_worker_in_server=False, allowed_hosts=IN_PROCESS_HOSTS)
     async with serve(settings) as (_, client):
         created = await client.post("/sessions", json={"title": "traced"})
         assert created.status_code == 201, created.text

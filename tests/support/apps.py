@@ -13,6 +13,9 @@ from app.main import create_app
 from app.settings import Settings
 
 BASE_URL = "http://strata.test"
+# the names the in-process clients send as Host: this one, the short `t` of a few tests and
+# Starlette's `testserver` (Schemathesis); a deployment lists its public names the same way
+IN_PROCESS_HOSTS = "strata.test,t,testserver"
 
 
 def client_for(app: FastAPI) -> httpx.AsyncClient:
