@@ -55,6 +55,23 @@ def _outcome_line(child: Job) -> str:
     return f"- {child.id} ({child.piece}): {child.status}: {text}{files}"
 
 
+def outcomes_text(children: list[Job], max_chars: int) -> str:
+    """One line per finished subtask, in the order given, as many as fit in `max_chars`
+    (one at least), then a line counting the rest: a fan-out of hundreds of subtasks
+    would otherwise fill the window of the movement that waited for them."""
+    lines: list[str] = []
+    used = 0
+    for child in children:
+        line = _outcome_line(child)
+        if lines and used + len(line) + 1 > max_chars:
+            break
+        lines.append(line)
+        used += len(line) + 1
+    if more := len(children) - len(lines):
+        lines.append(f"…{more} more: their outputs are in {SUBTASKS}/")
+    return "\n".join(lines)
+
+
 async def movement_start(
     deps: Deps, job: Job, piece: Piece, movement: Movement, state: PieceState, workspace: Workspace
 ) -> MovementStart:
@@ -76,6 +93,7 @@ async def movement_start(
         tz=settings.zone,
         max_comments=settings.job_comments_in_prompt,
         comment_max_chars=settings.job_comment_max_chars,
+        max_files=settings.job_files_in_prompt,
     )
     parts = [enriched, f"## Step: {movement.name}\n{movement.instruction.strip()}"]
     if state.lessons:
@@ -85,7 +103,8 @@ async def movement_start(
         text = lessons_text(feedback, settings.feedback_max_chars)
         parts.append(f"## Feedback for this step\n{text}")
     if finished:
-        parts.append("## Subtask outcomes\n" + "\n".join(_outcome_line(c) for c in finished))
+        text = outcomes_text(finished, settings.subtask_outcomes_max_chars)
+        parts.append(f"## Subtask outcomes\n{text}")
     if checklists := checklists_text(workspace, settings.checklists_max_chars):
         parts.append(f"## Checklists\n{checklists}")
     if state.git_excerpt:

@@ -8,6 +8,7 @@ import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from app.db.models import Session
 from app.settings import Settings
@@ -17,11 +18,13 @@ from tests.api.test_pieces_flow import (  # the piece harness: fixtures and help
     gate,
     piece_settings,
     pieces_dir,
+    prompt_of,
     result_text,
+    section,
     tool_results,
     transition,
 )
-from tests.fakes.messages_api import FakeMessagesAPI, count_tokens, reply, tool_use
+from tests.fakes.messages_api import FakeMessagesAPI, Step, count_tokens, reply, tool_use
 from tests.support.apps import serve
 from tests.support.chat import held, submit_job
 
@@ -184,3 +187,54 @@ async def test_a_movement_whose_first_request_overfills_the_window_fails_context
     ]
     assert fake_llm.requests == []  # nothing oversize (nothing at all) reached the API
     assert fake_llm.unexpected == []
+
+
+async def test_the_subtask_outcomes_are_capped_and_the_rest_counted(
+    piece_settings: Callable[..., Settings], fake_llm: FakeMessagesAPI
+) -> None:
+    """A fan-out's outcomes went into the waiting movement's prompt whole, one line each
+    however many children there were; they are held to STRATA_SUBTASK_OUTCOMES_MAX_CHARS
+    with a line counting the rest."""
+    fruits = ["apples", "pears", "plums"]
+
+    def script(body: dict[str, Any]) -> Step:
+        prompt = prompt_of(body)
+        for fruit in fruits:
+            if f"## Task\n\nCount the {fruit}." in prompt:
+                return reply(transition("COMPLETE", f"12 {fruit}"))
+        if "## Subtask outcomes" in prompt:
+            return reply(transition("COMPLETE", "36 fruits in all"))
+        if tool_results(body):
+            return reply(transition("WAIT_SUBTASKS", "counting in parallel"))
+        spawn = [{"instruction": f"Count the {f}.", "piece": "solo"} for f in fruits]
+        return reply(*(tool_use("spawn_subtask", args) for args in spawn))
+
+    for _ in range(6):
+        fake_llm.respond_with(script)
+    async with serve(piece_settings(subtask_outcomes_max_chars=100)) as (_, client):
+        done = await finish(client, (await submit_job(client, piece="research"))["id"])
+
+    assert done["status"] == "succeeded", done["error"]
+    [final] = [r.body for r in fake_llm.requests if "## Subtask outcomes" in prompt_of(r.body)]
+    lines = section(prompt_of(final), "Subtask outcomes").strip().splitlines()
+    assert len(lines) == 2  # one outcome (~90 characters) fits in 100
+    assert " (solo): succeeded: 12 " in lines[0]
+    assert lines[1] == "…2 more: their outputs are in input/subtasks/"
+
+
+async def test_a_movements_file_list_holds_the_setting_and_counts_the_rest(
+    piece_settings: Callable[..., Settings], fake_llm: FakeMessagesAPI
+) -> None:
+    """Every file of input/ was listed (~9 tokens each: 22,000 files and the next movement
+    could not start); STRATA_JOB_FILES_IN_PROMPT of them are, then a line for Glob."""
+    fake_llm.reply(transition("COMPLETE", "listed"))
+    async with serve(piece_settings(job_files_in_prompt=2)) as (_, client):
+        job_id = (await submit_job(client, piece="solo", start=False))["id"]
+        for name in ("a.txt", "b.txt", "c.txt", "d.txt"):
+            put = await client.put(f"/jobs/{job_id}/files/input/{name}", content=b"x")
+            assert put.status_code == 201, put.text
+        assert (await client.post(f"/jobs/{job_id}/start")).status_code == 200
+        assert (await finish(client, job_id))["status"] == "succeeded"
+
+    workspace = section(prompt_of(fake_llm.requests[0].body), "Workspace")
+    assert "input/\n- input/a.txt\n- input/b.txt\n…2 more: use Glob\n" in workspace
