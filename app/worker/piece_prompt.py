@@ -3,9 +3,9 @@
 The system prompt is the piece's `system`, else the session's own prompt, else Strata's
 default for jobs. The user prompt is the enriched instruction (time, last comments, file
 lists, the task), then the movement's instruction and what travels between movements:
-lessons, feedback sent back to this movement, subtask outcomes, checklists, the git
-excerpt a verify movement left, the task list, and the next steps open. Every part that
-can grow is capped by a setting.
+how the previous movement was forced on when it was, lessons, feedback sent back to
+this movement, subtask outcomes, checklists, the git excerpt a verify movement left,
+the task list, and the next steps open. Every part that can grow is capped by a setting.
 """
 
 from __future__ import annotations
@@ -96,6 +96,8 @@ async def movement_start(
         max_files=settings.job_files_in_prompt,
     )
     parts = [enriched, f"## Step: {movement.name}\n{movement.instruction.strip()}"]
+    if state.forced:
+        parts.append(f"## The previous step was forced on\n{state.forced}")
     if state.lessons:
         text = lessons_text(state.lessons, settings.lessons_max_chars)
         parts.append(f"## Lessons from the previous step\n{text}")

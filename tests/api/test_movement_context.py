@@ -5,12 +5,14 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from app.db.models import Session
+from app.services.piece_jobs import workspace_of
 from app.settings import Settings
 from tests.api.test_pieces_flow import (  # the piece harness: fixtures and helpers
     events_of,
@@ -238,3 +240,40 @@ async def test_a_movements_file_list_holds_the_setting_and_counts_the_rest(
 
     workspace = section(prompt_of(fake_llm.requests[0].body), "Workspace")
     assert "input/\n- input/a.txt\n- input/b.txt\n…2 more: use Glob\n" in workspace
+
+
+async def test_the_movement_a_forced_transition_leads_to_is_told_so(
+    piece_settings: Callable[..., Settings], fake_llm: FakeMessagesAPI
+) -> None:
+    """Step work started as if plan had handed it a plan, though plan was forced on at 95%
+    of the window without a summary; its prompt now says so, and why."""
+    fake_llm.reply(tool_use("TaskList", {}), usage={"input_tokens": 9600, "output_tokens": 5})
+    fake_llm.reply(transition("ABORT", "stopped in work"))
+
+    async with serve(piece_settings(context_window_tokens=10_000)) as (_, client):
+        job = await finish(client, (await submit_job(client))["id"])
+
+    assert job["movement"] == "work"
+    note = section(prompt_of(fake_llm.requests[1].body), "The previous step was forced on")
+    assert "Step 'plan' did not call transition itself and was forced on to 'work'" in note
+    assert re.search(r"\(forced: the context reached 9\d% of the window\)", note)
+
+
+async def test_a_forced_transition_leaves_a_lessons_line(
+    piece_settings: Callable[..., Settings], fake_llm: FakeMessagesAPI
+) -> None:
+    """A forced move wrote nothing to the lessons (neither the prompt's nor
+    logs/lessons.jsonl): the job's record did not show that a step never finished."""
+    fake_llm.reply(tool_use("TaskList", {}), usage={"input_tokens": 9600, "output_tokens": 5})
+    fake_llm.reply(transition("ABORT", "stopped in work"))
+
+    settings = piece_settings(context_window_tokens=10_000)
+    async with serve(settings) as (_, client):
+        job = await finish(client, (await submit_job(client))["id"])
+
+    log = workspace_of(settings, job["id"]).root / "logs" / "lessons.jsonl"
+    [entry] = [json.loads(line) for line in log.read_text().splitlines()]
+    assert (entry["movement"], entry["next_step"], entry["forced"]) == ("plan", "work", True)
+    assert re.fullmatch(r"forced: the context reached 9\d% of the window", entry["lessons"])
+    lessons = section(prompt_of(fake_llm.requests[1].body), "Lessons from the previous step")
+    assert f"- (plan) {entry['lessons']}" in lessons
