@@ -277,3 +277,34 @@ async def test_a_forced_transition_leaves_a_lessons_line(
     assert re.fullmatch(r"forced: the context reached 9\d% of the window", entry["lessons"])
     lessons = section(prompt_of(fake_llm.requests[1].body), "Lessons from the previous step")
     assert f"- (plan) {entry['lessons']}" in lessons
+
+
+async def test_a_window_set_above_the_apis_is_learnt_from_its_refusal_and_the_step_moves_on(
+    piece_settings: Callable[..., Settings], pieces_dir: Path, fake_llm: FakeMessagesAPI
+) -> None:
+    """STRATA_CONTEXT_WINDOW_TOKENS above the API's window: the request a big Read made
+    was refused ("> 10000 maximum") and, under 30% of the configured window, sent
+    unchanged again, failing the job. The refusal's maximum becomes the window: the step
+    is forced on to its default_next, whose requests are held to it."""
+    settings = piece_settings(context_window_tokens=100_000)
+    fake_llm.context_window_tokens = 10_000  # after piece_settings, which matches it
+    content = "".join(f"line {i:06d} " + "z" * 60 + "\n" for i in range(1, 1501))  # ~105 KB
+    fake_llm.reply(tool_use("Read", {"path": "input/big.txt"}))
+    fake_llm.reply(transition("COMPLETE", "done in b"))
+    async with serve(settings) as (_, client):
+        job_id = (await submit_job(client, piece="two-steps", start=False))["id"]
+        put = await client.put(f"/jobs/{job_id}/files/input/big.txt", content=content.encode())
+        assert put.status_code == 201, put.text
+        assert (await client.post(f"/jobs/{job_id}/start")).status_code == 200
+        job = await finish(client, job_id)
+
+    assert job["status"] == "succeeded", job["error"]
+    [refusal] = [u.reason for u in fake_llm.unexpected]
+    assert re.fullmatch(r"prompt is too long: \d+ tokens > 10000 maximum", refusal)
+    answered = [
+        r.body for r in fake_llm.requests if r not in [u.request for u in fake_llm.unexpected]
+    ]
+    assert "## Step: b" in prompt_of(answered[-1])
+    assert "forced: the context reached" in prompt_of(answered[-1])
+    assert all(count_tokens(body) + body["max_tokens"] <= 10_000 for body in answered)
+    fake_llm.reset()  # the refusal was the point
