@@ -191,6 +191,9 @@ class Settings(BaseSettings):
     # --- jobs, comments, lessons (seed 004) ---------------------------------
     job_comments_in_prompt: int = 5
     job_comment_max_chars: int = 500
+    # paths of `input/` and of `output/` listed in a movement's prompt, each (~9 tokens a
+    # path); the rest is counted, for the model to Glob
+    job_files_in_prompt: int = Field(default=200, ge=1)
     lessons_max_chars: int = 2000
     # feedback a checking movement sends back to an earlier one, capped like the lessons
     feedback_max_chars: int = Field(default=2000, ge=100)
@@ -198,6 +201,9 @@ class Settings(BaseSettings):
     job_max_movements: int = Field(default=30, ge=1)
     # the checklists of logs/checklists/*.json shown to the next movement, in characters
     checklists_max_chars: int = Field(default=2000, ge=100)
+    # the outcomes of finished subtasks shown to the movement that waited for them, in
+    # characters; the rest is counted
+    subtask_outcomes_max_chars: int = Field(default=4000, ge=100)
     # the `git status` / diff excerpt handed on after a verify movement, in characters
     git_excerpt_max_chars: int = Field(default=2000, ge=100)
     # what reading the excerpt may cost (it is computed in Python, git never runs): the

@@ -70,6 +70,8 @@ def piece_catalog(settings: Settings, tools: ToolRegistry) -> PieceCatalog:
     catalog = load_catalog(folders, known_tool_names(settings, tools))
     for problem in catalog.problems:
         where = f"{problem.folder}/{problem.file}" if problem.file else problem.folder
+        if problem.line is not None:
+            where = f"{where}:{problem.line}"
         logger.error("piece file %s is invalid and was skipped: %s", where, problem.reason)
     return catalog
 

@@ -24,6 +24,10 @@ tool result's text, the system prompt and the tool definitions) and adds
 so it errs on the high side. When the API still refuses a request as too long (its
 tokenizer counts denser than 4 characters a token, as for code or non-English text), the
 refusal's own count becomes the measure, and the estimate counts as densely from then on.
+A refusal also names the API's maximum: when that is smaller than the window configured
+(``STRATA_CONTEXT_WINDOW_TOKENS`` set above the model's window), it becomes the window
+(:class:`WindowLimit` keeps it for every later request of the process), so the request
+is compacted or moved on instead of being sent unchanged again.
 
 Pure: no I/O, no settings import; the caller passes the window and the thresholds.
 """
@@ -154,6 +158,26 @@ def _tool_chars(tool: ToolSpec) -> int:
     return BLOCK_OVERHEAD_CHARS + len(tool.name) + len(tool.description) + tool.schema_chars
 
 
+class WindowLimit:
+    """The context window requests are held to: the configured one, until the API
+    refuses a request naming a smaller maximum; that one from then on. One per process,
+    shared by its jobs, so a window learnt in one turn holds for every later one."""
+
+    def __init__(self, configured: int) -> None:
+        if configured <= 0:
+            raise ValueError(f"the window must be positive, got {configured}")
+        self._tokens = configured
+
+    @property
+    def tokens(self) -> int:
+        return self._tokens
+
+    def learn(self, maximum: int | None) -> None:
+        """The API said its window is `maximum` tokens: never hold requests to more."""
+        if maximum is not None and 0 < maximum < self._tokens:
+            self._tokens = maximum
+
+
 @dataclass(frozen=True)
 class Check:
     """The verdict on one request before it is sent."""
@@ -251,13 +275,17 @@ class ContextManager:
         tokens = input_tokens if input_tokens else self.estimate(chars)
         self._measured = (tokens, chars)
 
-    def refused(self, chars: int, tokens: int) -> None:
+    def refused(self, chars: int, tokens: int, window: int | None = None) -> None:
         """The API refused a request of `chars` characters as `tokens` tokens long: its
         tokenizer counts denser than the estimate, so the estimate counts as densely from
-        now on (a restart keeps that), and the request is known to be that large."""
+        now on (a restart keeps that), and the request is known to be that large. A
+        `window` (the API's maximum) smaller than this manager's is its window from now
+        on: measured against the larger one, the request would be sent unchanged again."""
         if tokens > 0 and chars > 0:
             self._chars_per_token = min(self._chars_per_token, chars / tokens)
         self._measured = (max(0, tokens), chars)
+        if window is not None and 0 < window < self._window:
+            self._window = window
 
     def available_tokens(self, chars: int) -> int:
         """Tokens left in the window by a request of `chars` characters: the base of the
@@ -271,18 +299,26 @@ class ContextManager:
 
 
 _REFUSED = (
-    re.compile(r"prompt is too long: (\d+) tokens > \d+ maximum"),
-    re.compile(r"input length and `max_tokens` exceed context limit: (\d+) \+ \d+ > \d+"),
+    re.compile(r"prompt is too long: (\d+) tokens > (\d+) maximum"),
+    re.compile(r"input length and `max_tokens` exceed context limit: (\d+) \+ \d+ > (\d+)"),
 )
 
 
-def refused_tokens(message: str) -> int | None:
-    """The prompt's tokens, when `message` is the API refusing a request as too large for
-    the window ("prompt is too long: N tokens > M maximum", or its input and `max_tokens`
-    together); None for any other refusal."""
+@dataclass(frozen=True)
+class Refusal:
+    """The API refusing a request as too large: the prompt's tokens, and its window."""
+
+    tokens: int
+    window: int
+
+
+def refusal_of(message: str) -> Refusal | None:
+    """What `message` says when it is the API refusing a request as too large for the
+    window ("prompt is too long: N tokens > M maximum", or its input and `max_tokens`
+    together: "N + K > M"); None for any other refusal."""
     for pattern in _REFUSED:
         if found := pattern.search(message):
-            return int(found.group(1))
+            return Refusal(tokens=int(found.group(1)), window=int(found.group(2)))
     return None
 
 

@@ -7,7 +7,9 @@ gets exactly that, in this order:
 1. the current date-time block;
 2. the last few comments (``job_comments_in_prompt``, 5), each cut to
    ``job_comment_max_chars`` (500) with a visible marker;
-3. the file lists of ``input/`` and ``output/``;
+3. the file lists of ``input/`` and ``output/``, each cut to ``job_files_in_prompt``
+   (200) paths with a line saying how many more there are and to use Glob; nothing
+   inside a ``.git`` folder is listed (a repository's objects would crowd out its files);
 4. the job instruction.
 
 Deliberately left out: older comments, earlier movements' messages, ``logs/`` and file
@@ -110,20 +112,29 @@ def _in_folder(folder: str, path: str) -> str:
     return path if path.startswith(f"{folder}/") else f"{folder}/{path}"
 
 
-def _file_list(folder: str, paths: Sequence[str]) -> str:
+def _in_git(path: str) -> bool:
+    return ".git" in path.split("/")
+
+
+def _file_list(folder: str, paths: Sequence[str], max_files: int) -> str:
+    # ~9 tokens a path: an uncapped list of a big tree (22,000 files) fills the window
+    # before the movement has done anything, so the first `max_files` are shown
+    shown = sorted(_in_folder(folder, p) for p in paths if not _in_git(_in_folder(folder, p)))
     lines = [f"{folder}/"]
-    if paths:
-        lines.extend(f"- {shown}" for shown in sorted(_in_folder(folder, p) for p in paths))
-    else:
+    lines.extend(f"- {path}" for path in shown[: max(0, max_files)])
+    if not shown:
         lines.append(_NO_FILES)
+    elif (more := len(shown) - max(0, max_files)) > 0:
+        lines.append(f"…{more} more: use Glob")
     return "\n".join(lines)
 
 
-def _workspace(input_files: Sequence[str], output_files: Sequence[str]) -> str:
+def _workspace(input_files: Sequence[str], output_files: Sequence[str], max_files: int) -> str:
     return (
         "## Workspace\n\n"
         "File contents are not included; use the workspace tools to open what you need.\n\n"
-        f"{_file_list('input', input_files)}\n\n{_file_list('output', output_files)}"
+        f"{_file_list('input', input_files, max_files)}\n\n"
+        f"{_file_list('output', output_files, max_files)}"
     )
 
 
@@ -137,13 +148,15 @@ def render_enriched_instruction(
     tz: ZoneInfo,
     max_comments: int = 5,
     comment_max_chars: int = 500,
+    max_files: int = 200,
 ) -> str:
     """Build the enriched instruction for a job (see the module docstring for the parts).
 
     ``comments`` may be the job's whole thread: only the last ``max_comments`` (by
     ``created_at``) are shown, oldest of them first. ``input_files`` and
     ``output_files`` are paths relative to the workspace root (``input/a.csv``) or to
-    their folder (``a.csv``); they are listed, never read.
+    their folder (``a.csv``); they are listed, never read: at most ``max_files`` of each
+    folder, and none inside a ``.git`` folder.
     """
     _aware(now, "now")
     sections = [
@@ -155,7 +168,7 @@ def render_enriched_instruction(
             max_comments=max_comments,
             comment_max_chars=comment_max_chars,
         ),
-        _workspace(input_files, output_files),
+        _workspace(input_files, output_files, max_files),
         f"## Task\n\n{instruction}",
     ]
     return "\n\n".join(sections)

@@ -9,7 +9,8 @@ Every request, whatever the response before it was, goes past the context policy
 first (`ContextPolicy.before_request`): it may send it, change the segment and have it
 built again (a compaction, a wrap-up message), end the turn (a forced transition), or
 refuse it as too large for the window. A request the API still refuses as too long
-tells the policy its real size, and goes past it again (once a turn). The tool calls of
+tells the policy its real size and the API's window, and goes past it again (once a
+turn). The tool calls of
 one response share one result budget (`ResponseBudget`), which the policy sets from what
 the window has left.
 """
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
 from app.domain.items import AssistantMessage, ItemPayload, Origin, ToolResult, ToolUseBlock
-from app.engine.context import refused_tokens
+from app.engine.context import refusal_of
 from app.engine.llm import (
     LLM,
     LLMError,
@@ -70,9 +71,9 @@ class ContextPolicy(Protocol):
         """Record what the request cost; the budget the response's tool results share."""
         ...
 
-    def refused(self, request: LLMRequest, tokens: int) -> None:
-        """The API refused the request as `tokens` tokens, too many for the window: the
-        next check of the segment knows its real size."""
+    def refused(self, request: LLMRequest, tokens: int, window: int) -> None:
+        """The API refused the request as `tokens` tokens, too many for its `window`: the
+        next check of the segment knows its real size, held to that window."""
         ...
 
 
@@ -213,11 +214,11 @@ async def run_turn(
         try:
             response = await llm.complete(outbound, on_text=events.text_delta)
         except LLMError as exc:
-            tokens = refused_tokens(exc.detail) if config.context and not refusals else None
-            if config.context is None or tokens is None:
+            refusal = refusal_of(exc.detail) if config.context and not refusals else None
+            if config.context is None or refusal is None:
                 raise
             refusals += 1  # once per turn: a second refusal fails it
-            config.context.refused(outbound, tokens)
+            config.context.refused(outbound, refusal.tokens, refusal.window)
             continue
         budget = (
             config.context.answered(outbound, response)

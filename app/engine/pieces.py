@@ -8,17 +8,18 @@ movement unless the piece says otherwise.
 
 A piece file is checked whole when it is loaded, so a mistake shows in `GET /pieces`
 instead of in a job that runs wrong: unknown tools, next steps that name nothing,
-movements no path reaches, YAML syntax errors (with line and column), and names that
-belong to Strata's internal job kinds. Problems name the file by its name and folder
-kind, never by a server path.
+movements no path reaches, YAML syntax errors, names that belong to Strata's internal
+job kinds, and two files of one folder defining the same piece. Each problem says the
+line and column it is about (the syntax error, or the key or value at fault) and names
+the file by its name and folder kind, never by a server path.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -39,6 +40,14 @@ __all__ = [
     "load_catalog",
     "load_piece",
 ]
+
+
+class _At(ValueError):
+    """A rule a piece breaks, with the path (keys and indexes) of the part at fault."""
+
+    def __init__(self, reason: str, *path: str | int) -> None:
+        super().__init__(reason)
+        self.path = path
 
 
 class Movement(BaseModel):
@@ -93,23 +102,34 @@ class Piece(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> Piece:
         if self.name in RESERVED_PIECE_NAMES:
-            raise ValueError(
+            raise _At(
                 f"{self.name!r} is the name of an internal job kind; "
-                f"no piece may be called one of {sorted(RESERVED_PIECE_NAMES)}"
+                f"no piece may be called one of {sorted(RESERVED_PIECE_NAMES)}",
+                "name",
             )
         names = [m.name for m in self.movements]
-        if len(set(names)) != len(names):
-            raise ValueError("movement names must be unique")
+        for index, name in enumerate(names):
+            if name in names[:index]:
+                raise _At("movement names must be unique", "movements", index, "name")
         known = set(names) | SPECIAL_STEPS
         if self.initial_movement is not None and self.initial_movement not in names:
-            raise ValueError(f"initial_movement {self.initial_movement!r} is not a movement")
-        for movement in self.movements:
-            for step in [*movement.transitions, movement.default_next]:
-                if step is not None and step not in known:
-                    raise ValueError(f"movement {movement.name!r}: unknown next step {step!r}")
+            raise _At(
+                f"initial_movement {self.initial_movement!r} is not a movement", "initial_movement"
+            )
+        for index, movement in enumerate(self.movements):
+            unknown = f"movement {movement.name!r}: unknown next step"
+            for position, step in enumerate(movement.transitions):
+                if step not in known:
+                    raise _At(f"{unknown} {step!r}", "movements", index, "transitions", position)
+            if movement.default_next is not None and movement.default_next not in known:
+                raise _At(
+                    f"{unknown} {movement.default_next!r}", "movements", index, "default_next"
+                )
         if unreachable := self.unreachable():
-            raise ValueError(
-                f"movements no transition reaches from {self.first.name!r}: {unreachable}"
+            raise _At(
+                f"movements no transition reaches from {self.first.name!r}: {unreachable}",
+                "movements",
+                names.index(unreachable[0]),
             )
         return self
 
@@ -212,9 +232,11 @@ class PieceFileError(ValueError):
 
 
 def load_piece(path: Path, known_tools: Collection[str] | None = None) -> Piece:
-    """The piece of one file; PieceFileError says why it is none."""
+    """The piece of one file; PieceFileError says why it is none, and where."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
@@ -228,12 +250,52 @@ def load_piece(path: Path, known_tools: Collection[str] | None = None) -> Piece:
     try:
         piece = Piece.model_validate(data)
     except ValidationError as exc:
-        raise PieceFileError(_reason(exc)) from exc
+        line, column = _located(root, _error_path(exc.errors()[0]))
+        raise PieceFileError(_reason(exc), line=line, column=column) from exc
     if known_tools is not None and (unknown := piece.unknown_tools(known_tools)):
+        first = next(
+            ("movements", index, "allowed_tools", position)
+            for index, movement in enumerate(piece.movements)
+            for position, tool in enumerate(movement.allowed_tools)
+            if tool not in known_tools
+        )
+        line, column = _located(root, first)
         raise PieceFileError(
-            f"unknown tools: {', '.join(unknown)}; known: {', '.join(sorted(known_tools))}"
+            f"unknown tools: {', '.join(unknown)}; known: {', '.join(sorted(known_tools))}",
+            line=line,
+            column=column,
         )
     return piece
+
+
+def _error_path(error: Any) -> Sequence[str | int]:
+    """Where in the file a validation error is: its own location, or for a rule of the
+    whole piece the path the rule names."""
+    cause = (error.get("ctx") or {}).get("error")
+    return cause.path if isinstance(cause, _At) else tuple(error["loc"])
+
+
+def _located(root: yaml.Node | None, path: Sequence[str | int]) -> tuple[int | None, int | None]:
+    """The 1-based line and column of the part of the file at `path`: a mapping's entry
+    by its key, a list's item by itself; a part that is missing (a required key) by the
+    deepest part that is there."""
+    node = root
+    mark = None if root is None else root.start_mark
+    for part in path:
+        child: yaml.Node | None = None
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.value == part:
+                    mark, child = key.start_mark, value
+                    break
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            if 0 <= part < len(node.value):
+                child = node.value[part]
+                mark = child.start_mark
+        if child is None:
+            break
+        node = child
+    return (None, None) if mark is None else (mark.line + 1, mark.column + 1)
 
 
 def load_catalog(
@@ -242,8 +304,10 @@ def load_catalog(
     """Load every `*.yaml` of the folders in order; a later folder overrides a name.
 
     The first folder is the builtin one (`BUILTIN_DIR`), any other the operator's. A
-    broken file is reported and skipped, never fatal. `known_tools`, when given, are
-    the tool names a movement may allow.
+    broken file is reported and skipped, never fatal. Two files of one folder that
+    define the same name are both reported and the name is not loaded at all: which
+    one was meant cannot be told, and running either could be the wrong one.
+    `known_tools`, when given, are the tool names a movement may allow.
     """
     catalog = PieceCatalog(pieces={}, problems=[])
     for folder in folders:
@@ -252,6 +316,7 @@ def load_catalog(
             if kind != "builtin":
                 catalog.problems.append(PieceProblem("", kind, "the pieces folder is missing"))
             continue
+        files: dict[str, list[str]] = {}
         for path in sorted(folder.glob("*.y*ml")):
             try:
                 piece = load_piece(path, known_tools)
@@ -263,8 +328,33 @@ def load_catalog(
             except OSError as exc:
                 catalog.problems.append(PieceProblem(path.name, kind, exc.strerror or "unreadable"))
                 continue
+            files.setdefault(piece.name, []).append(path.name)
             catalog.pieces[piece.name] = piece
+        for name, defined_in in files.items():
+            if len(defined_in) > 1:
+                catalog.pieces.pop(name, None)
+                catalog.problems.extend(_defined_twice(folder, kind, name, defined_in))
     return catalog
+
+
+def _defined_twice(
+    folder: Path, kind: FolderKind, name: str, files: list[str]
+) -> list[PieceProblem]:
+    """A problem for each file of one folder that defines `name`, at its `name:` line."""
+    listed = f"{'both ' if len(files) == 2 else ''}{', '.join(files[:-1])} and {files[-1]}"
+    reason = (
+        f"piece {name!r} is defined by {listed}; a piece name belongs to one file, "
+        "so none of them is loaded"
+    )
+    problems = []
+    for file in files:
+        try:
+            root = yaml.compose((folder / file).read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            root = None
+        line, column = _located(root, ("name",))
+        problems.append(PieceProblem(file, kind, reason, line, column, name))
+    return problems
 
 
 def _name_of(path: Path) -> str | None:

@@ -45,17 +45,20 @@ async def compact_session(
     job_id: str | None,
     turn: int | None,
     offers_task_list: bool,
+    window_tokens: int | None = None,
 ) -> int:
     """Compact the session's current segment; returns the new segment number.
 
     `offers_task_list`: whether the session's requests define the `TaskList` tool; only
-    then (and only with tasks) does the new segment open with a `TaskList` call."""
+    then (and only with tasks) does the new segment open with a `TaskList` call.
+    `window_tokens`: the window the summary request is held to, when the API said it is
+    smaller than the setting."""
     async with database.read() as db:
         session = await get_session(db, tenant, session_id)
         items = await segment_payloads(db, session_id, session.current_segment)
         store = await load_store(db, session_id)
         snapshot = render_snapshot(store, settings.task_snapshot_max_chars)
-    request = fitted_summary_request(settings, items, snapshot)
+    request = fitted_summary_request(settings, items, snapshot, window_tokens)
     summary = await _summarize(llm, request, settings.summary_retries)
     if summary is None:
         await database.write(
@@ -96,11 +99,12 @@ async def compact_session(
 
 
 def fitted_summary_request(
-    settings: Settings, items: list[ItemPayload], snapshot: str
+    settings: Settings, items: list[ItemPayload], snapshot: str, window_tokens: int | None = None
 ) -> LLMRequest:
-    """The summary request, under the exhausted threshold of the window, with room for
-    the answer: at most `llm_max_tokens`, and never more than the window has left."""
-    window = settings.context_window_tokens
+    """The summary request, under the exhausted threshold of the window (`window_tokens`,
+    else the setting), with room for the answer: at most `llm_max_tokens`, and never more
+    than the window has left."""
+    window = window_tokens or settings.context_window_tokens
     answer = min(settings.llm_max_tokens, max(1, window // 4))
     request = summary_request(
         items,

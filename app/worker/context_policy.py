@@ -33,6 +33,7 @@ from app.engine.context import (
     ContextManager,
     RequestSizer,
     Thresholds,
+    WindowLimit,
     blocks_chars,
 )
 from app.engine.llm import LLMRequest, LLMResponse
@@ -50,9 +51,9 @@ WRAP_UP = (
 )
 
 
-def manager_of(settings: Settings) -> ContextManager:
+def manager_of(settings: Settings, window_tokens: int | None = None) -> ContextManager:
     return ContextManager(
-        settings.context_window_tokens,
+        window_tokens or settings.context_window_tokens,
         Thresholds(
             warn=settings.context_warn_ratio,
             prompt=settings.context_prompt_ratio,
@@ -71,12 +72,14 @@ def exhausted_detail(check: Check, window: int, limit: float, why: str) -> str:
 
 
 class _Measured:
-    """What both policies share: the manager, the size of the request in flight, and the
-    tool-result budget of its response."""
+    """What both policies share: the manager, the size of the request in flight, the
+    tool-result budget of its response, and the window the API said it has (`window`,
+    the process's: what one job learns holds for the others)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, window: WindowLimit | None = None) -> None:
         self.settings = settings
-        self.manager = manager_of(settings)
+        self.window = window or WindowLimit(settings.context_window_tokens)
+        self.manager = manager_of(settings, self.window.tokens)
         self._sized: tuple[LLMRequest, int] | None = None
         self._sizer = RequestSizer()
 
@@ -94,8 +97,18 @@ class _Measured:
         request.max_tokens = max(1, min(request.max_tokens, room))
         return SEND
 
-    def refused(self, request: LLMRequest, tokens: int) -> None:
-        self.manager.refused(self.size(request), tokens)
+    def refused(self, request: LLMRequest, tokens: int, window: int) -> None:
+        if window < self.window.tokens:
+            logger.warning(
+                "the API refused a request as %s tokens over its window of %s tokens, "
+                "less than STRATA_CONTEXT_WINDOW_TOKENS (%s): requests are held to %s",
+                tokens,
+                window,
+                self.settings.context_window_tokens,
+                window,
+            )
+        self.window.learn(window)
+        self.manager.refused(self.size(request), tokens, window)
 
     def answered(self, request: LLMRequest, response: LLMResponse) -> ResponseBudget:
         chars = self.size(request)
@@ -115,8 +128,13 @@ class _Measured:
 class ChatContext(_Measured):
     """Chat: compact at the force threshold before sending; never send at 99%."""
 
-    def __init__(self, settings: Settings, compact: Callable[[], Awaitable[object]]) -> None:
-        super().__init__(settings)
+    def __init__(
+        self,
+        settings: Settings,
+        compact: Callable[[], Awaitable[object]],
+        window: WindowLimit | None = None,
+    ) -> None:
+        super().__init__(settings, window)
         self._compact = compact
         self._just_compacted = False
         # compaction left a request at the force threshold (a huge system prompt): it
@@ -165,8 +183,9 @@ class MovementContext(_Measured):
         fired: Iterable[str] = (),
         remember: Callable[[AsyncSession, tuple[ContextAction, ...]], Awaitable[None]]
         | None = None,
+        window: WindowLimit | None = None,
     ) -> None:
-        super().__init__(settings)
+        super().__init__(settings, window)
         # a resumed movement: what fired before the crash does not fire again, and what
         # fires now is remembered (by `remember`) in the transaction of its events
         self.manager.already_fired(fired)

@@ -18,6 +18,7 @@ from app.db.engine import Database
 from app.db.models import Job, Session
 from app.db.repositories.sessions import SESSION_ROW, probe_from
 from app.domain.jobs import JobStatus
+from app.engine.context import WindowLimit
 from app.engine.llm import LLM
 from app.engine.loop import (
     CANCELLED,
@@ -75,9 +76,12 @@ class Deps:
     pieces: PieceCatalog
     # what a chat turn held of its session, for the session's next turn in this process
     pictures: SessionPictures = field(init=False)
+    # the context window requests are held to: the setting, or less once the API said so
+    window: WindowLimit = field(init=False)
 
     def __post_init__(self) -> None:
         self.pictures = SessionPictures(self.settings)
+        self.window = WindowLimit(self.settings.context_window_tokens)
 
 
 def job_database(deps: Deps, job: Job) -> JobDatabase:
@@ -164,7 +168,9 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
         max_iterations=deps.settings.agent_max_iterations,
         max_tokens=deps.settings.llm_max_tokens,
         interceptors=[TaskReminder(deps.settings, store)],
-        context=ChatContext(deps.settings, lambda: _compact_now(deps, job, tool_names)),
+        context=ChatContext(
+            deps.settings, lambda: _compact_now(deps, job, tool_names), window=deps.window
+        ),
         conversation=picture.conversation if picture is not None else None,
     )
     ctx = tool_context(deps, held)
@@ -230,6 +236,7 @@ async def _compact_now(deps: Deps, job: Job, tool_names: list[str]) -> int:
         job_id=job.id,
         turn=job.turn,
         offers_task_list="TaskList" in tool_names,
+        window_tokens=deps.window.tokens,
     )
 
 

@@ -198,6 +198,7 @@ async def run_movement(
         force=force,
         fired=state.open.fired if state.open is not None else (),
         remember=remember,
+        window=deps.window,
     )
     for nudge in range(NUDGES + 1):
         config = TurnConfig(

@@ -3,9 +3,9 @@
 The system prompt is the piece's `system`, else the session's own prompt, else Strata's
 default for jobs. The user prompt is the enriched instruction (time, last comments, file
 lists, the task), then the movement's instruction and what travels between movements:
-lessons, feedback sent back to this movement, subtask outcomes, checklists, the git
-excerpt a verify movement left, the task list, and the next steps open. Every part that
-can grow is capped by a setting.
+how the previous movement was forced on when it was, lessons, feedback sent back to
+this movement, subtask outcomes, checklists, the git excerpt a verify movement left,
+the task list, and the next steps open. Every part that can grow is capped by a setting.
 """
 
 from __future__ import annotations
@@ -55,6 +55,23 @@ def _outcome_line(child: Job) -> str:
     return f"- {child.id} ({child.piece}): {child.status}: {text}{files}"
 
 
+def outcomes_text(children: list[Job], max_chars: int) -> str:
+    """One line per finished subtask, in the order given, as many as fit in `max_chars`
+    (one at least), then a line counting the rest: a fan-out of hundreds of subtasks
+    would otherwise fill the window of the movement that waited for them."""
+    lines: list[str] = []
+    used = 0
+    for child in children:
+        line = _outcome_line(child)
+        if lines and used + len(line) + 1 > max_chars:
+            break
+        lines.append(line)
+        used += len(line) + 1
+    if more := len(children) - len(lines):
+        lines.append(f"…{more} more: their outputs are in {SUBTASKS}/")
+    return "\n".join(lines)
+
+
 async def movement_start(
     deps: Deps, job: Job, piece: Piece, movement: Movement, state: PieceState, workspace: Workspace
 ) -> MovementStart:
@@ -76,8 +93,11 @@ async def movement_start(
         tz=settings.zone,
         max_comments=settings.job_comments_in_prompt,
         comment_max_chars=settings.job_comment_max_chars,
+        max_files=settings.job_files_in_prompt,
     )
     parts = [enriched, f"## Step: {movement.name}\n{movement.instruction.strip()}"]
+    if state.forced:
+        parts.append(f"## The previous step was forced on\n{state.forced}")
     if state.lessons:
         text = lessons_text(state.lessons, settings.lessons_max_chars)
         parts.append(f"## Lessons from the previous step\n{text}")
@@ -85,7 +105,8 @@ async def movement_start(
         text = lessons_text(feedback, settings.feedback_max_chars)
         parts.append(f"## Feedback for this step\n{text}")
     if finished:
-        parts.append("## Subtask outcomes\n" + "\n".join(_outcome_line(c) for c in finished))
+        text = outcomes_text(finished, settings.subtask_outcomes_max_chars)
+        parts.append(f"## Subtask outcomes\n{text}")
     if checklists := checklists_text(workspace, settings.checklists_max_chars):
         parts.append(f"## Checklists\n{checklists}")
     if state.git_excerpt:

@@ -118,7 +118,8 @@ async def _movement_ended(
     workspace: Workspace,
 ) -> None:
     """What every transition leaves behind: its lessons, the feedback it consumed, the
-    task checklist, and after a verify movement the git excerpt.
+    task checklist, after a verify movement the git excerpt, and after a forced one the
+    note telling the next movement so.
 
     A movement that pauses (ASK, WAIT_SUBTASKS) runs again when the answer or the
     subtasks come back, so the feedback it was shown is not spent yet."""
@@ -126,6 +127,7 @@ async def _movement_ended(
     if step.next_step not in (ASK, WAIT_SUBTASKS):
         state.delivered(movement.name)
     _record_lessons(job, movement, step, state, workspace)
+    state.forced = forced_note(movement, step) if step.forced else None
     async with deps.database.read() as db:
         tasks = await load_store(db, job.session_id)
     write_task_checklist(workspace, tasks)
@@ -141,11 +143,22 @@ def _ask(job: Job, step: Transition) -> Also:
     return also
 
 
+def forced_note(movement: Movement, step: Transition) -> str:
+    """What the movement a forced transition leads to is told: it starts from a step that
+    never finished, not from a plan or work handed on."""
+    return (
+        f"Step {movement.name!r} did not call transition itself and was forced on to "
+        f"{step.next_step!r} ({step.summary}). It left no summary or lessons: check what it "
+        "did (the task list, the files) before relying on it."
+    )
+
+
 def _record_lessons(
     job: Job, movement: Movement, step: Transition, state: PieceState, workspace: Workspace
 ) -> None:
-    """COMPLETE without lessons hands on its summary; lessons also go to logs/lessons.jsonl."""
-    text = step.lessons or (step.summary if step.next_step == COMPLETE else None)
+    """COMPLETE without lessons hands on its summary, a forced transition how it was
+    forced; lessons also go to logs/lessons.jsonl."""
+    text = step.lessons or (step.summary if step.next_step == COMPLETE or step.forced else None)
     if not text:
         return
     state.lessons.append({"movement": movement.name, "text": text})

@@ -2,9 +2,10 @@
 
 Only this travels between movements, never the conversation: lessons, feedback sent
 back to a movement, the subtasks spawned, how many movements ran, the git excerpt a
-verify movement left, and two segment numbers that keep the job out of its session's
-chat context (the chat's segment, given back whenever the job stops running, and the
-segment of the movement in progress, so a resumed job continues it from the log).
+verify movement left, how the last movement was forced on when it was, and two
+segment numbers that keep the job out of its session's chat context (the chat's
+segment, given back whenever the job stops running, and the segment of the movement in
+progress, so a resumed job continues it from the log).
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ class PieceState:
     # the segment of the last movement, for one that continues it (fresh_segment false)
     last_segment: int | None = None
     git_excerpt: str | None = None
+    # how the last movement was forced on (it never called transition itself), for the
+    # movement it was forced into
+    forced: str | None = None
 
     @classmethod
     def load(cls, data: dict[str, Any]) -> PieceState:
@@ -52,6 +56,7 @@ class PieceState:
             chat_segment=data.get("chat_segment"),
             last_segment=data.get("last_segment"),
             git_excerpt=data.get("git_excerpt"),
+            forced=data.get("forced"),
         )
 
     def dump(self) -> dict[str, Any]:
@@ -71,6 +76,7 @@ class PieceState:
             "chat_segment": self.chat_segment,
             "last_segment": self.last_segment,
             "git_excerpt": self.git_excerpt,
+            "forced": self.forced,
         }
 
     def send_back(self, target: str, source: str, text: str, limit: int) -> None:

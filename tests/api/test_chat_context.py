@@ -9,6 +9,7 @@ The fake holds every request against the window these tests give Strata (see
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import httpx
@@ -227,3 +228,27 @@ async def test_a_prompt_the_api_counts_longer_than_estimated_is_compacted_not_re
     answered = [r for r in fake_llm.requests if r not in [u.request for u in fake_llm.unexpected]]
     assert all(count_tokens(r.body, chars_per_token=2) < 4_000 for r in answered)
     fake_llm.reset()  # the refusals were the point
+
+
+async def test_a_window_set_above_the_apis_is_learnt_from_its_refusal_and_the_chat_compacts(
+    make_settings: Any, fake_llm: FakeMessagesAPI
+) -> None:
+    """STRATA_CONTEXT_WINDOW_TOKENS above the API's window: "prompt is too long: N tokens
+    > M maximum" left the request under 50% of the configured window, so it was sent
+    unchanged again and failed the turn. M becomes the window: the chat compacts (its
+    summary held to M too), answers, and later turns are held to M without a refusal."""
+    settings = make_settings(anthropic_base_url=fake_llm.url, context_window_tokens=40_000)
+    fake_llm.context_window_tokens = 4_000  # after make_settings, which matches it to Strata's
+    fake_llm.reply("SUMMARY: a long question about parsers.")
+    fake_llm.reply("Answered.")
+    fake_llm.reply("Still here.")
+    async with serve(settings, tools=agent_tools()) as (_, client):
+        session_id = await new_session(client)
+        first = await say(client, session_id, "Explain parsers. " * 1_000)  # ~4,300 tokens
+        second = await say(client, session_id, "and lexers?")
+
+    assert (first["text"], second["text"]) == ("Answered.", "Still here.")
+    [refusal] = [u.reason for u in fake_llm.unexpected]
+    assert re.fullmatch(r"prompt is too long: \d+ tokens > 4000 maximum", refusal)
+    assert len(summaries(fake_llm)) == 1
+    fake_llm.reset()  # the refusal was the point

@@ -5,11 +5,14 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from app.db.models import Session
+from app.services.piece_jobs import workspace_of
 from app.settings import Settings
 from tests.api.test_pieces_flow import (  # the piece harness: fixtures and helpers
     events_of,
@@ -17,11 +20,13 @@ from tests.api.test_pieces_flow import (  # the piece harness: fixtures and help
     gate,
     piece_settings,
     pieces_dir,
+    prompt_of,
     result_text,
+    section,
     tool_results,
     transition,
 )
-from tests.fakes.messages_api import FakeMessagesAPI, count_tokens, reply, tool_use
+from tests.fakes.messages_api import FakeMessagesAPI, Step, count_tokens, reply, tool_use
 from tests.support.apps import serve
 from tests.support.chat import held, submit_job
 
@@ -184,3 +189,122 @@ async def test_a_movement_whose_first_request_overfills_the_window_fails_context
     ]
     assert fake_llm.requests == []  # nothing oversize (nothing at all) reached the API
     assert fake_llm.unexpected == []
+
+
+async def test_the_subtask_outcomes_are_capped_and_the_rest_counted(
+    piece_settings: Callable[..., Settings], fake_llm: FakeMessagesAPI
+) -> None:
+    """A fan-out's outcomes went into the waiting movement's prompt whole, one line each
+    however many children there were; they are held to STRATA_SUBTASK_OUTCOMES_MAX_CHARS
+    with a line counting the rest."""
+    fruits = ["apples", "pears", "plums"]
+
+    def script(body: dict[str, Any]) -> Step:
+        prompt = prompt_of(body)
+        for fruit in fruits:
+            if f"## Task\n\nCount the {fruit}." in prompt:
+                return reply(transition("COMPLETE", f"12 {fruit}"))
+        if "## Subtask outcomes" in prompt:
+            return reply(transition("COMPLETE", "36 fruits in all"))
+        if tool_results(body):
+            return reply(transition("WAIT_SUBTASKS", "counting in parallel"))
+        spawn = [{"instruction": f"Count the {f}.", "piece": "solo"} for f in fruits]
+        return reply(*(tool_use("spawn_subtask", args) for args in spawn))
+
+    for _ in range(6):
+        fake_llm.respond_with(script)
+    async with serve(piece_settings(subtask_outcomes_max_chars=100)) as (_, client):
+        done = await finish(client, (await submit_job(client, piece="research"))["id"])
+
+    assert done["status"] == "succeeded", done["error"]
+    [final] = [r.body for r in fake_llm.requests if "## Subtask outcomes" in prompt_of(r.body)]
+    lines = section(prompt_of(final), "Subtask outcomes").strip().splitlines()
+    assert len(lines) == 2  # one outcome (~90 characters) fits in 100
+    assert " (solo): succeeded: 12 " in lines[0]
+    assert lines[1] == "…2 more: their outputs are in input/subtasks/"
+
+
+async def test_a_movements_file_list_holds_the_setting_and_counts_the_rest(
+    piece_settings: Callable[..., Settings], fake_llm: FakeMessagesAPI
+) -> None:
+    """Every file of input/ was listed (~9 tokens each: 22,000 files and the next movement
+    could not start); STRATA_JOB_FILES_IN_PROMPT of them are, then a line for Glob."""
+    fake_llm.reply(transition("COMPLETE", "listed"))
+    async with serve(piece_settings(job_files_in_prompt=2)) as (_, client):
+        job_id = (await submit_job(client, piece="solo", start=False))["id"]
+        for name in ("a.txt", "b.txt", "c.txt", "d.txt"):
+            put = await client.put(f"/jobs/{job_id}/files/input/{name}", content=b"x")
+            assert put.status_code == 201, put.text
+        assert (await client.post(f"/jobs/{job_id}/start")).status_code == 200
+        assert (await finish(client, job_id))["status"] == "succeeded"
+
+    workspace = section(prompt_of(fake_llm.requests[0].body), "Workspace")
+    assert "input/\n- input/a.txt\n- input/b.txt\n…2 more: use Glob\n" in workspace
+
+
+async def test_the_movement_a_forced_transition_leads_to_is_told_so(
+    piece_settings: Callable[..., Settings], fake_llm: FakeMessagesAPI
+) -> None:
+    """Step work started as if plan had handed it a plan, though plan was forced on at 95%
+    of the window without a summary; its prompt now says so, and why."""
+    fake_llm.reply(tool_use("TaskList", {}), usage={"input_tokens": 9600, "output_tokens": 5})
+    fake_llm.reply(transition("ABORT", "stopped in work"))
+
+    async with serve(piece_settings(context_window_tokens=10_000)) as (_, client):
+        job = await finish(client, (await submit_job(client))["id"])
+
+    assert job["movement"] == "work"
+    note = section(prompt_of(fake_llm.requests[1].body), "The previous step was forced on")
+    assert "Step 'plan' did not call transition itself and was forced on to 'work'" in note
+    assert re.search(r"\(forced: the context reached 9\d% of the window\)", note)
+
+
+async def test_a_forced_transition_leaves_a_lessons_line(
+    piece_settings: Callable[..., Settings], fake_llm: FakeMessagesAPI
+) -> None:
+    """A forced move wrote nothing to the lessons (neither the prompt's nor
+    logs/lessons.jsonl): the job's record did not show that a step never finished."""
+    fake_llm.reply(tool_use("TaskList", {}), usage={"input_tokens": 9600, "output_tokens": 5})
+    fake_llm.reply(transition("ABORT", "stopped in work"))
+
+    settings = piece_settings(context_window_tokens=10_000)
+    async with serve(settings) as (_, client):
+        job = await finish(client, (await submit_job(client))["id"])
+
+    log = workspace_of(settings, job["id"]).root / "logs" / "lessons.jsonl"
+    [entry] = [json.loads(line) for line in log.read_text().splitlines()]
+    assert (entry["movement"], entry["next_step"], entry["forced"]) == ("plan", "work", True)
+    assert re.fullmatch(r"forced: the context reached 9\d% of the window", entry["lessons"])
+    lessons = section(prompt_of(fake_llm.requests[1].body), "Lessons from the previous step")
+    assert f"- (plan) {entry['lessons']}" in lessons
+
+
+async def test_a_window_set_above_the_apis_is_learnt_from_its_refusal_and_the_step_moves_on(
+    piece_settings: Callable[..., Settings], pieces_dir: Path, fake_llm: FakeMessagesAPI
+) -> None:
+    """STRATA_CONTEXT_WINDOW_TOKENS above the API's window: the request a big Read made
+    was refused ("> 10000 maximum") and, under 30% of the configured window, sent
+    unchanged again, failing the job. The refusal's maximum becomes the window: the step
+    is forced on to its default_next, whose requests are held to it."""
+    settings = piece_settings(context_window_tokens=100_000)
+    fake_llm.context_window_tokens = 10_000  # after piece_settings, which matches it
+    content = "".join(f"line {i:06d} " + "z" * 60 + "\n" for i in range(1, 1501))  # ~105 KB
+    fake_llm.reply(tool_use("Read", {"path": "input/big.txt"}))
+    fake_llm.reply(transition("COMPLETE", "done in b"))
+    async with serve(settings) as (_, client):
+        job_id = (await submit_job(client, piece="two-steps", start=False))["id"]
+        put = await client.put(f"/jobs/{job_id}/files/input/big.txt", content=content.encode())
+        assert put.status_code == 201, put.text
+        assert (await client.post(f"/jobs/{job_id}/start")).status_code == 200
+        job = await finish(client, job_id)
+
+    assert job["status"] == "succeeded", job["error"]
+    [refusal] = [u.reason for u in fake_llm.unexpected]
+    assert re.fullmatch(r"prompt is too long: \d+ tokens > 10000 maximum", refusal)
+    answered = [
+        r.body for r in fake_llm.requests if r not in [u.request for u in fake_llm.unexpected]
+    ]
+    assert "## Step: b" in prompt_of(answered[-1])
+    assert "forced: the context reached" in prompt_of(answered[-1])
+    assert all(count_tokens(body) + body["max_tokens"] <= 10_000 for body in answered)
+    fake_llm.reset()  # the refusal was the point

@@ -14,9 +14,11 @@ from app.engine.context import (
     IMAGE_CHARS,
     ContextAction,
     ContextManager,
+    Refusal,
     RequestSizer,
     Thresholds,
-    refused_tokens,
+    WindowLimit,
+    refusal_of,
     request_chars,
 )
 from app.engine.llm import LLMRequest, Message, ToolResultBlock, ToolSpec
@@ -248,9 +250,9 @@ def test_a_refusal_for_size_gives_the_prompts_real_tokens() -> None:
         "input length and `max_tokens` exceed context limit: 195000 + 8192 > 200000, "
         "decrease input length or `max_tokens` and try again"
     )
-    assert refused_tokens(too_long) == 208_310
-    assert refused_tokens(with_output) == 195_000
-    assert refused_tokens("messages.0: all messages must have non-empty content") is None
+    assert refusal_of(too_long) == Refusal(tokens=208_310, window=200_000)
+    assert refusal_of(with_output) == Refusal(tokens=195_000, window=200_000)
+    assert refusal_of("messages.0: all messages must have non-empty content") is None
 
 
 def test_after_a_refusal_the_estimate_counts_as_densely_as_the_api_did() -> None:
@@ -259,3 +261,21 @@ def test_after_a_refusal_the_estimate_counts_as_densely_as_the_api_did() -> None
     assert cm.estimate(8_000) == 4_000
     cm.restart()  # a compaction keeps what was learnt
     assert cm.estimate(1_000) == 500
+
+
+def test_a_refusal_naming_a_smaller_window_makes_it_the_window() -> None:
+    """A configured window above the API's: the refused request measured 43% of it and
+    went out again unchanged. Against the API's maximum it is over the force threshold."""
+    cm = manager(window=500_000)
+    cm.refused(860_000, 215_000, window=200_000)
+    check = cm.check(860_000)
+    assert cm.window_tokens == 200_000
+    assert cm.at_force(check.ratio) and cm.too_full(check.ratio)
+
+
+def test_the_window_a_process_learns_only_ever_narrows() -> None:
+    limit = WindowLimit(1_000_000)
+    limit.learn(200_000)
+    limit.learn(400_000)  # a larger maximum (another model) does not widen it again
+    limit.learn(None)
+    assert limit.tokens == 200_000

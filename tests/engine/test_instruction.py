@@ -125,6 +125,27 @@ def test_limits_are_parameters() -> None:
     assert "Summarise" not in text
 
 
+def test_each_folder_lists_at_most_max_files_then_counts_the_rest_for_glob() -> None:
+    """~9 tokens a path: 22,000 files listed in full left the next movement no room to
+    start. Each folder shows its first `max_files` and one line counting the rest."""
+    many = [f"part-{n:05d}.csv" for n in range(22_000)]
+    text = render(input_files=many, output_files=["memo.md", "notes.md"], max_files=3)
+    assert (
+        "input/\n- input/part-00000.csv\n- input/part-00001.csv\n- input/part-00002.csv\n"
+        "…21997 more: use Glob\n\noutput/\n- output/memo.md\n- output/notes.md\n\n## Task"
+    ) in text
+    assert "part-00003" not in text
+
+
+def test_nothing_inside_a_git_folder_is_listed() -> None:
+    """A repository in input/ listed its thousands of `.git/objects/…` before its files."""
+    paths = ["repo/.git/HEAD", "repo/.git/objects/ab/cdef", ".git/config", "repo/main.py"]
+    text = render(input_files=paths, output_files=[".git/index"], max_files=1)
+    assert "input/\n- input/repo/main.py\n\noutput/\n(empty)" in text
+    assert ".git" not in text
+    assert "more: use Glob" not in text
+
+
 def test_a_comment_of_exactly_the_limit_is_not_marked() -> None:
     body = "x" * 500
     text = render(comments=[CommentView("user", body, at(10, 0))])

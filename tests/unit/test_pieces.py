@@ -403,3 +403,59 @@ def test_an_open_movement_stored_before_thresholds_were_kept_has_none_fired() ->
     state = PieceState.load({"open": {"movement": "work", "segment": 3}})
 
     assert state.open == OpenMovement("work", 3, [])
+
+
+AT_FAULT = """\
+name: located
+description: a piece with one mistake, on line 9 or 10
+movements:
+  - name: a
+    instruction: Do A.
+    transitions: [b]
+  - name: b
+    instruction: Do B.
+    transitions: [COMPLETE]
+"""
+
+
+@pytest.mark.parametrize(
+    ("change", "line", "column"),
+    [
+        pytest.param(("[COMPLETE]", "[COMPLETE, nowhere]"), 9, 29, id="unknown-next-step"),
+        pytest.param(("[COMPLETE]", "[COMPLETE]\n    default_next: zz"), 10, 5, id="default-next"),
+        pytest.param(("[COMPLETE]", "[COMPLETE]\n    tansitions: []"), 10, 5, id="unknown-field"),
+        pytest.param(("[COMPLETE]", "[COMPLETE]\n    max_iterations: 0"), 10, 5, id="bad-value"),
+        pytest.param(("    instruction: Do B.\n", ""), 7, 5, id="missing-field"),
+        pytest.param(("- name: b", "- name: a"), 7, 5, id="duplicate-movement"),
+        pytest.param(
+            ("[COMPLETE]", "[COMPLETE]\n    allowed_tools: [Read, Reed]"), 10, 27, id="tool"
+        ),
+    ],
+)
+def test_a_piece_problem_points_at_the_line_at_fault(
+    tmp_path: Path, change: tuple[str, str], line: int, column: int
+) -> None:
+    """Only YAML syntax errors had a line; a wrong field or rule said nothing of where,
+    in a file of many movements."""
+    write_piece(tmp_path, "located.yaml", AT_FAULT.replace(*change))
+
+    [problem] = load_catalog([tmp_path], known_tools={"Read"}).problems
+
+    assert (problem.line, problem.column) == (line, column), problem.reason
+
+
+def test_two_files_of_one_folder_defining_one_piece_are_both_reported(tmp_path: Path) -> None:
+    """The file sorted last won silently: a job named the piece and ran the other one."""
+    write_piece(tmp_path, "a_good.yaml", GOOD)
+    write_piece(tmp_path, "b_copy.yaml", "# a copy\n" + GOOD.replace("Do it.", "Do it again."))
+
+    catalog = load_catalog([BUILTIN_DIR, tmp_path])
+
+    assert "good" not in catalog.pieces
+    assert "default" in catalog.pieces  # the rest loads
+    assert [(p.file, p.name, p.line) for p in catalog.problems] == [
+        ("a_good.yaml", "good", 1),
+        ("b_copy.yaml", "good", 2),
+    ]
+    for problem in catalog.problems:
+        assert "'good' is defined by both a_good.yaml and b_copy.yaml" in problem.reason

@@ -22,8 +22,11 @@ class PieceProblemPublic(BaseModel):
         description="`builtin`: Strata's own pieces; `pieces_dir`: STRATA_PIECES_DIR."
     )
     name: str | None = Field(description="The `name:` the file meant to define, if readable.")
-    line: int | None = Field(description="1-based line of a YAML syntax error.")
-    column: int | None = Field(description="1-based column of a YAML syntax error.")
+    line: int | None = Field(
+        description="1-based line of the problem: a YAML syntax error, or the key or value "
+        "at fault (a missing key: the mapping that lacks it)."
+    )
+    column: int | None = Field(description="1-based column of the problem.")
     reason: str
 
     @classmethod
