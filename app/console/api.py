@@ -23,7 +23,8 @@ from starlette.types import ASGIApp, Message
 
 logger = logging.getLogger("strata.console")
 
-HOST = "strata.console"
+# a name no resolver answers for (RFC 6761 `.invalid`): no page can make a browser send it
+HOST = "strata.console.invalid"
 _END: Message = {"type": "console.end"}
 
 
