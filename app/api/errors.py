@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Final
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -19,13 +19,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from app.db.engine import is_transient
-from app.domain.errors import DomainError
+from app.domain.errors import PROBLEM_PREFIX, DomainError
 from app.domain.ids import new_id
 
 logger = logging.getLogger("strata.api")
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
-TYPE_PREFIX = "urn:strata:problem:"
+TYPE_PREFIX: Final = PROBLEM_PREFIX
 _HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 _SLUG_BY_STATUS = {
@@ -56,7 +56,7 @@ class Problem(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    type: str = Field(examples=["urn:strata:problem:not-found"])
+    type: str = Field(examples=[PROBLEM_PREFIX + "not-found"])
     title: str
     status: int
     detail: str

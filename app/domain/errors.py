@@ -6,7 +6,11 @@ as RFC 9457 problem documents, so no layer below the API imports FastAPI.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
+
+PROBLEM_PREFIX: Final = "urn:strata:problem:"
+"""Every problem type is this prefix and a slug: the problem documents the API answers
+and the `error` a job ends with (which the API passes on) alike."""
 
 
 class DomainError(Exception):
