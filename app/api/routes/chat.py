@@ -79,7 +79,7 @@ def _ended(job: Job, success: BaseModel) -> JSONResponse:
     that names its cause (`end_cause`), and the job itself as `job`."""
     if job.status == JobStatus.succeeded:
         return JSONResponse(success.model_dump(mode="json"), status_code=200)
-    cause = end_cause(JobStatus(job.status), job.error)
+    cause = end_cause(job.status, job.error)
     problem = _failure(job, cause)
     own = {"type", "title", "detail", "status", "instance"}
     extensions = {k: v for k, v in problem.items() if k not in own}
