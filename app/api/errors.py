@@ -19,7 +19,16 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from app.db.engine import is_transient
-from app.domain.errors import PROBLEM_PREFIX, DomainError
+from app.domain.errors import (
+    PROBLEM_PREFIX,
+    Conflict,
+    DomainError,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    TooManyRequests,
+    Unauthorized,
+)
 from app.domain.ids import new_id
 
 logger = logging.getLogger("strata.api")
@@ -43,6 +52,33 @@ _SLUG_BY_STATUS = {
     500: "internal-error",
     503: "unavailable",
 }
+
+
+_STATUS_BY_ERROR: Final[dict[type[DomainError], int]] = {
+    Unauthorized: 401,
+    Forbidden: 403,
+    NotFound: 404,
+    Conflict: 409,
+    InvalidInput: 422,
+    TooManyRequests: 429,
+}
+
+
+def status_of(error: DomainError) -> int:
+    """The HTTP status of a domain error: that of its nearest mapped class, else 400."""
+    for cls in type(error).__mro__:
+        if cls in _STATUS_BY_ERROR:
+            return _STATUS_BY_ERROR[cls]
+    return 400
+
+
+def headers_of(error: DomainError) -> dict[str, str] | None:
+    """The response headers a domain error's status calls for."""
+    if isinstance(error, Unauthorized):
+        return {"WWW-Authenticate": "Bearer"}
+    if isinstance(error, TooManyRequests):
+        return {"Retry-After": str(error.retry_after)}
+    return None
 
 
 class FieldError(BaseModel):
@@ -94,12 +130,12 @@ def _field_name(loc: tuple[Any, ...]) -> str:
 async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, DomainError)
     return problem_response(
-        exc.status,
+        status_of(exc),
         exc.detail,
         slug=exc.slug,
         title=exc.title,
         instance=request.url.path,
-        headers=exc.headers,
+        headers=headers_of(exc),
         **exc.extensions,
     )
 
