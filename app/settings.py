@@ -248,6 +248,9 @@ class Settings(BaseSettings):
     # metrics, so `GET /metrics` of any of them counts them all (prometheus-client's
     # multiprocess mode). Unset: each process reports only itself.
     metrics_dir: Path | None = None
+    # Jobs whose last LLM answer a process remembers for `strata_step_gap_seconds`, the
+    # oldest forgotten first: at least the jobs it runs at once, or their gaps go uncounted.
+    step_gap_jobs: int = Field(default=4096, ge=1)
     # Expired Idempotency-Key rows are deleted this often (seconds) by the webhook dispatcher
     # loop, besides being replaced when their key is reused.
     idempotency_purge_seconds: float = Field(default=3600.0, gt=0)
