@@ -166,6 +166,10 @@ class Settings(BaseSettings):
     # (SQLite, 2 shared cores, turns of 1 KB).
     merge_chunk_turns: int = Field(default=1000, ge=1)
     summary_target_ratio: float = 0.2  # 1/5 of the L2 length
+    # An L1 request's `max_tokens` per character of the summary's target length: a line
+    # averages ~4 characters a token, so 1 leaves room for one that runs long or a denser
+    # language, and never reserves 8,192 tokens for a 40-token line.
+    summary_max_tokens_per_char: float = Field(default=1.0, gt=0)
     summary_retries: int = 2
     summary_concurrency: int = 2
     display_timezone: str = "UTC"
