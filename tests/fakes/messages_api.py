@@ -76,6 +76,7 @@ __all__ = [
     "Text",
     "ToolUse",
     "UnexpectedRequest",
+    "block_tokens",
     "count_tokens",
     "error",
     "hang",
@@ -84,6 +85,7 @@ __all__ = [
     "reply",
     "respond_with",
     "text",
+    "tool_tokens",
     "tool_use",
     "validate_request",
 ]
@@ -361,6 +363,21 @@ def _block_chars(block: Any) -> tuple[int, int]:
     if kind == "thinking":
         return len(str(block.get("thinking", ""))), BLOCK_TOKENS
     return len(_compact(block)), BLOCK_TOKENS
+
+
+def block_tokens(block: Any) -> int:
+    """One content block's tokens as `count_tokens` counts them."""
+    chars, extra = _block_chars(block)
+    return extra + math.ceil(chars / CHARS_PER_TOKEN)
+
+
+def tool_tokens(tool: Any) -> int:
+    """One tool definition's tokens as `count_tokens` counts them."""
+    if not isinstance(tool, dict):
+        return BLOCK_TOKENS
+    chars = len(str(tool.get("name", ""))) + len(str(tool.get("description", "")))
+    chars += len(_compact(tool.get("input_schema", {})))
+    return BLOCK_TOKENS + math.ceil(chars / CHARS_PER_TOKEN)
 
 
 def count_tokens(body: Mapping[str, Any], chars_per_token: float = CHARS_PER_TOKEN) -> int:
