@@ -258,8 +258,8 @@ class Settings(BaseSettings):
     # Expired Idempotency-Key rows are deleted this often (seconds) by the webhook dispatcher
     # loop, besides being replaced when their key is reused.
     idempotency_purge_seconds: float = Field(default=3600.0, gt=0)
-    # Instrument requests, SQL and outbound HTTP with OpenTelemetry (needs `strata[otel]`;
-    # the exporter is configured by the standard OTEL_* variables).
+    # Trace requests and jobs (a job's LLM calls, tools and SQL) with OpenTelemetry (needs
+    # `strata[otel]`; the exporter is configured by the standard OTEL_* variables).
     otel_enabled: bool = False
 
     # --- outbound webhooks (issue 7) -----------------------------------------

@@ -7,7 +7,7 @@ import time
 from collections import OrderedDict
 
 from app.engine.llm import LLM, LLMError, LLMRequest, LLMResponse, TextSink
-from app.observability import context
+from app.observability import context, tracing
 from app.observability.metrics import (
     LLM_ERRORS,
     LLM_LATENCY,
@@ -33,7 +33,8 @@ class MeteredLLM:
             STEP_GAP.observe(started - self._answered_at.pop(job))
         model = request.model
         try:
-            response = await self.inner.complete(request, on_text)
+            with tracing.span(f"llm {model}", {"gen_ai.request.model": model}):
+                response = await self.inner.complete(request, on_text)
         except LLMError as exc:
             LLM_REQUESTS.labels(model, "error").inc()
             LLM_ERRORS.labels(model, exc.slug).inc()
