@@ -125,6 +125,7 @@ def summary_request(
         messages=[Message(role="user", content=[TextBlock(text=prompt)])],
         tools=[],
         max_tokens=max_tokens,
+        cached=False,  # the transcript is this request's alone: a cache write never read
     )
 
 

@@ -85,22 +85,17 @@ def to_messages(items: Iterable[ItemPayload], *, tools_offered: bool = True) -> 
     return Conversation(tools_offered=tools_offered).messages(list(items))
 
 
-def with_text_for_last_user(messages: Sequence[Message], text: str) -> list[Message]:
-    """`messages` with `text` added to the last text part of the last user message (after
-    any tool results); the messages themselves stay as they were."""
+def with_text_at_end(messages: Sequence[Message], text: str) -> list[Message]:
+    """`messages` with `text` as a block of its own at the end: the last block of the last
+    message when that is a user message (after any tool results), else of a user message
+    added; the messages themselves stay as they were. A block of its own, so that the
+    block before it, which later requests send too, can carry the cache breakpoint."""
     changed = list(messages)
-    for index in range(len(changed) - 1, -1, -1):
-        message = changed[index]
-        if message.role != "user":
-            continue
-        *head, last = message.content or (None,)
-        if isinstance(last, TextBlock):
-            content = (*head, TextBlock(text=f"{last.text}\n\n{text}"))
-        else:
-            content = (*message.content, TextBlock(text=text))
-        changed[index] = Message.model_construct(role="user", content=content)
-        return changed
-    changed.append(Message(role="user", content=(TextBlock(text=text),)))
+    block = TextBlock(text=text)
+    if changed and changed[-1].role == "user":
+        changed[-1] = Message.model_construct(role="user", content=(*changed[-1].content, block))
+    else:
+        changed.append(Message(role="user", content=(block,)))
     return changed
 
 

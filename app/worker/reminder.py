@@ -1,11 +1,12 @@
 """The task reminder as a `pre_llm_request` interceptor, over the job's session in memory.
 
-It only ever edits the outbound copy of a request; the log never holds the
-reminder. Its counters live on the session row (read by the step's probe), so a
-restart changes nothing: the next reminder comes exactly when it would have without
-the restart. A reminder counts as shown only once the request that carried it got
-an answer (it is recorded with that answer), so a failed request's retry carries it
-again.
+It only ever edits the outbound copy of a request; the log never holds the reminder,
+which ends the request as a block of its own, marked volatile so that the cache
+breakpoint sits on the block before it. Its counters live on the session row (read by
+the step's probe), so a restart changes nothing: the next reminder comes exactly when it
+would have without the restart. A reminder counts as shown only once the request that
+carried it got an answer (it is recorded with that answer), so a failed request's retry
+carries it again.
 
 A reminder that falls due while the whole task list is in the request already (a
 compaction's snapshot, or a `TaskList` result since the last user message) is not
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from app.domain.reminder import reminder_text, should_remind
 from app.engine.llm import LLMRequest
-from app.engine.requests import task_list_in_view, with_text_for_last_user
+from app.engine.requests import task_list_in_view, with_text_at_end
 from app.settings import Settings
 from app.worker.turn_store import DbTurnStore
 
@@ -37,5 +38,6 @@ class TaskReminder:
         self.store.reminder_pending = due
         if due and not task_list_in_view(session.items):
             text = reminder_text(session.tasks.active(), self.settings.reminder_max_chars)
-            request.messages = with_text_for_last_user(request.messages, text)
+            request.messages = with_text_at_end(request.messages, text)
+            request.volatile_blocks += 1  # sent once: no cache breakpoint on it
         return request

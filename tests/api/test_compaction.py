@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -61,6 +62,24 @@ async def test_manual_compaction_opens_a_segment_with_summary_snapshot_and_task_
     session = (await agent_client.get(f"/sessions/{session_id}")).json()
     assert session["segment"] == 1
     assert_log_consistent(await items(agent_client, session_id))
+
+
+async def test_the_compaction_summary_request_marks_no_cache_breakpoint(
+    agent_client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
+) -> None:
+    """Its prompt is a transcript no later request repeats: `cache_control` on it bought
+    a cache write (1.25x its input) that was never read."""
+    session_id = await new_session(agent_client)
+    fake_llm.reply(text("Working on the parser."))
+    await agent_client.post(
+        f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": "go"}
+    )
+    fake_llm.reply(text("SUMMARY: parser half done."))
+
+    compacted = await agent_client.post(f"/sessions/{session_id}/compact", params={"wait": "true"})
+
+    assert compacted.json()["status"] == "succeeded"
+    assert "cache_control" not in json.dumps(fake_llm.requests[1].body)
 
 
 async def test_a_failing_summary_is_retried_twice_then_changes_nothing(

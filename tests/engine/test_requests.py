@@ -28,7 +28,7 @@ from app.engine.requests import (
     to_messages,
     turn_is_answered,
     unanswered_tool_uses,
-    with_text_for_last_user,
+    with_text_at_end,
 )
 from tests.fakes.messages_api import validate_request
 
@@ -445,10 +445,10 @@ def test_a_conversation_starts_over_when_the_segment_was_read_again() -> None:
     assert conversation.messages(fresh) == to_messages(fresh)
 
 
-def test_text_for_the_last_user_message_leaves_the_messages_given_unchanged() -> None:
+def test_text_at_the_end_leaves_the_messages_given_unchanged() -> None:
     messages = to_messages([user_text("go"), asks("t1"), result("t1")])
 
-    changed = with_text_for_last_user(messages, "<system-reminder>r</system-reminder>")
+    changed = with_text_at_end(messages, "<system-reminder>r</system-reminder>")
 
     assert changed[:2] == messages[:2]
     assert changed[2].content == (
@@ -458,10 +458,12 @@ def test_text_for_the_last_user_message_leaves_the_messages_given_unchanged() ->
     assert messages[2].content == (ToolResultBlock(tool_use_id="t1", content="ok"),)
 
 
-def test_text_for_the_last_user_message_joins_its_last_text() -> None:
+def test_text_at_the_end_is_a_block_of_its_own_after_the_users_text() -> None:
+    """Joined to the user's text, the reminder made that block one no later request sends,
+    and the cache breakpoint on it a write never read."""
     messages = to_messages([user_text("hi")])
 
-    changed = with_text_for_last_user(messages, "note")
+    changed = with_text_at_end(messages, "note")
 
-    assert changed[0].content == (TextBlock(text="hi\n\nnote"),)
+    assert changed[0].content == (TextBlock(text="hi"), TextBlock(text="note"))
     assert messages[0].content == (TextBlock(text="hi"),)
