@@ -225,6 +225,8 @@ async def list_files(
     status_code=201,
     name="put_input",
     summary="Upload a file into the job's input/ folder (the raw body is the content)",
+    description="`input/subtasks/` is the runner's (the outputs of finished subtasks are "
+    "copied there): an upload into it is a 422.",
     responses=problem_responses(404, 413, 422),
     openapi_extra={
         "requestBody": {
