@@ -2,10 +2,11 @@
 loop, and say how it ended.
 
 A movement begins in one transaction: a segment of the job's own is opened (the chat's
-is remembered, to be given back when the job stops running), the prompt is appended and
-the job's state records the movement as open. A runner that resumes a job whose
-movement is open continues it from the log: the loop gives a tool call left without a
-result the `interrupted` result and goes on from there, never from the prompt again.
+is remembered, to be given back when the job stops running), the prompt is appended,
+the job's state records the movement as open and a `movement.started` event goes out. A
+runner that resumes a job whose movement is open continues it from the log: the loop
+gives a tool call left without a result the `interrupted` result and goes on from there,
+never from the prompt again (and no second `movement.started`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from app.engine.loop import CANCELLED, TurnConfig, close_dangling_tool_uses, run
 from app.engine.pieces import Movement, Piece
 from app.engine.tools import ToolError
 from app.engine.workspace import Workspace
+from app.services import webhooks
 from app.services.items import append_item
 from app.services.piece_jobs import submit_job
 from app.tools.transition import SPAWN_SUBTASK, TRANSITION
@@ -150,6 +152,9 @@ async def begin(
             current_job.movement = movement.name
         await _store_state(db, job, state)
         job.movement = movement.name
+        await webhooks.movement_event(
+            db, job, "movement.started", movement.name, number=state.movements_run
+        )
 
     await job_database(deps, job).write(open_it)
     return start

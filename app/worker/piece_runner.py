@@ -29,7 +29,7 @@ from app.db.types import utcnow
 from app.domain.jobs import ASK, COMPLETE, WAIT_SUBTASKS, JobStatus, status_after
 from app.engine.pieces import Movement, Piece
 from app.engine.workspace import Workspace
-from app.services import jobs
+from app.services import jobs, webhooks
 from app.services.comments import Author, post_comment
 from app.services.piece_jobs import workspace_of
 from app.services.tasks import load_store
@@ -71,6 +71,7 @@ async def run_piece(deps: Deps, job: Job) -> Outcome:
             return _ended(job, Outcome(JobStatus.cancelled))
         if isinstance(step, Outcome):
             return _ended(job, step)
+        await _transitioned(deps, job, movement, step)
         await _movement_ended(deps, job, piece, movement, step, state, workspace)
         if step.forced and step.next_step == COMPLETE:
             await _save(deps, job, movement.name, state)
@@ -106,6 +107,18 @@ def _too_many_movements(piece: Piece, state: PieceState, limit: int) -> Outcome:
     )
     error = problem("max-movements", "Too many movements", detail)
     return Outcome(JobStatus.aborted, error=error, result={"text": detail})
+
+
+async def _transitioned(deps: Deps, job: Job, movement: Movement, step: Transition) -> None:
+    """The `movement.ended` event of a transition, model-called or forced (a job that
+    stops inside a movement, failed or cancelled, says so by its `job.status`)."""
+
+    async def record(db: AsyncSession) -> None:
+        await webhooks.movement_event(
+            db, job, "movement.ended", movement.name, next_step=step.next_step, forced=step.forced
+        )
+
+    await job_database(deps, job).write(record)
 
 
 async def _movement_ended(

@@ -236,6 +236,54 @@ async def test_a_custom_piece_from_the_folder_runs(
     assert "## Step: only\nDo the only step." in prompt_of(fake_llm.requests[0].body)
 
 
+# ------------------------------------------------------------------ movement events
+
+
+def sse_events(body: str) -> list[dict[str, Any]]:
+    """The `data` of each event of a whole SSE body."""
+    return [
+        json.loads(line.removeprefix("data: "))
+        for line in body.splitlines()
+        if line.startswith("data: ")
+    ]
+
+
+async def test_movements_start_and_end_as_events_of_the_job_and_its_webhooks(
+    piece_settings: Callable[..., Settings], fake_llm: FakeMessagesAPI
+) -> None:
+    """#38: a movement's start and end were seen only as items of the log."""
+    fake_llm.reply(transition("b", "a done"))
+    fake_llm.reply(transition("COMPLETE", "b done"))
+    async with serve(piece_settings(webhook_allow_private=True)) as (_, client):
+        hook = await client.post(
+            "/webhooks",
+            json={
+                "url": "http://127.0.0.1:9/hook",
+                "events": ["movement.started", "movement.ended"],
+            },
+        )
+        job = await finish(client, (await submit_job(client, piece="two-steps"))["id"])
+        streamed = sse_events((await client.get(f"/jobs/{job['id']}/events")).text)
+        deliveries = (await client.get(f"/webhooks/{hook.json()['id']}/deliveries")).json()
+
+    assert job["status"] == "succeeded"
+    moves = [e for e in streamed if e["type"].startswith("movement.")]
+    assert [(e["type"], e["movement"]) for e in moves] == [
+        ("movement.started", "a"),
+        ("movement.ended", "a"),
+        ("movement.started", "b"),
+        ("movement.ended", "b"),
+    ]
+    assert [e.get("number") for e in moves[::2]] == [1, 2]
+    assert [(e["next_step"], e["forced"]) for e in moves[1::2]] == [
+        ("b", False),
+        ("COMPLETE", False),
+    ]
+    assert {(e["job_id"], e["piece"]) for e in moves} == {(job["id"], "two-steps")}
+    sent = [{"type": d["event_type"], **d["payload"]["data"]} for d in deliveries["data"]]
+    assert sorted(sent, key=moves.index) == moves  # the webhooks carry what the stream does
+
+
 # ------------------------------------------------------------------ prompts
 
 
