@@ -9,7 +9,9 @@ movement that asked.
 Only the model completes a job: a transition it called into COMPLETE succeeds; a forced
 one (the context ran out, or the model never called transition) fails the job as
 `not-completed`, naming the movement. A job that runs more movements than its piece's
-`max_movements` (default STRATA_JOB_MAX_MOVEMENTS) is aborted.
+`max_movements` (default STRATA_JOB_MAX_MOVEMENTS) is aborted, and so is one that would
+begin a movement past its tree's budget: a subtask's movements, at every depth, count
+against its root's `max_movements` (on the root's row, `jobs.tree_movements`).
 
 Whenever the job stops running, however it stops, its session gets the segment it had
 before the job back, so the next chat turn sees the conversation it saw before.
@@ -34,7 +36,7 @@ from app.services.comments import Author, post_comment
 from app.services.piece_jobs import workspace_of
 from app.services.tasks import load_store
 from app.worker.handlers import Also, Deps, Outcome, job_database, problem
-from app.worker.movement import Transition, run_movement
+from app.worker.movement import Transition, TreeBudget, run_movement
 from app.worker.piece_state import PieceState
 from app.worker.workspace_notes import git_excerpt, write_task_checklist
 
@@ -62,11 +64,12 @@ async def run_piece(deps: Deps, job: Job) -> Outcome:
     workspace = workspace_of(deps.settings, job.id)
     workspace.ensure_layout()
     limit = piece.max_movements or deps.settings.job_max_movements
+    tree = await _tree_budget(deps, job, limit)
     while True:
         resuming = state.open is not None and state.open.movement == movement.name
         if not resuming and state.movements_run >= limit:
             return _ended(job, _too_many_movements(piece, state, limit))
-        step = await run_movement(deps, job, piece, movement, state, workspace)
+        step = await run_movement(deps, job, piece, movement, state, workspace, tree)
         if step is None:
             return _ended(job, Outcome(JobStatus.cancelled))
         if isinstance(step, Outcome):
@@ -87,6 +90,18 @@ async def run_piece(deps: Deps, job: Job) -> Outcome:
             )
         state.visited.append(movement.name)
         movement = piece.movement(step.next_step)
+
+
+async def _tree_budget(deps: Deps, job: Job, limit: int) -> TreeBudget:
+    """The budget of the job's tree: a root's own `limit`; for a subtask, its root's
+    (the root's piece's `max_movements`, else STRATA_JOB_MAX_MOVEMENTS)."""
+    if job.root_job_id is None:
+        return TreeBudget(job.id, limit)
+    async with deps.database.read() as db:
+        root = await JobRepository(db).get(job.root_job_id)
+    root_piece = deps.pieces.get(root.piece or "") if root is not None else None
+    most = root_piece.max_movements if root_piece is not None else None
+    return TreeBudget(job.root_job_id, most or deps.settings.job_max_movements)
 
 
 def _not_completed(movement: Movement, step: Transition) -> Outcome:

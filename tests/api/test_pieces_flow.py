@@ -582,6 +582,136 @@ async def test_a_parent_resumes_even_when_its_children_ended_before_it_waited(
     assert f"- {child['id']} (solo): cancelled" in outcomes
 
 
+LOOPER = """\
+name: looper
+description: goes from a to b and back, never done
+max_movements: 10
+movements:
+  - name: a
+    instruction: Step A.
+    transitions: [b]
+  - name: b
+    instruction: Step B.
+    transitions: [a, COMPLETE]
+"""
+
+
+def spawn(instruction: str, piece: str = "solo") -> Any:
+    return tool_use("spawn_subtask", {"instruction": instruction, "piece": piece})
+
+
+async def jobs_of(client: httpx.AsyncClient) -> list[dict[str, Any]]:
+    return list((await client.get("/jobs")).json()["data"])
+
+
+async def test_a_subtask_past_the_most_one_job_may_start_is_an_error_result(
+    piece_settings: Callable[..., Settings], fake_llm: FakeMessagesAPI
+) -> None:
+    """#38: subtasks had no count limit."""
+
+    def script(body: dict[str, Any]) -> Step:
+        prompt = prompt_of(body)
+        if "## Task\n\nCount" in prompt:
+            return reply(transition("COMPLETE", "counted"))
+        if "## Subtask outcomes" in prompt:
+            return reply(transition("COMPLETE", "all counted"))
+        if tool_results(body):
+            return reply(transition("WAIT_SUBTASKS", "waiting"))
+        return reply(spawn("Count the apples."), spawn("Count the pears."))
+
+    for _ in range(4):
+        fake_llm.respond_with(script)
+    async with serve(piece_settings(job_max_subtasks=1)) as (_, client):
+        parent = await submit_job(client, piece="research", instruction="How many fruits?")
+        done = await finish(client, parent["id"])
+        children = [j for j in await jobs_of(client) if j["parent_job_id"]]
+
+    assert done["status"] == "succeeded", done["error"]
+    assert [c["instruction"] for c in children] == ["Count the apples."]
+    [spawned] = [r.body for r in fake_llm.requests if len(tool_results(r.body)) == 2]
+    first, second = tool_results(spawned)
+    assert not first.get("is_error")
+    assert second["is_error"] is True
+    assert "STRATA_JOB_MAX_SUBTASKS=1" in result_text(second)
+
+
+async def test_a_subtask_below_the_deepest_level_is_an_error_result(
+    piece_settings: Callable[..., Settings], fake_llm: FakeMessagesAPI
+) -> None:
+    """#38: subtasks had no depth limit (30 nested jobs in 3 s)."""
+
+    def script(body: dict[str, Any]) -> Step:
+        prompt = prompt_of(body)
+        if "## Task\n\nNested" in prompt:  # every level tries to go one deeper
+            if tool_results(body):
+                return reply(transition("COMPLETE", "done at this level"))
+            return reply(spawn("Nested work.", piece="research"))
+        if "## Subtask outcomes" in prompt:
+            return reply(transition("COMPLETE", "all done"))
+        if tool_results(body):
+            return reply(transition("WAIT_SUBTASKS", "waiting"))
+        return reply(spawn("Nested work.", piece="research"))
+
+    for _ in range(5):  # the root's spawn and wait, the child's, the root's end
+        fake_llm.respond_with(script)
+    async with serve(piece_settings(job_max_subtask_depth=1)) as (_, client):
+        root = await submit_job(client, piece="research", instruction="Top work.")
+        done = await finish(client, root["id"])
+        jobs = await jobs_of(client)
+
+    assert done["status"] == "succeeded", done["error"]
+    [child] = [j for j in jobs if j["parent_job_id"]]
+    assert child["parent_job_id"] == root["id"]
+    assert len(jobs) == 2  # no grandchild
+    refused = [
+        block
+        for r in fake_llm.requests
+        if "## Task\n\nNested" in prompt_of(r.body)
+        for block in tool_results(r.body)
+    ]
+    assert [b["is_error"] for b in refused] == [True]
+    assert "STRATA_JOB_MAX_SUBTASK_DEPTH" in result_text(refused[0])
+
+
+async def test_a_subtasks_movements_count_against_its_roots_budget(
+    piece_settings: Callable[..., Settings],
+    fake_llm: FakeMessagesAPI,
+    pieces_dir: Path,
+) -> None:
+    """#38: each subtask had a movement budget of its own. The root's is 3 here: its own
+    first movement and two of its child's spend it; the child's own piece allows 10."""
+    (pieces_dir / "looper.yaml").write_text(LOOPER)
+
+    def script(body: dict[str, Any]) -> Step:
+        prompt = prompt_of(body)
+        if "Step A." in prompt:
+            return reply(transition("b", "a done"))
+        if "Step B." in prompt:
+            return reply(transition("a", "b done"))
+        if "## Subtask outcomes" in prompt:
+            return reply(transition("COMPLETE", "all done"))
+        if tool_results(body):
+            return reply(transition("WAIT_SUBTASKS", "waiting"))
+        return reply(spawn("Go round.", piece="looper"))
+
+    for _ in range(4):  # the root's spawn and wait, the child's a and b
+        fake_llm.respond_with(script)
+    async with serve(piece_settings(job_max_movements=3)) as (app, client):
+        root = await submit_job(client, piece="research", instruction="Top work.")
+        done = await finish(client, root["id"])
+        [child] = [j for j in await jobs_of(client) if j["parent_job_id"]]
+        child_movements = await events_of(app, child["id"], "movement.started")
+        root_movements = await events_of(app, root["id"], "movement.started")
+
+    assert [e.data["movement"] for e in child_movements] == ["a", "b"]
+    assert child["status"] == "aborted"
+    assert child["error"]["type"] == "urn:strata:problem:max-movements"
+    assert f"job tree of {root['id']} has begun 3 movements" in child["error"]["detail"]
+    assert len(root_movements) == 1  # its second would be the tree's fourth
+    assert done["status"] == "aborted"
+    assert done["error"]["type"] == "urn:strata:problem:max-movements"
+
+
 async def test_wait_subtasks_without_a_spawned_child_is_an_error_result(
     strata: tuple[FastAPI, httpx.AsyncClient], fake_llm: FakeMessagesAPI
 ) -> None:

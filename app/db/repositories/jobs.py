@@ -53,6 +53,15 @@ _ADD_USAGE = Prepared(
         cache_creation_tokens=_J.c.cache_creation_tokens + bindparam("u_cache_creation"),
     )
 )
+_TAKE_TREE_MOVEMENT = Prepared(
+    _J.update()
+    .where(
+        _J.c.id == bindparam("j_root"),
+        _J.c.tree_movements < bindparam("j_limit", type_=Integer),
+    )
+    .values(tree_movements=_J.c.tree_movements + 1)
+    .returning(_J.c.tree_movements)
+)
 _SET_INPUT = Prepared(
     _J.update()
     .where(_J.c.id == bindparam("j_id"))
@@ -244,6 +253,19 @@ class JobRepository:
         the row's lock (PostgreSQL), so a concurrent claim waits for this transaction."""
         params = {"j_id": job_id, "j_token": token, "j_now": utcnow()}
         return bool((await _STILL_OWNED.execute(self.db, params)).rowcount)
+
+    async def take_tree_movement(self, root_id: str, limit: int) -> int | None:
+        """Count one more movement begun in the job tree of `root_id`, in one statement that
+        locks the root's row (PostgreSQL) so the tree's jobs take them one at a time; the
+        count so far, or None when the tree has begun `limit` already (or the root is gone)."""
+        rows = (
+            await _TAKE_TREE_MOVEMENT.execute(self.db, {"j_root": root_id, "j_limit": limit})
+        ).rows
+        return int(rows[0][0]) if rows else None
+
+    async def count_children(self, parent_id: str) -> int:
+        query = select(func.count()).select_from(Job).where(Job.parent_job_id == parent_id)
+        return int((await self.db.exec(query)).one())
 
     async def set_input(self, job_id: str, value: dict[str, Any]) -> None:
         """A running job's `input`, as one prepared statement (a statement unit may run it)."""
