@@ -203,6 +203,11 @@ class Settings(BaseSettings):
     feedback_max_chars: int = Field(default=2000, ge=100)
     # movements a piece job may run (its piece's `max_movements` wins); then it is aborted
     job_max_movements: int = Field(default=30, ge=1)
+    # subtasks one job may start with spawn_subtask, and how many levels of subtasks a job
+    # tree may have below its root (at most 16, the depth cancels and waiting questions
+    # are followed to); a job tree's movements all count against its root's budget above
+    job_max_subtasks: int = Field(default=10, ge=0)
+    job_max_subtask_depth: int = Field(default=3, ge=0, le=16)
     # the checklists of logs/checklists/*.json shown to the next movement, in characters
     checklists_max_chars: int = Field(default=2000, ge=100)
     # the outcomes of finished subtasks shown to the movement that waited for them, in

@@ -1,7 +1,8 @@
 """Job workspace files over the API: the same confinement as the agent's tools, and areas.
 
-A client writes only into `input/` and reads only `input/` and `output/`; `logs/` is
-the runner's. A path is taken literally, segment by segment: `.`, `..`, empty segments,
+A client writes only into `input/` (except `input/subtasks/`, where the runner copies
+finished subtasks' outputs) and reads only `input/` and `output/`; `logs/` is the
+runner's. A path is taken literally, segment by segment: `.`, `..`, empty segments,
 backslashes and percent-encoded segments (a `%2e%2e` the server would not decode) are
 refused with 422 rather than normalised, so no path can cross from one area into
 another, or mean two things.
@@ -26,6 +27,8 @@ Area = Literal["input", "output"]
 # the path, not the server, is at fault: a name too long, a file where a folder should be
 _UNWRITABLE_PATH = frozenset({errno.ENAMETOOLONG, errno.ENOTDIR, errno.EEXIST, errno.EISDIR})
 _ENCODED = re.compile(r"%[0-9A-Fa-f]{2}")
+# the runner's copies of finished subtasks' outputs (`app.worker.workspace_notes`)
+_SUBTASKS = "subtasks"
 
 
 def _check_segments(area: Area, path: str) -> None:
@@ -65,6 +68,13 @@ def _resolve(settings: Settings, job: Job, area: Area, path: str, *, must_exist:
 
 async def put_input_file(settings: Settings, job: Job, path: str, data: bytes) -> str:
     target = _resolve(settings, job, "input", path, must_exist=False)
+    owned = workspace_of(settings, job.id).root / "input" / _SUBTASKS
+    if target == owned or target.is_relative_to(owned):  # by its name or through a link
+        raise InvalidInput(
+            f"input/{path} is in input/{_SUBTASKS}/, where the runner copies the outputs of "
+            "finished subtasks; upload elsewhere in input/",
+            field="path",
+        )
 
     def write() -> None:
         if target.is_dir():

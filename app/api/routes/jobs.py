@@ -175,8 +175,9 @@ async def start_job(job_id: JobId, database: DatabaseDep, tenant: CurrentTenant)
     summary="Comment on a job",
     description="A comment on a job waiting for a human (ASK) re-queues it; it resumes "
     "at the movement that asked. A draft takes comments too (they are in its first "
-    "prompt). The last 5 comments go into every movement's prompt.",
-    responses=problem_responses(404, 413, 422),
+    "prompt). The last 5 comments go into every movement's prompt. 409 once the job has "
+    "ended (succeeded, failed, aborted or cancelled): nothing would read the comment.",
+    responses=problem_responses(404, 409, 413, 422),
 )
 async def comment(
     job_id: JobId,
@@ -225,6 +226,8 @@ async def list_files(
     status_code=201,
     name="put_input",
     summary="Upload a file into the job's input/ folder (the raw body is the content)",
+    description="`input/subtasks/` is the runner's (the outputs of finished subtasks are "
+    "copied there): an upload into it is a 422.",
     responses=problem_responses(404, 413, 422),
     openapi_extra={
         "requestBody": {
