@@ -9,6 +9,9 @@ note. Only a session that offers the task tools, and has tasks, also gets a `Tas
 call with its result (the agent re-reads its tasks before doing anything else): in a
 session without tools a tool call in the log would make every later request invalid,
 and an empty list needs no re-reading.
+
+A turn compacted before the model answered its user message carries that message over
+(`carried_input`): it is left out of the summary and follows the opening, verbatim.
 """
 
 from __future__ import annotations
@@ -97,6 +100,18 @@ def _transcript_lines(items: Sequence[ItemPayload], item_max_chars: int) -> list
         elif isinstance(item, TaskEvent):
             lines.append(f"[task change by a user] {item.op} {json.dumps(item.input)}")
     return lines
+
+
+def carried_input(
+    rows: Sequence[tuple[int, ItemPayload]], input_seq: int | None
+) -> tuple[list[ItemPayload], ItemPayload | None]:
+    """The items to summarize, and the turn's user message to carry over: the one at
+    `input_seq`, when it is in the segment and the model has said nothing after it."""
+    at = next((i for i, (seq, _) in enumerate(rows) if seq == input_seq), None)
+    payloads = [payload for _, payload in rows]
+    if at is None or any(isinstance(p, AssistantMessage) for p in payloads[at + 1 :]):
+        return payloads, None
+    return payloads[:at] + payloads[at + 1 :], payloads[at]
 
 
 def summary_request(

@@ -4,6 +4,11 @@ Nothing is written until the summary exists; then the new segment's opening is
 written in one transaction. A summary that fails after its retries leaves the
 session exactly as it was. The summary request itself fits the context window: its
 transcript keeps the newest entries that fit, and its `max_tokens` what is left.
+
+A chat turn compacted before the model answered its user message (its first request
+was at the force threshold) carries that message over: the summary covers what came
+before it, and the new segment holds it again, word for word, after its opening, so
+the request the model answers ends with what the user just said.
 """
 
 from __future__ import annotations
@@ -17,11 +22,11 @@ from app.db.repositories.sessions import SessionRepository
 from app.domain.ids import new_id
 from app.domain.items import ItemPayload, Origin
 from app.domain.tasks import render_snapshot, render_task_list
-from app.engine.compaction import opening_items, summary_request
+from app.engine.compaction import carried_input, opening_items, summary_request
 from app.engine.context import estimate_request_tokens
 from app.engine.llm import LLM, LLMError, LLMRequest, text_of
 from app.services.events import record_event
-from app.services.items import append_item, segment_payloads
+from app.services.items import append_item, segment_tail
 from app.services.sessions import get_session
 from app.services.tasks import load_store
 from app.settings import Settings
@@ -45,16 +50,20 @@ async def compact_session(
     job_id: str | None,
     turn: int | None,
     offers_task_list: bool,
+    turn_input: tuple[int, ItemPayload] | None = None,
 ) -> int:
     """Compact the session's current segment; returns the new segment number.
 
     `offers_task_list`: whether the session's requests define the `TaskList` tool; only
-    then (and only with tasks) does the new segment open with a `TaskList` call."""
+    then (and only with tasks) does the new segment open with a `TaskList` call.
+    `turn_input`: the user message (`seq`, item) of the chat turn that compacts; while
+    nothing the model said follows it, it is carried over (see the module)."""
     async with database.read() as db:
         session = await get_session(db, tenant, session_id)
-        items = await segment_payloads(db, session_id, session.current_segment)
+        rows = await segment_tail(db, session_id, session.current_segment, 0)
         store = await load_store(db, session_id)
         snapshot = render_snapshot(store, settings.task_snapshot_max_chars)
+    items, carried = carried_input(rows, turn_input[0] if turn_input is not None else None)
     request = fitted_summary_request(settings, items, snapshot)
     summary = await _summarize(llm, request, settings.summary_retries)
     if summary is None:
@@ -83,6 +92,8 @@ async def compact_session(
         opening = opening_items(summary, snapshot, listed, new_id("toolu_strata"))
         for payload in opening:
             await append_item(db, session_id, payload, Origin.system, turn=turn, job_id=job_id)
+        if carried is not None:
+            await append_item(db, session_id, carried, Origin.user, turn=turn, job_id=job_id)
         await record_event(
             db,
             session_id,

@@ -17,6 +17,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.db.engine import Database
 from app.db.models import Job, Session
 from app.db.repositories.sessions import SESSION_ROW, probe_from
+from app.domain.items import ItemPayload
 from app.domain.jobs import JobStatus
 from app.engine.llm import LLM
 from app.engine.loop import (
@@ -164,7 +165,9 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
         max_iterations=deps.settings.agent_max_iterations,
         max_tokens=deps.settings.llm_max_tokens,
         interceptors=[TaskReminder(deps.settings, store)],
-        context=ChatContext(deps.settings, lambda: _compact_now(deps, job, tool_names)),
+        context=ChatContext(
+            deps.settings, lambda: _compact_now(deps, job, tool_names, turn_input(job))
+        ),
         conversation=picture.conversation if picture is not None else None,
     )
     ctx = tool_context(deps, held)
@@ -220,7 +223,14 @@ def session_tools(deps: Deps, session: Session) -> list[str]:
     return list(session.tools) if session.tools is not None else deps.tools.chat_names
 
 
-async def _compact_now(deps: Deps, job: Job, tool_names: list[str]) -> int:
+async def _compact_now(
+    deps: Deps,
+    job: Job,
+    tool_names: list[str],
+    user_item: tuple[int, ItemPayload] | None = None,
+) -> int:
+    """Compact the job's session; `user_item`: a chat turn's own message (see
+    `compact_session`)."""
     return await compact_session(
         settings=deps.settings,
         database=job_database(deps, job),
@@ -230,6 +240,7 @@ async def _compact_now(deps: Deps, job: Job, tool_names: list[str]) -> int:
         job_id=job.id,
         turn=job.turn,
         offers_task_list="TaskList" in tool_names,
+        turn_input=user_item,
     )
 
 

@@ -21,10 +21,12 @@ from app.domain.items import (
     user_text,
 )
 from app.engine.anthropic import wire_params
+from app.engine.compaction import opening_items
 from app.engine.context import BLOCK_OVERHEAD_CHARS, request_chars
 from app.engine.llm import LLMRequest, Message, ToolResultBlock
 from app.engine.requests import (
     Conversation,
+    task_list_in_view,
     to_messages,
     turn_is_answered,
     unanswered_tool_uses,
@@ -465,3 +467,22 @@ def test_text_for_the_last_user_message_joins_its_last_text() -> None:
 
     assert changed[0].content == (TextBlock(text="hi\n\nnote"),)
     assert messages[0].content == (TextBlock(text="hi"),)
+
+
+@pytest.mark.parametrize("listed", [None, "[1] pending: parse"], ids=["snapshot", "TaskList"])
+def test_the_task_list_stays_in_view_for_a_message_carried_over_a_compaction(
+    listed: str | None,
+) -> None:
+    """A turn compacted before its first answer holds its message right after the opening:
+    the opening's list is still what the model reads, so no reminder repeats it."""
+    opening = opening_items("Earlier: parsing.", "[1] pending: parse", listed, "toolu_1")
+
+    assert task_list_in_view([*opening, user_text("next?")])
+    assert not task_list_in_view(
+        [
+            *opening,
+            user_text("next?"),
+            AssistantMessage(content=[TextBlock(text="ok")]),
+            user_text("and now?"),
+        ]
+    )
