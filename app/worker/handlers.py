@@ -41,7 +41,7 @@ from app.worker.context_policy import ChatContext
 from app.worker.job_session import JobSession
 from app.worker.memory_gateway import LogMemoryGateway
 from app.worker.pictures import SessionPictures
-from app.worker.reminder import TaskReminder
+from app.worker.reminder import task_reminders
 from app.worker.task_gateway import JobTaskGateway
 from app.worker.turn_store import DbTurnStore, HubTurnEvents
 
@@ -164,7 +164,7 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
         tool_names=tool_names,
         max_iterations=deps.settings.agent_max_iterations,
         max_tokens=deps.settings.llm_max_tokens,
-        interceptors=[TaskReminder(deps.settings, store)],
+        interceptors=task_reminders(deps.settings, store, tool_names),
         context=ChatContext(
             deps.settings, lambda: _compact_now(deps, job, tool_names, turn_input(job))
         ),
