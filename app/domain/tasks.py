@@ -196,9 +196,10 @@ def render_summary(store: TaskStore) -> str:
 def render_snapshot(store: TaskStore, max_chars: int | None = None) -> str:
     """Every task, every status, with descriptions: what survives a compaction.
 
-    It enters requests whole (a compacted segment's opening, a movement's prompt), so it
-    is held to `max_chars`: a list too long for it shows the active tasks first, each
-    description cut to one short line, and ends saying how many tasks it leaves out."""
+    It enters requests (a compacted segment's opening, a movement's prompt, TaskList's
+    result), so it is held to `max_chars`: a list too long for it shows the active tasks
+    first, each description cut to one short line, and ends saying how many of its tasks
+    it shows ("N of M tasks shown")."""
     tasks = store.all()
     if not tasks:
         return "The task list is empty."
@@ -211,10 +212,9 @@ def render_snapshot(store: TaskStore, max_chars: int | None = None) -> str:
     left = first[len(lines) :]
     active = sum(1 for t in left if t.status in ACTIVE_STATUSES)
     if left:
-        noun = "task" if len(left) == 1 else "tasks"
         lines.append(
-            f"… and {len(left)} more {noun} ({active} active) not shown here; "
-            "TaskGet shows a task in full."
+            f"{len(tasks) - len(left)} of {len(tasks)} tasks shown (active first; "
+            f"{active} active not shown); TaskGet shows a task in full."
         )
     else:
         lines.append("(descriptions cut to one line; TaskGet shows a task in full)")

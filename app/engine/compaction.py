@@ -143,12 +143,18 @@ def summary_request(
     )
 
 
-SNAPSHOT_OPENING = "The conversation was compacted. Your task list is kept whole"
+SNAPSHOT_OPENING = "The conversation was compacted."
+"""How a compaction's task snapshot message begins (in logs of every version)."""
 
 
 def snapshot_message(task_snapshot: str) -> SystemMessage:
+    """The snapshot as a system note; a snapshot cut to its budget ends saying how many of
+    the tasks it shows, and the note claims no more than that."""
     return SystemMessage(
-        text=f"{SNAPSHOT_OPENING}; here it is, every status included:\n{task_snapshot}"
+        text=(
+            f"{SNAPSHOT_OPENING} Every task is kept; your task list, every status "
+            f"included:\n{task_snapshot}"
+        )
     )
 
 

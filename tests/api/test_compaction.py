@@ -159,7 +159,7 @@ async def test_a_long_task_list_enters_the_compacted_segment_within_its_budget(
     snapshot = messages[0]["content"][1]["text"]
     listed = messages[2]["content"][0]["content"]
     assert len(snapshot) < 8_000 + 200  # the budget, and the note around it
-    assert "more tasks (" in snapshot and "task 1" in snapshot
+    assert "of 60 tasks shown (" in snapshot and "task 1" in snapshot
     assert len(listed) < 8_000 + 200
     assert len(str(fake_llm.requests[-1].body)) < 40_000
 

@@ -351,7 +351,7 @@ def test_a_snapshot_over_its_budget_shows_active_tasks_first_and_says_what_it_le
     assert "completed" not in text  # 100 active tasks leave no room for ended ones
     shown = sum(1 for line in lines if line.startswith("["))
     assert lines[-1] == (
-        f"… and {200 - shown} more tasks ({100 - shown} active) not shown here; "
+        f"{shown} of 200 tasks shown (active first; {100 - shown} active not shown); "
         "TaskGet shows a task in full."
     )
     assert all(len(line) < 100 for line in lines if line.startswith("    "))  # cut descriptions
