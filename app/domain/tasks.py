@@ -4,8 +4,10 @@ There is no task table: a store is what replaying the session's TaskCreate /
 TaskUpdate calls (and REST task events) in log order produces. Every live
 operation goes through the same `apply`, so live and replayed stores cannot
 disagree. An operation whose arguments no longer validate (an old log format)
-is skipped on replay, as the seed allows. A long log is replayed from a snapshot of
-the store part-way through it (`snapshot` / `restore`), which gives the same store.
+is skipped on replay, as the seed allows; a skipped TaskCreate still uses up the id
+it was given, so the ids after it stay those the live store gave. A long log is
+replayed from a snapshot of the store part-way through it (`snapshot` / `restore`),
+which gives the same store.
 """
 
 from __future__ import annotations
@@ -110,11 +112,16 @@ class TaskStore:
         raise TaskError(f"{op.name} is not a task operation")
 
     def apply_or_skip(self, op: TaskOp) -> None:
-        """Apply `op` as replay does: an operation the store refuses changes nothing."""
+        """Apply `op` as replay does: an operation the store refuses changes no task.
+
+        The log records only operations that succeeded, so a TaskCreate it holds had its
+        id; one replay cannot read (an old form) still uses that id up, so every later
+        task gets the id it was given and updates address the tasks they did."""
         try:
             self.apply(op)
         except (ValidationError, TaskError):
-            pass
+            if op.name == "TaskCreate":
+                self._next_id += 1
 
     # --- reads --------------------------------------------------------------
     def get(self, taskid: int) -> Task:

@@ -267,12 +267,28 @@ def test_replay_skips_unreadable_old_format_ops() -> None:
         TaskOp("TaskUpdate", {"taskid": "1", "status": "finished"}),  # old status value
         TaskOp("TodoWrite", {"todos": []}),  # an operation that no longer exists
         create("b"),
-        update(2, status="inprogress"),
+        update(3, status="inprogress"),
     ]
 
     store = replay(ops)
 
-    assert brief(store) == [(1, "pending", "a", ""), (2, "inprogress", "b", "")]
+    assert brief(store) == [(2, "pending", "a", ""), (3, "inprogress", "b", "")]
+
+
+def test_a_create_replay_skips_still_uses_up_its_id() -> None:
+    """The create had its id when it was recorded (only successful calls are replayed):
+    later tasks keep theirs, and an update of one still finds it."""
+    ops = [
+        create("a"),
+        TaskOp("TaskCreate", {"title": "old format"}),  # taskid 2, live
+        create("c"),
+        update(3, status="completed"),
+    ]
+
+    store = replay(ops)
+
+    assert brief(store) == [(1, "pending", "a", ""), (3, "completed", "c", "")]
+    assert store.create(TaskCreateArgs(subject="d")).taskid == 4
 
 
 def test_replay_skips_refused_ops() -> None:
@@ -282,7 +298,6 @@ def test_replay_skips_refused_ops() -> None:
         update(1),  # no field
         update(1, status="done"),
         update(5, subject="ghost"),
-        TaskOp("TaskCreate", {"subject": "x", "taskid": 9}),
         create("b"),
     ]
 
@@ -455,19 +470,29 @@ def apply_like_the_tool(store: TaskStore, op: TaskOp) -> TaskOp | None:
 def test_replay_equals_the_live_store_after_every_prefix(ops: list[TaskOp]) -> None:
     live = TaskStore()
     recorded: list[TaskOp] = []
-    for index, op in enumerate(ops, start=1):
+    for op in ops:
         done = apply_like_the_tool(live, op)
         if done is not None:
             recorded.append(done)
 
-        # the whole log (refused calls included) and the successful results alone
-        assert replay(ops[:index]) == live
+        # the log holds the successful calls alone
         assert replay(recorded) == live
 
     ids = [t.taskid for t in live.all()]
     assert ids == list(range(1, len(ids) + 1))
     assert sum(op.name == "TaskCreate" for op in recorded) == len(ids)
     assert all(t.status in STATUSES for t in live.all())
+
+    # every other create in a form replay no longer reads: those tasks are gone, every
+    # other task keeps the id and the state the live store gave it
+    creates = [n for n, op in enumerate(recorded) if op.name == "TaskCreate"]
+    aged = set(creates[1::2])
+    old_form = [
+        TaskOp(op.name, {"title": op.args["subject"]}) if n in aged else op
+        for n, op in enumerate(recorded)
+    ]
+    gone = {creates.index(n) + 1 for n in aged}
+    assert replay(old_form).all() == [t for t in live.all() if t.taskid not in gone]
 
 
 @settings(max_examples=200, deadline=None)
