@@ -12,6 +12,7 @@ which gives the same store.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -181,8 +182,36 @@ def replay(ops: Iterable[TaskOp], start: TaskStore | None = None) -> TaskStore:
 
 
 # --- text for the model -----------------------------------------------------
+_LINE_BREAKS = {
+    "\r\n": "\\r\\n",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\v": "\\v",
+    "\f": "\\f",
+    "\x1c": "\\x1c",
+    "\x1d": "\\x1d",
+    "\x1e": "\\x1e",
+    "\x85": "\\x85",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
+_LINE_BREAK = re.compile("|".join(re.escape(k) for k in _LINE_BREAKS))
+
+
+def subject_line(subject: str) -> str:
+    """A subject as every text for the model writes it (reminder, tool results, snapshot):
+    one line, each line break `str.splitlines` knows written as its escape, so a subject
+    can neither add a line to a list nor read differently from one form to another."""
+    return _LINE_BREAK.sub(lambda m: _LINE_BREAKS[m.group()], subject)
+
+
+def task_line(task: Task) -> str:
+    """A task's one line: `[taskid] status: subject`."""
+    return f"[{task.taskid}] {task.status}: {subject_line(task.subject)}"
+
+
 def render_task(task: Task) -> str:
-    lines = [f"[{task.taskid}] {task.status}: {task.subject}"]
+    lines = [task_line(task)]
     if task.description:
         lines.append(f"    {task.description}")
     return "\n".join(lines)
@@ -196,7 +225,7 @@ def render_summary(store: TaskStore) -> str:
     }
     noun = "task" if len(tasks) == 1 else "tasks"
     head = f"{len(tasks)} {noun}: " + ", ".join(f"{n} {s}" for s, n in counts.items())
-    brief = "\n".join(f"[{t.taskid}] {t.status}: {t.subject}" for t in tasks)
+    brief = "\n".join(task_line(t) for t in tasks)
     return f"{head}\n{brief}" if brief else head
 
 

@@ -28,6 +28,7 @@ from app.domain.items import (
     ToolUseBlock,
     UserMessage,
 )
+from app.domain.tasks import subject_line
 from app.engine.compaction import is_task_snapshot
 from app.engine.llm import Message, MessageBlock, Role, ToolResultBlock
 
@@ -163,7 +164,8 @@ def tool_result_text(result: ToolResult) -> str:
 def task_event_note(event: TaskEvent) -> str:
     """The short note that tells the agent a human changed its task list."""
     if event.op == "TaskCreate":
-        change = f"created task {event.taskid}: {event.input.get('subject', '')}"
+        subject = subject_line(str(event.input.get("subject", "")))
+        change = f"created task {event.taskid}: {subject}"
     else:
         fields = ", ".join(f"{k}={v!r}" for k, v in event.input.items() if k != "taskid")
         change = f"updated task {event.taskid}: {fields}"

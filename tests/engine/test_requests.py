@@ -13,6 +13,7 @@ from app.domain.items import (
     ImageBlock,
     ItemPayload,
     SystemMessage,
+    TaskEvent,
     TextBlock,
     ThinkingBlock,
     ToolResult,
@@ -26,6 +27,7 @@ from app.engine.context import BLOCK_OVERHEAD_CHARS, request_chars
 from app.engine.llm import LLMRequest, Message, ToolResultBlock
 from app.engine.requests import (
     Conversation,
+    task_event_note,
     task_list_in_view,
     to_messages,
     turn_is_answered,
@@ -485,4 +487,12 @@ def test_the_task_list_stays_in_view_for_a_message_carried_over_a_compaction(
             AssistantMessage(content=[TextBlock(text="ok")]),
             user_text("and now?"),
         ]
+    )
+
+
+def test_a_task_note_writes_a_new_subject_on_one_line() -> None:
+    event = TaskEvent(op="TaskCreate", input={"subject": "parse\ninput"}, taskid=2)
+
+    assert task_event_note(event) == (
+        "<task-note>A user created task 2: parse\\ninput (via the API).</task-note>"
     )

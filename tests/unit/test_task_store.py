@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
+from app.domain.reminder import reminder_text
 from app.domain.tasks import (
     ACTIVE_STATUSES,
     Task,
@@ -26,6 +27,7 @@ from app.domain.tasks import (
     render_snapshot,
     render_summary,
     render_task,
+    render_task_list,
     replay,
 )
 
@@ -331,6 +333,23 @@ def test_render_summary_counts_every_status_and_lists_subjects_without_descripti
         "[3] completed: c\n"
         "[4] deleted: d"
     )
+
+
+@given(st.text(min_size=1, max_size=40))
+def test_a_subject_is_one_line_written_alike_in_every_form(subject: str) -> None:
+    """The reminder, TaskGet, TaskCreate/TaskUpdate results (task and summary), TaskList and
+    the snapshot write a subject the same way, on one line: no subject adds a line."""
+    store = TaskStore()
+    task = store.create(TaskCreateArgs(subject=subject))
+    reminded = reminder_text([task]).splitlines()[2]
+    assert reminded.startswith("- taskid 1 [pending] ")
+    line = f"[1] pending: {reminded.removeprefix('- taskid 1 [pending] ')}"
+
+    assert render_task(task).splitlines() == [line]
+    assert render_summary(store).splitlines()[1:] == [line]
+    assert render_snapshot(store).splitlines() == [line]
+    assert render_task_list(store).splitlines()[:2] == [line, ""]
+    assert len(render_task_list(store).splitlines()) == 3
 
 
 def test_render_summary_of_an_empty_store() -> None:
