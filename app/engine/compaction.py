@@ -103,15 +103,17 @@ def _transcript_lines(items: Sequence[ItemPayload], item_max_chars: int) -> list
 
 
 def carried_input(
-    rows: Sequence[tuple[int, ItemPayload]], input_seq: int | None
+    items: Sequence[ItemPayload], message: ItemPayload | None
 ) -> tuple[list[ItemPayload], ItemPayload | None]:
-    """The items to summarize, and the turn's user message to carry over: the one at
-    `input_seq`, when it is in the segment and the model has said nothing after it."""
-    at = next((i for i, (seq, _) in enumerate(rows) if seq == input_seq), None)
-    payloads = [payload for _, payload in rows]
-    if at is None or any(isinstance(p, AssistantMessage) for p in payloads[at + 1 :]):
-        return payloads, None
-    return payloads[:at] + payloads[at + 1 :], payloads[at]
+    """The items to summarize, and the turn's user message to carry over: its last
+    occurrence in the segment (the one the turn appended, or the copy an earlier
+    compaction of the turn carried), when the model has said nothing after it."""
+    at = next((i for i in range(len(items) - 1, -1, -1) if items[i] == message), None)
+    if message is None or at is None:
+        return list(items), None
+    if any(isinstance(item, AssistantMessage) for item in items[at + 1 :]):
+        return list(items), None
+    return [*items[:at], *items[at + 1 :]], items[at]
 
 
 def summary_request(

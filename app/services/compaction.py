@@ -26,7 +26,7 @@ from app.engine.compaction import carried_input, opening_items, summary_request
 from app.engine.context import estimate_request_tokens
 from app.engine.llm import LLM, LLMError, LLMRequest, text_of
 from app.services.events import record_event
-from app.services.items import append_item, segment_tail
+from app.services.items import append_item, segment_payloads
 from app.services.sessions import get_session
 from app.services.tasks import load_store
 from app.settings import Settings
@@ -50,20 +50,20 @@ async def compact_session(
     job_id: str | None,
     turn: int | None,
     offers_task_list: bool,
-    turn_input: tuple[int, ItemPayload] | None = None,
+    turn_input: ItemPayload | None = None,
 ) -> int:
     """Compact the session's current segment; returns the new segment number.
 
     `offers_task_list`: whether the session's requests define the `TaskList` tool; only
     then (and only with tasks) does the new segment open with a `TaskList` call.
-    `turn_input`: the user message (`seq`, item) of the chat turn that compacts; while
-    nothing the model said follows it, it is carried over (see the module)."""
+    `turn_input`: the user message of the chat turn that compacts; while nothing the
+    model said follows it, it is carried over (see the module)."""
     async with database.read() as db:
         session = await get_session(db, tenant, session_id)
-        rows = await segment_tail(db, session_id, session.current_segment, 0)
+        segment = await segment_payloads(db, session_id, session.current_segment)
         store = await load_store(db, session_id)
         snapshot = render_snapshot(store, settings.task_snapshot_max_chars)
-    items, carried = carried_input(rows, turn_input[0] if turn_input is not None else None)
+    items, carried = carried_input(segment, turn_input)
     request = fitted_summary_request(settings, items, snapshot)
     summary = await _summarize(llm, request, settings.summary_retries)
     if summary is None:

@@ -155,6 +155,11 @@ async def append_client_item(
     return item
 
 
+async def segment_payloads(db: AsyncSession, session_id: str, segment: int) -> list[ItemPayload]:
+    rows = await ItemRepository(db).segment(session_id, segment)
+    return [load_payload(row.kind, row.payload) for row in rows]
+
+
 async def segment_tail(
     db: AsyncSession, session_id: str, segment: int, after_seq: int
 ) -> list[tuple[int, ItemPayload]]:

@@ -166,7 +166,7 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
         max_tokens=deps.settings.llm_max_tokens,
         interceptors=task_reminders(deps.settings, store, tool_names),
         context=ChatContext(
-            deps.settings, lambda: _compact_now(deps, job, tool_names, turn_input(job))
+            deps.settings, lambda: _compact_now(deps, job, tool_names, _user_item(job))
         ),
         conversation=picture.conversation if picture is not None else None,
     )
@@ -223,11 +223,16 @@ def session_tools(deps: Deps, session: Session) -> list[str]:
     return list(session.tools) if session.tools is not None else deps.tools.chat_names
 
 
+def _user_item(job: Job) -> ItemPayload | None:
+    item = turn_input(job)
+    return None if item is None else item[1]
+
+
 async def _compact_now(
     deps: Deps,
     job: Job,
     tool_names: list[str],
-    user_item: tuple[int, ItemPayload] | None = None,
+    user_item: ItemPayload | None = None,
 ) -> int:
     """Compact the job's session; `user_item`: a chat turn's own message (see
     `compact_session`)."""
