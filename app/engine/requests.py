@@ -28,6 +28,7 @@ from app.domain.items import (
     ToolUseBlock,
     UserMessage,
 )
+from app.domain.tasks import subject_line
 from app.engine.compaction import is_task_snapshot
 from app.engine.llm import Message, MessageBlock, Role, ToolResultBlock
 
@@ -158,7 +159,8 @@ def tool_result_text(result: ToolResult) -> str:
 def task_event_note(event: TaskEvent) -> str:
     """The short note that tells the agent a human changed its task list."""
     if event.op == "TaskCreate":
-        change = f"created task {event.taskid}: {event.input.get('subject', '')}"
+        subject = subject_line(str(event.input.get("subject", "")))
+        change = f"created task {event.taskid}: {subject}"
     else:
         fields = ", ".join(f"{k}={v!r}" for k, v in event.input.items() if k != "taskid")
         change = f"updated task {event.taskid}: {fields}"
@@ -194,12 +196,18 @@ def turn_is_answered(items: Sequence[ItemPayload]) -> bool:
 def task_list_in_view(items: Sequence[ItemPayload]) -> bool:
     """Whether the whole task list is in the request already, after its last user message:
     a compaction's task snapshot, or a successful `TaskList` result. A task reminder then
-    would only show the list once more."""
-    for item in reversed(items):
+    would only show the list once more. A user message that directly follows the list
+    (a turn's message carried over its compaction's opening) leaves it in view."""
+    for index in range(len(items) - 1, -1, -1):
+        item = items[index]
         if isinstance(item, UserMessage):
-            return False
-        if isinstance(item, ToolResult) and item.name == "TaskList" and not item.is_error:
-            return True
-        if is_task_snapshot(item):
+            return index > 0 and _shows_task_list(items[index - 1])
+        if _shows_task_list(item):
             return True
     return False
+
+
+def _shows_task_list(item: ItemPayload) -> bool:
+    if isinstance(item, ToolResult):
+        return item.name == "TaskList" and not item.is_error
+    return is_task_snapshot(item)

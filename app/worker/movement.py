@@ -22,7 +22,6 @@ from app.db.types import utcnow
 from app.domain.errors import SubtaskLimit
 from app.domain.items import Origin, user_text
 from app.domain.jobs import WAIT_SUBTASKS, JobStatus
-from app.domain.tasks import TASK_WRITE_TOOLS
 from app.engine.context import ContextAction
 from app.engine.loop import CANCELLED, TurnConfig, close_dangling_tool_uses, run_turn
 from app.engine.pieces import Movement, Piece
@@ -44,7 +43,7 @@ from app.worker.handlers import (
 from app.worker.job_session import JobSession
 from app.worker.piece_prompt import MovementStart, movement_start, system_prompt
 from app.worker.piece_state import OpenMovement, PieceState
-from app.worker.reminder import TaskReminder
+from app.worker.reminder import task_reminders
 from app.worker.turn_store import DbTurnStore, HubTurnEvents
 
 MUST_TRANSITION = (
@@ -231,7 +230,7 @@ async def run_movement(
     )
     store = DbTurnStore(held)
     ctx = tool_context(deps, held, piece=gateway, workspace=workspace)
-    reminders = [TaskReminder(deps.settings, store)] if TASK_WRITE_TOOLS & set(names) else []
+    reminders = task_reminders(deps.settings, store, names)
 
     def force(ratio: float) -> None:
         if gateway.result is None:

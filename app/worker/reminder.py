@@ -11,12 +11,19 @@ carries it again.
 A reminder that falls due while the whole task list is in the request already (a
 compaction's snapshot, or a `TaskList` result since the last user message) is not
 added, but counts as shown: the model is looking at the list.
+
+The reminder asks the model to `TaskUpdate` its tasks, so only requests that offer
+that tool carry it (`task_reminders`): a chat session or a movement without it never
+gets one, whatever its list holds.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from app.domain.reminder import reminder_text, should_remind
 from app.engine.llm import LLMRequest
+from app.engine.loop import Interceptor
 from app.engine.requests import task_list_in_view, with_text_at_end
 from app.settings import Settings
 from app.worker.turn_store import DbTurnStore
@@ -41,3 +48,11 @@ class TaskReminder:
             request.messages = with_text_at_end(request.messages, text)
             request.volatile_blocks += 1  # sent once: no cache breakpoint on it
         return request
+
+
+def task_reminders(
+    settings: Settings, store: DbTurnStore, tool_names: Sequence[str]
+) -> list[Interceptor]:
+    """The reminder interceptor for requests offering `tool_names`: none without
+    `TaskUpdate`, the tool it asks the model to use."""
+    return [TaskReminder(settings, store)] if "TaskUpdate" in tool_names else []

@@ -209,14 +209,16 @@ async def test_a_prompt_the_api_counts_longer_than_estimated_is_compacted_not_re
     session stays usable instead of failing the same way on every later request (a turn
     goes past at most one refusal for its size)."""
     settings = make_settings(anthropic_base_url=fake_llm.url, context_window_tokens=4_000)
-    fake_llm.chars_per_token = 2  # the API counts twice the tokens Strata estimates
-    fake_llm.reply("SUMMARY: a long question about parsers.")
+    fake_llm.reply("Parsers: " + "tokens become trees. " * 300)  # ~6,300 characters
+    fake_llm.reply("SUMMARY: a long answer about parsers.")
     fake_llm.reply("Answered.")
     fake_llm.reply("Still here.")
     async with serve(settings, tools=agent_tools()) as (_, client):
         session_id = await new_session(client)
-        first = await say(client, session_id, "Explain parsers. " * 350)  # ~6,000 characters
-        second = await say(client, session_id, "and lexers?")
+        await say(client, session_id, "Explain parsers.")
+        fake_llm.chars_per_token = 2  # the API counts twice the tokens Strata estimates
+        first = await say(client, session_id, "and lexers?")
+        second = await say(client, session_id, "and grammars?")
 
     assert (first["text"], second["text"]) == ("Answered.", "Still here.")
     refusals = [u.reason for u in fake_llm.unexpected]

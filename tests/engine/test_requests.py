@@ -13,6 +13,7 @@ from app.domain.items import (
     ImageBlock,
     ItemPayload,
     SystemMessage,
+    TaskEvent,
     TextBlock,
     ThinkingBlock,
     ToolResult,
@@ -21,10 +22,13 @@ from app.domain.items import (
     user_text,
 )
 from app.engine.anthropic import wire_params
+from app.engine.compaction import opening_items
 from app.engine.context import BLOCK_OVERHEAD_CHARS, request_chars
 from app.engine.llm import LLMRequest, Message, ToolResultBlock
 from app.engine.requests import (
     Conversation,
+    task_event_note,
+    task_list_in_view,
     to_messages,
     turn_is_answered,
     unanswered_tool_uses,
@@ -467,3 +471,30 @@ def test_text_at_the_end_is_a_block_of_its_own_after_the_users_text() -> None:
 
     assert changed[0].content == (TextBlock(text="hi"), TextBlock(text="note"))
     assert messages[0].content == (TextBlock(text="hi"),)
+
+
+@pytest.mark.parametrize("listed", [None, "[1] pending: parse"], ids=["snapshot", "TaskList"])
+def test_the_task_list_stays_in_view_for_a_message_carried_over_a_compaction(
+    listed: str | None,
+) -> None:
+    """A turn compacted before its first answer holds its message right after the opening:
+    the opening's list is still what the model reads, so no reminder repeats it."""
+    opening = opening_items("Earlier: parsing.", "[1] pending: parse", listed, "toolu_1")
+
+    assert task_list_in_view([*opening, user_text("next?")])
+    assert not task_list_in_view(
+        [
+            *opening,
+            user_text("next?"),
+            AssistantMessage(content=[TextBlock(text="ok")]),
+            user_text("and now?"),
+        ]
+    )
+
+
+def test_a_task_note_writes_a_new_subject_on_one_line() -> None:
+    event = TaskEvent(op="TaskCreate", input={"subject": "parse\ninput"}, taskid=2)
+
+    assert task_event_note(event) == (
+        "<task-note>A user created task 2: parse\\ninput (via the API).</task-note>"
+    )
