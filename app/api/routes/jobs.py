@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
 from fastapi import APIRouter, Path, Query, Request, Response
@@ -31,6 +31,7 @@ from app.api.schemas.jobs import (
     StoredFile,
     WorkspaceFiles,
 )
+from app.domain.downloads import OCTET_STREAM, SAFE_IMAGE_TYPES, download_policy
 from app.domain.errors import InvalidInput
 from app.domain.jobs import RESERVED_PIECE_NAMES
 from app.services import comments, workspaces
@@ -40,6 +41,21 @@ from app.services.piece_jobs import submit_job
 router = APIRouter(prefix="/jobs", tags=["jobs"], responses=problem_responses(401, 503))
 
 JobId = Annotated[str, Path(max_length=40, description="A job id (`job_…`).")]
+
+_BINARY = {"schema": {"type": "string", "format": "binary"}}
+# a workspace file, as `download_policy` sends it
+DOWNLOAD: dict[str, Any] = {
+    "description": "The file, as an attachment: `application/octet-stream`, or its own type "
+    "for a PNG, JPEG, GIF or WebP image (never SVG), with `nosniff` and a sandboxing CSP",
+    "headers": {
+        name: {"required": True, "schema": {"type": "string", "example": example}}
+        for name, example in download_policy("notes.txt").headers.items()
+    },
+    "content": {
+        OCTET_STREAM: {**_BINARY, "example": "Notes the job should read."},
+        **dict.fromkeys(sorted(set(SAFE_IMAGE_TYPES.values())), _BINARY),
+    },
+}
 
 
 @router.get(
@@ -259,17 +275,7 @@ async def put_input(
     name="get_file",
     summary="Download a file of the job's input/ or output/ folder",
     response_class=FileResponse,
-    responses={
-        200: {
-            "content": {
-                "application/octet-stream": {
-                    "schema": {"type": "string", "format": "binary"},
-                    "example": "Notes the job should read.",
-                }
-            }
-        },
-        **problem_responses(404, 422),
-    },
+    responses={200: DOWNLOAD, **problem_responses(404, 422)},
 )
 async def get_file(
     job_id: JobId,
@@ -280,4 +286,9 @@ async def get_file(
     settings: SettingsDep,
 ) -> FileResponse:
     job = await service.get_job(db, tenant, job_id)
-    return FileResponse(workspaces.file_path(settings, job, area, path))
+    download = download_policy(path)
+    return FileResponse(
+        workspaces.file_path(settings, job, area, path),
+        media_type=download.media_type,
+        headers=download.headers,
+    )
