@@ -31,6 +31,29 @@ _ENCODED = re.compile(r"%[0-9A-Fa-f]{2}")
 _SUBTASKS = "subtasks"
 
 
+def _path_pattern() -> str:
+    """A regular expression of exactly the paths `_check_segments` accepts, for the OpenAPI
+    document: segments joined by `/`, none empty, `.` or `..`, no backslash or NUL, and no
+    `%` followed by two hex digits.
+
+    Written without look-around, so that every engine reads it alike (ECMA-262 in clients,
+    Python in Schemathesis, Rust's `regex`). "No `%XX`" is a three-state automaton: a
+    pending escape (`%`, then at most one hex digit, any number of `%` restarting it) ends
+    with a character that is neither hex nor `%`, or with the segment."""
+    hexdigit = "[0-9A-Fa-f]"
+    char = r"[^/\\%\x00]"  # a segment's characters, `%` aside
+    ends_escape = r"[^0-9A-Fa-f/\\%\x00]"  # a character that ends a pending escape
+    pending = f"%(?:%|{hexdigit}%)*{hexdigit}?"
+    rest = f"(?:{char}|{pending}{ends_escape})*(?:{pending})?"
+    first = r"[^/\\%\x00.]"  # a segment's first character that is not a dot
+    segment = rf"(?:\.{{3,}}|\.*(?:{first}{rest}|{pending}(?:{ends_escape}{rest})?))"
+    return f"^{segment}(?:/{segment})*$"
+
+
+# what a workspace path may be: the path parameter's pattern in the OpenAPI document
+PATH_PATTERN = _path_pattern()
+
+
 def _check_segments(area: Area, path: str) -> None:
     if path.startswith("/"):  # "input//etc/x" would otherwise land quietly in input/etc/x
         raise InvalidInput(
@@ -38,6 +61,8 @@ def _check_segments(area: Area, path: str) -> None:
         )
     if "\\" in path:
         raise InvalidInput(f"path {path!r} contains a backslash", field="path")
+    if "\x00" in path:
+        raise InvalidInput(f"path {path!r} contains a NUL character", field="path")
     for segment in path.split("/"):
         if segment in ("", ".", ".."):
             raise InvalidInput(

@@ -104,7 +104,8 @@ async def test_logs_are_not_served(
 
     got = await api.get(f"/jobs/{job_id}/files/logs/lessons.jsonl")
 
-    assert got.status_code == 422
+    assert got.status_code == 404  # only input/ and output/ are routes
+    assert got.headers["content-type"] == "application/problem+json"
     assert "SECRET" not in got.text
 
 
@@ -364,3 +365,15 @@ async def test_a_link_from_input_into_output_is_not_followed_across_areas(
 
     assert put.status_code == 422
     assert (root / "output" / "result.txt").read_text() == "RESULT"
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT"])
+async def test_a_path_with_a_backslash_is_a_422_problem(
+    api: httpx.AsyncClient, job_id: str, method: str
+) -> None:
+    """The document's path pattern has no backslash; the server refuses one likewise."""
+    answer = await api.request(method, f"/jobs/{job_id}/files/input/a%5Cb.txt", content=b"x")
+
+    assert answer.status_code == 422, answer.text
+    assert answer.headers["content-type"] == "application/problem+json"
+    assert answer.json()["field"] == "path"
