@@ -166,6 +166,10 @@ class Settings(BaseSettings):
     # (SQLite, 2 shared cores, turns of 1 KB).
     merge_chunk_turns: int = Field(default=1000, ge=1)
     summary_target_ratio: float = 0.2  # 1/5 of the L2 length
+    # An L1 request's `max_tokens` per character of the summary's target length: a line
+    # averages ~4 characters a token, so 1 leaves room for one that runs long or a denser
+    # language, and never reserves 8,192 tokens for a 40-token line.
+    summary_max_tokens_per_char: float = Field(default=1.0, gt=0)
     summary_retries: int = 2
     summary_concurrency: int = 2
     display_timezone: str = "UTC"
@@ -199,6 +203,11 @@ class Settings(BaseSettings):
     feedback_max_chars: int = Field(default=2000, ge=100)
     # movements a piece job may run (its piece's `max_movements` wins); then it is aborted
     job_max_movements: int = Field(default=30, ge=1)
+    # subtasks one job may start with spawn_subtask, and how many levels of subtasks a job
+    # tree may have below its root (at most 16, the depth cancels and waiting questions
+    # are followed to); a job tree's movements all count against its root's budget above
+    job_max_subtasks: int = Field(default=10, ge=0)
+    job_max_subtask_depth: int = Field(default=3, ge=0, le=16)
     # the checklists of logs/checklists/*.json shown to the next movement, in characters
     checklists_max_chars: int = Field(default=2000, ge=100)
     # the outcomes of finished subtasks shown to the movement that waited for them, in
@@ -260,11 +269,14 @@ class Settings(BaseSettings):
     # metrics, so `GET /metrics` of any of them counts them all (prometheus-client's
     # multiprocess mode). Unset: each process reports only itself.
     metrics_dir: Path | None = None
+    # Jobs whose last LLM answer a process remembers for `strata_step_gap_seconds`, the
+    # oldest forgotten first: at least the jobs it runs at once, or their gaps go uncounted.
+    step_gap_jobs: int = Field(default=4096, ge=1)
     # Expired Idempotency-Key rows are deleted this often (seconds) by the webhook dispatcher
     # loop, besides being replaced when their key is reused.
     idempotency_purge_seconds: float = Field(default=3600.0, gt=0)
-    # Instrument requests, SQL and outbound HTTP with OpenTelemetry (needs `strata[otel]`;
-    # the exporter is configured by the standard OTEL_* variables).
+    # Trace requests and jobs (a job's LLM calls, tools and SQL) with OpenTelemetry (needs
+    # `strata[otel]`; the exporter is configured by the standard OTEL_* variables).
     otel_enabled: bool = False
 
     # --- outbound webhooks (issue 7) -----------------------------------------

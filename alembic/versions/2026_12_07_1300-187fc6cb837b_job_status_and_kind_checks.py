@@ -6,7 +6,7 @@ The lists are this revision's, not read from the enums: a later change of an enu
 comes with a revision of its own.
 
 Revision ID: 187fc6cb837b
-Revises: f2a9c4d71e58
+Revises: d5a8e2c61f93
 Create Date: 2026-12-07 13:00:00
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from alembic import op
 
 revision: str = "187fc6cb837b"
-down_revision: str | None = "f2a9c4d71e58"
+down_revision: str | None = "d5a8e2c61f93"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

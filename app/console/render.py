@@ -77,7 +77,9 @@ def environment(zone: ZoneInfo) -> Environment:
 
     env.filters.update(clock=clock, when=when, pretty=pretty, tokens=tokens, tool_id=api_tool_id)
     env.globals["zone"] = str(zone)
-    env.globals.update(JobStatus=JobStatus, ENDED=TERMINAL)  # job statuses by their enum
+    env.globals["JobStatus"] = JobStatus  # templates compare job statuses by their enum
+    # a job in one of these has ended: it takes no more comments (the API answers 409)
+    env.globals["ended_statuses"] = sorted(TERMINAL)
     return env
 
 

@@ -38,6 +38,14 @@ class Conflict(DomainError):
     title = "Conflict"
 
 
+class SubtaskLimit(Conflict):
+    """A job may start no more subtasks: it has as many as one job may, or it is as deep
+    below its tree's root as a job that starts subtasks may be."""
+
+    slug = "subtask-limit"
+    title = "Subtask limit reached"
+
+
 class InvalidInput(DomainError):
     slug = "validation-error"
     title = "Invalid input"

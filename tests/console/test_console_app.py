@@ -155,3 +155,18 @@ async def test_a_server_with_the_console_off_has_no_console_route(make_settings:
     async with serve(settings) as (_, client):
         assert (await client.get("/console/sessions")).status_code == 404
         assert (await client.get("/sessions")).status_code == 200
+
+
+async def test_an_ended_jobs_page_offers_no_comment_box(client: httpx.AsyncClient) -> None:
+    created = await client.post("/jobs", json={"instruction": "never runs", "start": False})
+    assert created.status_code == 201, created.text
+    job_id = created.json()["id"]
+    draft = await client.get(f"/console/jobs/{job_id}")
+    assert 'id="comment-body"' in draft.text
+    cancelled = await client.post(f"/jobs/{job_id}/cancel")
+    assert cancelled.status_code == 200, cancelled.text
+
+    ended = await client.get(f"/console/jobs/{job_id}")
+
+    assert 'id="comment-body"' not in ended.text
+    assert "it takes no more comments" in ended.text
