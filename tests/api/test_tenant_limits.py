@@ -218,3 +218,15 @@ async def test_requests_waiting_for_their_turns_do_not_hold_back_admission(
 
     assert sent.status_code == 202, sent.text
     assert [response.status_code for response in ended] == [409] * len(sessions)
+
+
+async def test_messages_sent_at_once_past_the_cap_admit_exactly_the_cap(
+    capped: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    _, client = capped
+    sessions = [await session_of(client, ACME) for _ in range(6)]
+
+    sent = await asyncio.gather(*(message(client, ACME, session_id) for session_id in sessions))
+
+    assert sorted(response.status_code for response in sent) == [202, 202, 429, 429, 429, 429]
+    assert len(await jobs_of(client, ACME)) == 2
