@@ -81,3 +81,11 @@ class TooManyRequests(DomainError):
     @property
     def headers(self) -> dict[str, str] | None:
         return {"Retry-After": str(self.retry_after)}
+
+
+class ServerBusy(TooManyRequests):
+    """The server has no room for this now, whoever asks; try again after `retry_after`."""
+
+    status = 503
+    slug = "server-busy"
+    title = "Server busy"
