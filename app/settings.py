@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Literal
 from zoneinfo import ZoneInfo
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -92,11 +92,16 @@ class Settings(BaseSettings):
     idempotency_ttl_seconds: float = 24 * 3600
     page_limit_default: int = 50
     page_limit_max: int = 200
-    # Requests of one tenant in flight at once (per process) on POST /hooks/claude-code,
-    # POST /sessions/{id}/messages and POST /jobs; more get 429. 0: no cap.
-    tenant_max_concurrent_heavy: int = Field(default=8, ge=0)
-    # The Retry-After of that 429, in whole seconds.
-    tenant_heavy_retry_after_seconds: int = Field(default=2, ge=0)
+    # Jobs one tenant may have queued or running at once (plus its transcript imports
+    # running in this process): a new message, job, draft start or import past it gets
+    # 429. Room for a few hundred busy sessions; 0: no cap.
+    tenant_max_active_jobs: int = Field(default=1000, ge=0)
+    # Bytes of hook bodies this process holds at once, all tenants together: four bodies
+    # of STRATA_HOOK_MAX_BODY_BYTES. One more gets 503. 0: no budget; else at least
+    # STRATA_HOOK_MAX_BODY_BYTES, so that every body the limit lets in can fit.
+    hook_body_budget_bytes: int = Field(default=256 * 1024 * 1024, ge=0)
+    # The Retry-After of those 429 and 503, in whole seconds.
+    admission_retry_after_seconds: int = Field(default=2, ge=0)
 
     # --- LLM ----------------------------------------------------------------
     anthropic_api_key: SecretStr | None = Field(
@@ -323,6 +328,16 @@ class Settings(BaseSettings):
         except (ZoneInfoNotFoundError, ValueError) as exc:
             raise ValueError(f"unknown IANA time zone {value!r}") from exc
         return value
+
+    @model_validator(mode="after")
+    def _hook_body_fits_its_budget(self) -> Settings:
+        # a body the size limit lets in but the budget never could would be told to
+        # retry forever
+        if 0 < self.hook_body_budget_bytes < self.hook_max_body_bytes:
+            raise ValueError(
+                "STRATA_HOOK_BODY_BUDGET_BYTES must be 0 or at least STRATA_HOOK_MAX_BODY_BYTES"
+            )
+        return self
 
     @property
     def configured_keys(self) -> list[ConfiguredKey]:

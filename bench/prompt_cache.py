@@ -55,7 +55,7 @@ from tests.fakes.messages_api import (
     tool_tokens,
     tool_use,
 )
-from tests.support.apps import serve
+from tests.support.apps import IN_PROCESS_HOSTS, serve
 
 NAME = "prompt_cache"
 TITLE = "Prompt cache: billed input tokens of a tool-using session"
@@ -259,6 +259,7 @@ async def _run_session(session: Session, turns: int, workdir: Path) -> list[dict
             anthropic_base_url=fake.url,
             llm_max_retries=0,
             worker_poll_seconds=0.05,
+            allowed_hosts=IN_PROCESS_HOSTS,
         )
         fake.always(_script(session, turns, settings.summary_model))
         async with serve(settings) as (_, client):

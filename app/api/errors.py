@@ -26,6 +26,7 @@ from app.domain.errors import (
     Forbidden,
     InvalidInput,
     NotFound,
+    ServerBusy,
     TooManyRequests,
     Unauthorized,
 )
@@ -61,6 +62,7 @@ _STATUS_BY_ERROR: Final[dict[type[DomainError], int]] = {
     Conflict: 409,
     InvalidInput: 422,
     TooManyRequests: 429,
+    ServerBusy: 503,
 }
 
 

@@ -65,3 +65,10 @@ class TooManyRequests(DomainError):
     def __init__(self, detail: str, *, retry_after: int, **extensions: Any) -> None:
         super().__init__(detail, **extensions)
         self.retry_after = retry_after
+
+
+class ServerBusy(TooManyRequests):
+    """The server has no room for this now, whoever asks; try again after `retry_after`."""
+
+    slug = "server-busy"
+    title = "Server busy"

@@ -15,6 +15,7 @@ from app.domain.errors import (
     Forbidden,
     InvalidInput,
     NotFound,
+    ServerBusy,
     TooManyRequests,
     Unauthorized,
 )
@@ -44,6 +45,7 @@ def test_the_problem_type_prefix_is_spelled_only_in_the_domain() -> None:
         (InvalidInput("x"), 422),
         (TargetRefused("x"), 422),
         (TooManyRequests("x", retry_after=3), 429),
+        (ServerBusy("x", retry_after=3), 503),
     ],
 )
 def test_a_domain_error_answers_with_the_status_of_its_class(

@@ -8,7 +8,7 @@ from fastapi.responses import FileResponse
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.api.deps import (
-    HEAVY,
+    AdmissionDep,
     CurrentTenant,
     DatabaseDep,
     IdempotencyDep,
@@ -144,11 +144,10 @@ async def cancel_job(job_id: JobId, database: DatabaseDep, tenant: CurrentTenant
         "With `start: false` the job is a `draft`: upload its input files and comment on "
         "it, then `POST /jobs/{job_id}/start`; a draft never runs before. Chat turns are "
         "not pieces: send them with `POST /sessions/{session_id}/messages`. "
-        "A tenant with STRATA_TENANT_MAX_CONCURRENT_HEAVY such requests (or hook posts, "
-        "or messages) in flight gets 429 with `Retry-After`."
+        "A tenant with STRATA_TENANT_MAX_ACTIVE_JOBS jobs queued or running (imports "
+        "running count too) gets 429 with `Retry-After`, unless the job is a draft."
     ),
     responses=problem_responses(404, 413, 422, 429),
-    dependencies=[HEAVY],
 )
 async def create_job(
     body: JobCreate,
@@ -156,6 +155,7 @@ async def create_job(
     tenant: CurrentTenant,
     runtime: RuntimeDep,
     idempotency: IdempotencyDep,
+    admission: AdmissionDep,
 ) -> object:
     piece = runtime.pieces.get(body.piece)
     if piece is None:
@@ -168,6 +168,8 @@ async def create_job(
         raise InvalidInput(f"unknown piece {body.piece!r}{hint}; known: {known}", field="piece")
 
     async def work(db: AsyncSession) -> JobPublic:
+        if body.start:
+            await admission.admit_job(db, tenant)
         job = await submit_job(
             db,
             tenant,
@@ -188,11 +190,18 @@ async def create_job(
     name="start",
     summary="Start a draft job",
     description="Queues a job created with `start: false`, with the files and comments it "
-    "has by now. 409 for a job that is not a draft (it has started, or ended).",
-    responses=problem_responses(404, 409, 422),
+    "has by now. 409 for a job that is not a draft (it has started, or ended). A tenant "
+    "with STRATA_TENANT_MAX_ACTIVE_JOBS jobs queued or running gets 429 with `Retry-After`.",
+    responses=problem_responses(404, 409, 422, 429),
 )
-async def start_job(job_id: JobId, database: DatabaseDep, tenant: CurrentTenant) -> JobPublic:
-    return JobPublic.of(await database.write(lambda db: service.start_job(db, tenant, job_id)))
+async def start_job(
+    job_id: JobId, database: DatabaseDep, tenant: CurrentTenant, admission: AdmissionDep
+) -> JobPublic:
+    async def work(db: AsyncSession) -> Job:
+        await admission.admit_job(db, tenant)
+        return await service.start_job(db, tenant, job_id)
+
+    return JobPublic.of(await database.write(work))
 
 
 @router.post(

@@ -171,6 +171,23 @@ class JobRepository:
         flag = (await self.db.exec(query)).first()
         return flag is None or flag
 
+    async def active_count(self, tenant: str) -> int:
+        """How many jobs of the tenant are queued or running."""
+        query = (
+            select(func.count())
+            .select_from(Job)
+            .where(Job.tenant == tenant, col(Job.status).in_(_ACTIVE))
+        )
+        return int((await self.db.exec(query)).one())
+
+    async def lock_tenant_admission(self, tenant: str) -> None:
+        """Hold the tenant's admission lock until the transaction ends, so that two units
+        queueing its jobs at once count one after the other (PostgreSQL: a transaction
+        advisory lock; a SQLite write transaction is exclusive already)."""
+        if self.db.get_bind().dialect.name == "postgresql":
+            key = func.hashtext(cast(f"strata.admission:{tenant}", String))
+            await self.db.exec(select(func.pg_advisory_xact_lock(key)))
+
     async def session_is_busy(self, session_id: str) -> bool:
         query = select(Job.id).where(
             Job.session_id == session_id, Job.lane == "session", col(Job.status).in_(_ACTIVE)
