@@ -8,7 +8,9 @@ first, after the first stretch of turns, is the baseline (imports, pools and cac
 
 Every session's log grows by two items a turn, and nothing here reaches the context
 window, so no segment is ever compacted: whatever the server keeps per session or per
-turn grows with the run unless it is bounded. The headline is how much the second half of
+turn grows with the run unless it is bounded. Past the memory's L2 window (20 turns) each
+turn's end also queues an L1 summary job, which the same fake answers: the server runs
+about two jobs a turn. The headline is how much the second half of
 the run grew the server, as a share of its size at the half. The same run is repeated
 with the one bound that matters here lifted (`STRATA_JOB_SESSION_CACHE_ITEMS`, the items
 the session pictures a turn leaves for the next hold in all), side by side: what that
