@@ -57,7 +57,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.db.engine import Database
 from app.db.migrate import upgrade_to_head
 from app.db.models import Job
-from app.domain.jobs import TERMINAL
+from app.domain.jobs import TERMINAL, JobKind, JobStatus
 from app.engine.anthropic import ClientPools
 from app.services.chat import IfBusy, send_message
 from app.services.sessions import create_session
@@ -80,7 +80,7 @@ TURNS = 2000
 PAIRS = 3
 # turns a session holds at most (its warm-up turn included), under the L2 window (20)
 SESSION_TURNS = 7
-FAILED = ("failed", "aborted", "cancelled")
+FAILED = TERMINAL - {JobStatus.succeeded}
 
 
 @contextlib.contextmanager
@@ -135,7 +135,7 @@ async def _enqueue(database: Database, sessions: list[str], first: int, count: i
 async def _ended(database: Database) -> tuple[int, int]:
     """Chat turns ended, and of those failed. Background jobs (memory summaries) the
     turns queue are not counted here; their CPU is in the worker's."""
-    turns = (col(Job.lane) == "session", col(Job.kind) == "chat")
+    turns = (col(Job.lane) == "session", col(Job.kind) == JobKind.chat)
     async with database.read() as db:
         ended = select(func.count()).select_from(Job).where(*turns, Job.status.in_(TERMINAL))  # type: ignore[attr-defined]
         failed = select(func.count()).select_from(Job).where(*turns, Job.status.in_(FAILED))  # type: ignore[attr-defined]
@@ -145,7 +145,7 @@ async def _ended(database: Database) -> tuple[int, int]:
 async def _report_failures(database: Database) -> None:
     """Say why turns failed (on stderr, next to the run's progress), so a failure in a
     long run can be told apart from a slow one."""
-    turns = (col(Job.lane) == "session", col(Job.kind) == "chat")
+    turns = (col(Job.lane) == "session", col(Job.kind) == JobKind.chat)
     async with database.read() as db:
         query = select(col(Job.id), col(Job.status), col(Job.error)).where(
             *turns, col(Job.status).in_(FAILED)

@@ -42,6 +42,7 @@ from typing import Any
 import httpx
 
 from app.db.migrate import upgrade_to_head
+from app.domain.jobs import ACTIVE, JobStatus
 from app.settings import Settings
 from bench.common import Context, Row, Section
 from tests.fakes.messages_api import (
@@ -273,7 +274,7 @@ async def _run_session(session: Session, turns: int, workdir: Path) -> list[dict
                     timeout=httpx.Timeout(120.0),
                 )
                 job = answered.json()["job"]
-                if job["status"] != "succeeded":
+                if job["status"] != JobStatus.succeeded:
                     raise RuntimeError(f"turn {turn + 1} ended {job['status']}: {job}")
             await _summaries_done(client, session_id)
         return [request.body for request in fake.requests]
@@ -286,7 +287,7 @@ async def _summaries_done(client: httpx.AsyncClient, session_id: str) -> None:
             (await client.get("/jobs", params={"session_id": session_id, "status": status})).json()[
                 "data"
             ]
-            for status in ("queued", "running")
+            for status in sorted(ACTIVE)
         ]
         if not any(waiting):
             return

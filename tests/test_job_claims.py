@@ -25,6 +25,7 @@ from app.db.engine import Database
 from app.db.models import Job, Session
 from app.db.repositories.jobs import _CLAIM, CLAIMABLE, JobRepository
 from app.db.types import utcnow
+from app.domain.jobs import JobStatus
 from app.settings import Settings
 from app.worker.runner import Runner
 
@@ -51,7 +52,12 @@ async def _seed(database: Database, *sessions: str) -> None:
         await db.flush()
         for session_id in sessions:
             db.add(
-                Job(id=f"job_{session_id}", tenant="acme", session_id=session_id, status="queued")
+                Job(
+                    id=f"job_{session_id}",
+                    tenant="acme",
+                    session_id=session_id,
+                    status=JobStatus.queued,
+                )
             )
 
     await database.write(seed)
@@ -203,7 +209,12 @@ async def _queue(database: Database, first: int, count: int) -> None:
         db.add_all(Session(id=session_id, tenant="acme") for session_id in sessions)
         await db.flush()
         db.add_all(
-            Job(id=f"job_{session_id}", tenant="acme", session_id=session_id, status="queued")
+            Job(
+                id=f"job_{session_id}",
+                tenant="acme",
+                session_id=session_id,
+                status=JobStatus.queued,
+            )
             for session_id in sessions
         )
 
@@ -245,7 +256,9 @@ async def test_a_batch_claim_takes_the_earliest_job_of_each_session_only(
         for turn in (1, 2):
             for session_id in ("s1", "s2", "s3"):
                 job_id = f"job_{session_id}_{turn}"
-                db.add(Job(id=job_id, tenant="acme", session_id=session_id, status="queued"))
+                db.add(
+                    Job(id=job_id, tenant="acme", session_id=session_id, status=JobStatus.queued)
+                )
                 await db.flush()
 
     await database.write(seed)
@@ -310,7 +323,7 @@ async def test_the_claim_probe_sees_a_job_exactly_when_a_claim_would_take_one(
         db.add(Session(id="s1", tenant="acme"))
         await db.flush()
         for n, status in enumerate(statuses):
-            job = Job(id=f"job_{n}", tenant="acme", session_id="s1", status=status)
+            job = Job(id=f"job_{n}", tenant="acme", session_id="s1", status=JobStatus(status))
             if status == "running":
                 job.lease_owner, job.lease_expires_at = "w#1", lease_end
             db.add(job)

@@ -26,7 +26,7 @@ async def database(database_url: str) -> AsyncIterator[Database]:
     async with database_with(database_url, "s1") as db:
 
         async def queue(session: AsyncSession) -> None:
-            session.add(Job(id="job_1", tenant="t", session_id="s1", status="queued"))
+            session.add(Job(id="job_1", tenant="t", session_id="s1", status=JobStatus.queued))
 
         await db.write(queue)
         yield db

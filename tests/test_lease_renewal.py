@@ -20,6 +20,7 @@ from app.db.engine import Database
 from app.db.models import Job, Session
 from app.db.repositories.jobs import JobRepository
 from app.db.types import utcnow
+from app.domain.jobs import JobStatus
 from app.settings import Settings
 
 LEASES = {"job_busy": "runner#1", "job_free": "runner#1", "job_lost": "runner#1"}
@@ -43,7 +44,7 @@ async def database(settings: Settings) -> AsyncIterator[Database]:
                     id=job_id,
                     tenant="acme",
                     session_id="ses_leases",
-                    status="running",
+                    status=JobStatus.running,
                     lease_owner=owner,
                     lease_expires_at=soon,
                     cancel_requested=job_id == "job_busy",

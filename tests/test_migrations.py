@@ -12,6 +12,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Engine, create_engine, inspect, text
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import SQLModel
 
 import app.db.models  # noqa: F401  (registers every table on SQLModel.metadata)
@@ -19,6 +20,7 @@ from app.db.engine import Database, sync_url
 from app.db.migrate import downgrade_to_base, head_revision, upgrade_to_head
 from app.db.models import Item
 from app.db.models.item import AppendedItem
+from app.domain.jobs import JobKind, JobStatus
 from app.settings import Settings
 
 APPLICATION_TABLES = {"api_keys", "items", "sessions"}
@@ -311,3 +313,62 @@ def test_a_subtasks_root_and_depth_are_backfilled_from_its_parents(
             ("job_child", "job_root", 1),
             ("job_grandchild", "job_root", 2),
         ]
+
+
+def _insert_job(connection: Any, number: int, *, status: str, kind: str) -> None:
+    """Job `job_<number>` of session `s`, by SQL (as a row the application never wrote)."""
+    connection.execute(
+        text(
+            "INSERT INTO jobs (number, id, tenant, session_id, kind, lane, status, "
+            "state, input, input_tokens, output_tokens, cache_read_tokens, "
+            "cache_creation_tokens, attempts, cancel_requested, created_at, updated_at) "
+            "VALUES (:n, :id, 't', 's', :kind, 'session', :status, '{}', '{}', "
+            "0, 0, 0, 0, 0, false, '2026-01-01', '2026-01-01')"
+        ),
+        {"n": number, "id": f"job_{number}", "kind": kind, "status": status},
+    )
+
+
+def test_the_database_refuses_a_job_status_that_is_no_job_status(
+    fresh_url: str, sync_engine: Engine
+) -> None:
+    upgrade_to_head(fresh_url)
+    with sync_engine.begin() as connection:
+        _insert_session(connection)
+
+    with pytest.raises(IntegrityError), sync_engine.begin() as connection:
+        _insert_job(connection, 1, status="finished", kind="chat")
+
+
+def test_the_database_refuses_a_job_kind_that_is_no_job_kind(
+    fresh_url: str, sync_engine: Engine
+) -> None:
+    upgrade_to_head(fresh_url)
+    with sync_engine.begin() as connection:
+        _insert_session(connection)
+        _insert_job(connection, 1, status="queued", kind="chat")
+
+    with pytest.raises(IntegrityError), sync_engine.begin() as connection:
+        connection.execute(text("UPDATE jobs SET kind = 'compact' WHERE number = 1"))
+
+
+def test_jobs_of_every_status_and_kind_keep_their_values_through_the_checks(
+    fresh_url: str, sync_engine: Engine
+) -> None:
+    """The revision that adds the CHECK constraints takes every row written before it."""
+    from alembic import command
+
+    from app.db.migrate import alembic_config
+
+    command.upgrade(alembic_config(fresh_url), "d5a8e2c61f93")
+    rows = [(status.value, kind.value) for status in JobStatus for kind in JobKind]
+    with sync_engine.begin() as connection:
+        _insert_session(connection)
+        for number, (status, kind) in enumerate(rows, start=1):
+            _insert_job(connection, number, status=status, kind=kind)
+
+    upgrade_to_head(fresh_url)
+
+    with sync_engine.connect() as connection:
+        found = connection.execute(text("SELECT status, kind FROM jobs ORDER BY number"))
+        assert [tuple(row) for row in found] == rows

@@ -26,6 +26,7 @@ from app.domain.items import (
     ToolResult,
     user_text,
 )
+from app.domain.jobs import JobKind
 from app.domain.tasks import TaskOp, TaskStore, replay
 from app.domain.usage import Usage
 from app.services.items import append_item
@@ -188,7 +189,7 @@ async def _job_after_25_task_ops(
     """A chat job of a session whose log holds 25 task operations and no checkpoint, with
     its store; checkpoints are due past 10 operations replayed."""
     await _agent_writes(database, _ops(25, seed=seed))
-    job = Job(id=f"job_{seed}", tenant="t", session_id=SESSION, kind="chat", turn=1)
+    job = Job(id=f"job_{seed}", tenant="t", session_id=SESSION, kind=JobKind.chat, turn=1)
 
     async def add(db: AsyncSession) -> None:
         db.add(job)
@@ -269,7 +270,7 @@ async def test_a_task_the_agent_writes_is_held_as_replaying_the_log_gives_it(
 ) -> None:
     """The job's own task writes carry the moment their item records: before, the list it
     held (and sent to webhooks) had no timestamps where the replayed one had the item's."""
-    job = Job(id="job_live", tenant="t", session_id=SESSION, kind="chat", turn=1)
+    job = Job(id="job_live", tenant="t", session_id=SESSION, kind=JobKind.chat, turn=1)
 
     async def add(db: AsyncSession) -> None:
         db.add(job)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Final
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -19,13 +19,23 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from app.db.engine import TRANSIENT_ERRORS, is_transient
-from app.domain.errors import DomainError
+from app.domain.errors import (
+    PROBLEM_PREFIX,
+    Conflict,
+    DomainError,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    ServerBusy,
+    TooManyRequests,
+    Unauthorized,
+)
 from app.domain.ids import new_id
 
 logger = logging.getLogger("strata.api")
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
-TYPE_PREFIX = "urn:strata:problem:"
+TYPE_PREFIX: Final = PROBLEM_PREFIX
 _HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 _SLUG_BY_STATUS = {
@@ -45,6 +55,34 @@ _SLUG_BY_STATUS = {
 }
 
 
+_STATUS_BY_ERROR: Final[dict[type[DomainError], int]] = {
+    Unauthorized: 401,
+    Forbidden: 403,
+    NotFound: 404,
+    Conflict: 409,
+    InvalidInput: 422,
+    TooManyRequests: 429,
+    ServerBusy: 503,
+}
+
+
+def status_of(error: DomainError) -> int:
+    """The HTTP status of a domain error: that of its nearest mapped class, else 400."""
+    for cls in type(error).__mro__:
+        if cls in _STATUS_BY_ERROR:
+            return _STATUS_BY_ERROR[cls]
+    return 400
+
+
+def headers_of(error: DomainError) -> dict[str, str] | None:
+    """The response headers a domain error's status calls for."""
+    if isinstance(error, Unauthorized):
+        return {"WWW-Authenticate": "Bearer"}
+    if isinstance(error, TooManyRequests):
+        return {"Retry-After": str(error.retry_after)}
+    return None
+
+
 class FieldError(BaseModel):
     loc: list[str | int]
     msg: str
@@ -56,7 +94,7 @@ class Problem(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    type: str = Field(examples=["urn:strata:problem:not-found"])
+    type: str = Field(examples=[PROBLEM_PREFIX + "not-found"])
     title: str
     status: int
     detail: str
@@ -94,12 +132,12 @@ def _field_name(loc: tuple[Any, ...]) -> str:
 async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, DomainError)
     return problem_response(
-        exc.status,
+        status_of(exc),
         exc.detail,
         slug=exc.slug,
         title=exc.title,
         instance=request.url.path,
-        headers=exc.headers,
+        headers=headers_of(exc),
         **exc.extensions,
     )
 

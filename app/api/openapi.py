@@ -15,8 +15,8 @@ from pydantic import BaseModel, TypeAdapter
 
 from app.api import openapi_contract as contract
 from app.api.errors import PROBLEM_MEDIA_TYPE
-from app.api.routes.hooks import ClaudeCodeHook
 from app.api.schemas.events import STREAM_SCHEMAS
+from app.api.schemas.hooks import ClaudeCodeHook
 from app.api.schemas.items import ItemKind
 from app.domain.jobs import JobKind, JobStatus
 from app.domain.tasks import TaskOpName, TaskStatus

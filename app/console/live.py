@@ -30,7 +30,7 @@ from markupsafe import Markup
 from app.console.api import ApiError, PublicApi
 from app.console.render import Renderer, oob, read_stamp
 from app.console.sse import KEEPALIVE, Comment, SseReader, StreamEvent, frame
-from app.domain.jobs import TERMINAL
+from app.domain.jobs import TERMINAL, JobKind, JobStatus
 from app.domain.tool_ids import api_tool_id
 from app.settings import Settings
 
@@ -174,9 +174,9 @@ class SessionFeed(Feed):
             job = await self._job(job_id)
         except ApiError:
             return
-        if job.get("kind") == "summary":  # background memory work: not the agent's
+        if job.get("kind") == JobKind.summary:  # background memory work: not the agent's
             return
-        what = f"turn {job['turn']}" if job.get("kind") == "chat" else str(job.get("kind"))
+        what = f"turn {job['turn']}" if job.get("kind") == JobKind.chat else str(job.get("kind"))
         problem = data.get("error") or {}
         detail = f": {problem.get('detail')}" if problem.get("detail") else ""
         self.activity(f"{what}: {status}{detail}")
@@ -285,7 +285,7 @@ class JobFeed(Feed):
             files = await self.api.get(f"{path}/files")
             html = self.renderer.fragment("partials/files.html", files=files, job=job, as_of=as_of)
             listed = oob("files", html, "innerHTML")
-            if job.get("status") != "draft":  # files go into input/ before the start only
+            if job.get("status") != JobStatus.draft:  # files go into input/ before the start only
                 return listed + oob("upload-area", "", "innerHTML")
             return listed
         children = await self.api.get("/jobs", parent_job_id=self.job_id, limit=200)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
 
-from sqlalchemy import JSON, BigInteger, DateTime, Integer
+from sqlalchemy import JSON, BigInteger, CheckConstraint, DateTime, Integer, String
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
@@ -34,6 +35,34 @@ class UTCDateTime(TypeDecorator[datetime]):
         if moment.tzinfo is None:
             return moment.replace(tzinfo=UTC)
         return moment.astimezone(UTC)
+
+
+E = TypeVar("E", bound=StrEnum)
+
+
+class EnumText(TypeDecorator[E]):
+    """A `StrEnum` stored as its value in a VARCHAR; read back as the enum member.
+
+    The database refuses other values through `one_of` (a CHECK constraint)."""
+
+    impl = String
+    cache_ok = True
+
+    def __init__(self, enum: type[E], length: int) -> None:
+        super().__init__(length=length)
+        self.enum = enum
+
+    def process_bind_param(self, value: E | str | None, dialect: Dialect) -> str | None:
+        return None if value is None else str(value)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> E | None:
+        return None if value is None else self.enum(value)
+
+
+def one_of(column: str, enum: type[StrEnum], name: str) -> CheckConstraint:
+    """A CHECK constraint: `column` holds one of `enum`'s values."""
+    values = ", ".join(f"'{member.value}'" for member in enum)
+    return CheckConstraint(f"{column} IN ({values})", name=name)
 
 
 def utcnow() -> datetime:

@@ -1,16 +1,19 @@
-"""Business errors that know their HTTP status and stable problem type.
+"""Business errors, each with a stable problem type.
 
-Services and pure code raise these; one handler in `app.api.errors` renders them
-as RFC 9457 problem documents, so no layer below the API imports FastAPI.
+Services and pure code raise these; `app.api.errors` maps each to its HTTP status and
+renders it as an RFC 9457 problem document, so no layer below the API knows HTTP.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
+
+PROBLEM_PREFIX: Final = "urn:strata:problem:"
+"""Every problem type is this prefix and a slug: the problem documents the API answers
+and the `error` a job ends with (which the API passes on) alike."""
 
 
 class DomainError(Exception):
-    status: ClassVar[int] = 400
     slug: ClassVar[str] = "bad-request"
     title: ClassVar[str] = "Bad request"
 
@@ -19,26 +22,18 @@ class DomainError(Exception):
         self.detail = detail
         self.extensions = extensions
 
-    @property
-    def headers(self) -> dict[str, str] | None:
-        """Response headers the error's status calls for."""
-        return None
-
 
 class Forbidden(DomainError):
-    status = 403
     slug = "forbidden"
     title = "Forbidden"
 
 
 class NotFound(DomainError):
-    status = 404
     slug = "not-found"
     title = "Not found"
 
 
 class Conflict(DomainError):
-    status = 409
     slug = "conflict"
     title = "Conflict"
 
@@ -52,25 +47,18 @@ class SubtaskLimit(Conflict):
 
 
 class InvalidInput(DomainError):
-    status = 422
     slug = "validation-error"
     title = "Invalid input"
 
 
 class Unauthorized(DomainError):
-    status = 401
     slug = "unauthorized"
     title = "Unauthorized"
-
-    @property
-    def headers(self) -> dict[str, str] | None:
-        return {"WWW-Authenticate": "Bearer"}
 
 
 class TooManyRequests(DomainError):
     """Refused for now; the client may try again after `retry_after` seconds."""
 
-    status = 429
     slug = "too-many-requests"
     title = "Too many requests"
 
@@ -78,14 +66,9 @@ class TooManyRequests(DomainError):
         super().__init__(detail, **extensions)
         self.retry_after = retry_after
 
-    @property
-    def headers(self) -> dict[str, str] | None:
-        return {"Retry-After": str(self.retry_after)}
-
 
 class ServerBusy(TooManyRequests):
     """The server has no room for this now, whoever asks; try again after `retry_after`."""
 
-    status = 503
     slug = "server-busy"
     title = "Server busy"

@@ -1,17 +1,19 @@
-"""What a job is, as types: its kind, its status, and where a transition leaves it.
+"""What a job is, as types: its kind, its status, where a transition leaves it, and
+why a job that did not succeed ended.
 
-Before this module the statuses were strings compared in half a dozen places and the
-kind of a job was guessed from its piece name (a piece called `compact` ran the
-compaction handler). Now a job has a `kind`, chosen when it is created and never
-derived from a name, and every module asks these sets instead of spelling statuses.
+A job's `kind` is chosen when it is created and never derived from a piece name; every
+module asks these enums and sets instead of spelling statuses.
 
 Pure: no I/O, no framework.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
-from typing import Final
+from typing import Any, Final
+
+from app.domain.errors import PROBLEM_PREFIX
 
 
 class JobKind(StrEnum):
@@ -69,3 +71,41 @@ def status_after(step: str) -> JobStatus | None:
 
 def is_terminal(status: str) -> bool:
     return status in TERMINAL
+
+
+class EndCause(StrEnum):
+    """Why a job that did not succeed ended, from its status and its `error`."""
+
+    cancelled = "cancelled"
+    """Cancelled before it ended."""
+    unexplained = "unexplained"
+    """Ended without an error that names its cause."""
+    llm_not_configured = "llm_not_configured"
+    """No LLM is configured: the server's state."""
+    session_state = "session_state"
+    """The session's state stopped it: its context cannot hold another request even after
+    compaction, or the turn reached STRATA_AGENT_MAX_ITERATIONS. Retrying as is fails the
+    same way; a compaction, a shorter system prompt, a new message or a new session helps."""
+    upstream = "upstream"
+    """The LLM failed (the summary model of a compaction included)."""
+    internal = "internal"
+    """Anything else: the server's fault."""
+
+
+_SESSION_STATE_SLUGS: Final = frozenset({"context-exhausted", "agent-max-iterations"})
+
+
+def end_cause(status: JobStatus, error: Mapping[str, Any] | None) -> EndCause:
+    """Why a job with `status` and `error` (a problem: `type`, `title`, `detail`) ended."""
+    if status == JobStatus.cancelled:
+        return EndCause.cancelled
+    slug = str((error or {}).get("type", "")).removeprefix(PROBLEM_PREFIX)
+    if not slug:
+        return EndCause.unexplained
+    if slug == "llm-not-configured":
+        return EndCause.llm_not_configured
+    if slug in _SESSION_STATE_SLUGS:
+        return EndCause.session_state
+    if slug.startswith("llm-") or slug == "compaction-failed":
+        return EndCause.upstream
+    return EndCause.internal

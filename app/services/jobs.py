@@ -259,36 +259,3 @@ async def _cancel_descendants(db: AsyncSession, job: Job) -> None:
                 await _cancel(db, child)
         level = [c.id for c in children]
         depth += 1
-
-
-def turn_failure(job: Job) -> tuple[int, dict[str, Any]]:
-    """The HTTP status and problem document a waiting client gets for a job that ended
-    without succeeding: an LLM that is not configured is the server's state (503), any other
-    LLM failure comes from upstream (502), a cancel and a session whose context cannot hold
-    another request even after compaction are conflicts with the session's state (409: the
-    client compacts, shortens the system prompt or continues in a new session; retrying as
-    is fails the same way), so is a turn stopped at STRATA_AGENT_MAX_ITERATIONS (409: its
-    calls so far are in the log, a new message continues it), anything else is the
-    server's fault (500)."""
-    if job.status == JobStatus.cancelled:
-        return 409, {
-            "type": "urn:strata:problem:job-cancelled",
-            "title": "Cancelled",
-            "detail": "the job was cancelled before it ended",
-        }
-    problem = dict(job.error or {})
-    slug = str(problem.get("type", "")).removeprefix("urn:strata:problem:")
-    if not slug:
-        problem = {
-            "type": "urn:strata:problem:job-failed",
-            "title": "Job failed",
-            "detail": f"the job ended {job.status}",
-        }
-        return 500, problem
-    if slug == "llm-not-configured":
-        return 503, problem
-    if slug in ("context-exhausted", "agent-max-iterations"):
-        return 409, problem
-    if slug.startswith("llm-") or slug == "compaction-failed":  # the summary model failed
-        return 502, problem
-    return 500, problem

@@ -17,6 +17,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.db.engine import Database
 from app.db.models import Job, Session
 from app.db.repositories.sessions import SESSION_ROW, probe_from
+from app.domain.errors import PROBLEM_PREFIX
 from app.domain.items import ItemPayload
 from app.domain.jobs import JobStatus
 from app.engine.context import WindowLimit
@@ -47,7 +48,6 @@ from app.worker.task_gateway import JobTaskGateway
 from app.worker.turn_store import DbTurnStore, HubTurnEvents
 
 logger = logging.getLogger("strata.jobs")
-PROBLEM_PREFIX = "urn:strata:problem:"
 
 # what a job's end also writes, in its transaction (what it returns is not used)
 Also = Callable[[AsyncSession], Awaitable[object]]

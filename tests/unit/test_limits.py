@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from app.api.errors import headers_of, status_of
 from app.domain.errors import ServerBusy
 from app.services.limits import ByteBudget
 
@@ -22,8 +23,8 @@ def test_a_claim_past_the_budget_is_refused_with_503_and_its_retry_after() -> No
         second.grow_to(4)
         assert ten.in_flight == 10
 
-    assert refused.value.status == 503
-    assert refused.value.headers == {"Retry-After": "3"}
+    assert status_of(refused.value) == 503
+    assert headers_of(refused.value) == {"Retry-After": "3"}
     assert "STRATA_HOOK_BODY_BUDGET_BYTES" in refused.value.detail
     assert ten.in_flight == 0
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
@@ -20,10 +20,9 @@ from app.api.errors import TYPE_PREFIX, problem_response, problem_responses
 from app.api.routes.sessions import SessionId
 from app.api.schemas.jobs import JobPublic, MessageAccepted, MessageCreate, MessageReply
 from app.db.models import Job
-from app.domain.jobs import TERMINAL, JobStatus
+from app.domain.jobs import TERMINAL, EndCause, JobStatus, end_cause
 from app.services.chat import IfBusy, enqueue_compaction, send_message
 from app.services.idempotency import Replay
-from app.services.jobs import turn_failure
 from app.services.waiting import wait_for_job
 from app.settings import Settings
 from app.wiring import Runtime
@@ -43,16 +42,49 @@ async def _ended_or_timed_out(
     )
 
 
+# The status a waiting client gets for a job that ended without succeeding: the server's
+# state (503), the upstream LLM's failure (502), a conflict with the session's state or a
+# cancel (409: the client compacts, shortens the system prompt, continues in a new message
+# or session), anything else the server's fault (500).
+_STATUS_BY_CAUSE: dict[EndCause, int] = {
+    EndCause.cancelled: 409,
+    EndCause.session_state: 409,
+    EndCause.llm_not_configured: 503,
+    EndCause.upstream: 502,
+    EndCause.unexplained: 500,
+    EndCause.internal: 500,
+}
+
+
+def _failure(job: Job, cause: EndCause) -> dict[str, Any]:
+    """The problem a job that did not succeed answers with: its own `error`, unless it was
+    cancelled or its error names no cause."""
+    if cause is EndCause.cancelled:
+        return {
+            "type": TYPE_PREFIX + "job-cancelled",
+            "title": "Cancelled",
+            "detail": "the job was cancelled before it ended",
+        }
+    if cause is EndCause.unexplained:
+        return {
+            "type": TYPE_PREFIX + "job-failed",
+            "title": "Job failed",
+            "detail": f"the job ended {job.status}",
+        }
+    return dict(job.error or {})
+
+
 def _ended(job: Job, success: BaseModel) -> JSONResponse:
     """200 with `success` when the job succeeded, else the job's own problem with the status
-    that names its cause (`turn_failure`), and the job itself as `job`."""
+    that names its cause (`end_cause`), and the job itself as `job`."""
     if job.status == JobStatus.succeeded:
         return JSONResponse(success.model_dump(mode="json"), status_code=200)
-    status, problem = turn_failure(job)
+    cause = end_cause(job.status, job.error)
+    problem = _failure(job, cause)
     own = {"type", "title", "detail", "status", "instance"}
     extensions = {k: v for k, v in problem.items() if k not in own}
     return problem_response(
-        status,
+        _STATUS_BY_CAUSE[cause],
         str(problem.get("detail") or f"the job ended {job.status}"),
         slug=str(problem["type"]).removeprefix(TYPE_PREFIX),
         title=str(problem.get("title") or "") or None,

@@ -6,7 +6,8 @@ from typing import Any
 from sqlalchemy import Column, ForeignKey, Index, String, Text, text
 from sqlmodel import Field, SQLModel
 
-from app.db.types import BigIntPK, JSONType, UTCDateTime, utcnow
+from app.db.types import BigIntPK, EnumText, JSONType, UTCDateTime, one_of, utcnow
+from app.domain.jobs import JobKind, JobStatus
 
 
 class Job(SQLModel, table=True):
@@ -20,6 +21,8 @@ class Job(SQLModel, table=True):
         Index("ix_jobs_status_number", "status", "number"),
         Index("ix_jobs_session_number", "session_id", "number"),
         Index("ix_jobs_session_status_number", "session_id", "status", "number"),
+        one_of("status", JobStatus, "ck_jobs_status"),
+        one_of("kind", JobKind, "ck_jobs_kind"),
     )
 
     number: int | None = Field(default=None, sa_type=BigIntPK, primary_key=True)
@@ -28,14 +31,18 @@ class Job(SQLModel, table=True):
     session_id: str = Field(
         sa_column=Column(String(40), ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False)
     )
-    # which handler runs it (app.domain.jobs.JobKind); only `piece` jobs name a piece
-    kind: str = Field(default="chat", max_length=20)
+    # which handler runs it; only `piece` jobs name a piece
+    kind: JobKind = Field(
+        default=JobKind.chat, sa_column=Column(EnumText(JobKind, 20), nullable=False)
+    )
     piece: str | None = Field(default=None, max_length=100)
     # "session": runs alone and in order within its session (turns, compaction);
     # "background": runs beside them (memory summaries), never delaying a reply
     lane: str = Field(default="session", max_length=20)
-    # app.domain.jobs.JobStatus; set by `app.services.jobs.enqueue` and `set_status`
-    status: str = Field(default="queued", max_length=30)
+    # set by `app.services.jobs.enqueue` and `set_status`
+    status: JobStatus = Field(
+        default=JobStatus.queued, sa_column=Column(EnumText(JobStatus, 30), nullable=False)
+    )
     turn: int | None = None
     # piece jobs: the instruction, the movement running (or to resume), the runner's
     # state between movements (lessons, feedback, children), the parent of a subtask
