@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal, TypeVar
 
-from sqlalchemy.exc import InvalidRequestError
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database, is_transient
@@ -330,15 +329,12 @@ class Runner:
         await self._closing_write(hand_back)
 
     async def _closing_write(self, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
-        """A job's closing write as a statement unit, which is what most are: a chat turn's
-        end (its lease, its status, its memory, its events and webhook deliveries) is
-        prepared statements. One that reaches for the ORM (a piece job's state, a chain's
-        walk, a summary job to queue) is rolled back whole and runs again as a unit with
-        an ORM session."""
-        try:
-            return await self.database.write_statements(work)
-        except InvalidRequestError:  # a query, a flush or a staged change: see writer
-            return await self.database.write(work)
+        """A job's closing write, one statement unit: a chat turn's end (its lease, its
+        status, its memory, its events and webhook deliveries) is prepared statements; what
+        reaches for the ORM (a piece job's state, a chain's walk, a summary job to queue)
+        runs in the same unit, on a connection joined to its transaction
+        (`app.db.writer`)."""
+        return await self.database.write_statements(work)
 
     async def _finish(self, job: Job, outcome: Outcome) -> None:
         async def finish(db: AsyncSession) -> JobStatus:
