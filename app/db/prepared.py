@@ -19,7 +19,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Table
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
@@ -175,6 +175,15 @@ class Prepared:
         except Exception as exc:
             raise as_sqlalchemy_error(exc, compiled.sql, parameters) from exc
         return compiled.processed(outcome)
+
+
+class Peeks(Protocol):
+    """What runs one read statement outside any unit of work (`Database.peek`): the
+    repositories' probes take it, so that their statements stay theirs."""
+
+    async def peek(
+        self, statement: Prepared, params: Mapping[str, Any]
+    ) -> list[tuple[Any, ...]]: ...
 
 
 _DRIVER = "strata.prepared.driver"

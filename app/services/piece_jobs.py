@@ -7,6 +7,7 @@ from pathlib import Path
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Job
+from app.db.repositories.rows import RowRepository
 from app.domain.ids import new_id
 from app.domain.jobs import JobKind
 from app.engine.pieces import Piece
@@ -39,7 +40,7 @@ async def submit_job(
         session = await create_session(db, tenant, title=_title(instruction))
         if parent is not None:
             session.parent_session_id = parent.session_id
-            db.add(session)
+            await RowRepository(db).save(session)
     return await enqueue(
         db,
         Job(

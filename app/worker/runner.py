@@ -28,7 +28,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database, is_transient
 from app.db.models import Job
-from app.db.repositories.jobs import CLAIMABLE, JobRepository
+from app.db.repositories.jobs import JobRepository, any_claimable
 from app.db.types import utcnow
 from app.domain.ids import new_id
 from app.domain.jobs import WAITING, JobStatus
@@ -162,7 +162,7 @@ class Runner:
         A read looks first, so an idle runner's polls never queue for the writer; not
         after a claim that took all it asked for (a busy runner, a job's end freeing a
         slot), where the look would mostly say yes."""
-        if not self._claimed_full and not await self.database.peek(CLAIMABLE, {"now": utcnow()}):
+        if not self._claimed_full and not await any_claimable(self.database, utcnow()):
             return []
 
         async def claim(db: AsyncSession) -> list[Job]:
