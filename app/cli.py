@@ -41,19 +41,20 @@ async def _keys_exist(settings: Settings) -> bool:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from app.db.migrate import upgrade_to_head
-    from app.main import create_app
-    from app.observability.gc_tuning import tune_gc
-
     overrides: dict[str, object] = {}
     if args.host:
         overrides["host"] = args.host
     if args.port:
         overrides["port"] = args.port
     settings = get_settings().model_copy(update=overrides)
-    _configure_process(settings)
+    _configure_process(settings)  # before the app's modules, which define the metrics
+
+    import uvicorn
+
+    from app.db.migrate import upgrade_to_head
+    from app.main import create_app
+    from app.observability.gc_tuning import tune_gc
+
     upgrade_to_head(settings.database_url)
     has_keys = asyncio.run(_keys_exist(settings))
     if not has_keys and not is_loopback_host(settings.host):
@@ -82,14 +83,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """A runner in its own process; run as many as the database can feed."""
+    settings = get_settings()
+    _configure_process(settings)  # before the runtime's modules, which define the metrics
+
     import signal
 
     from app.db.migrate import upgrade_to_head
     from app.observability.gc_tuning import tune_gc
     from app.wiring import runtime
 
-    settings = get_settings()
-    _configure_process(settings)
     upgrade_to_head(settings.database_url)
 
     async def work() -> None:

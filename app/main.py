@@ -27,7 +27,7 @@ from app.engine.llm import LLM
 from app.engine.tools import ToolRegistry
 from app.observability.tracing import configure_tracing
 from app.services.auth import Authenticator
-from app.services.limits import TenantGate
+from app.services.limits import Admission, ByteBudget
 from app.settings import Settings, get_settings
 from app.wiring import runtime
 
@@ -114,15 +114,18 @@ def create_app(
     )
     app.state.settings = settings
     app.state.authenticator = Authenticator(settings.configured_keys)
-    app.state.heavy_gate = TenantGate(
-        settings.tenant_max_concurrent_heavy,
-        retry_after_seconds=settings.tenant_heavy_retry_after_seconds,
-        setting="STRATA_TENANT_MAX_CONCURRENT_HEAVY",
+    app.state.admission = Admission(
+        settings.tenant_max_active_jobs,
+        retry_after_seconds=settings.admission_retry_after_seconds,
+    )
+    app.state.hook_body_budget = ByteBudget(
+        settings.hook_body_budget_bytes,
+        retry_after_seconds=settings.admission_retry_after_seconds,
     )
     app.state.llm_override = llm
     app.state.tools_override = tools
     install_error_handlers(app)
-    app.add_middleware(StrictJSONMiddleware)
+    app.add_middleware(StrictJSONMiddleware, own_checks=r"/hooks/claude-code$")
     app.add_middleware(
         BodyLimitMiddleware,
         default_limit=settings.max_body_bytes,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Literal
 from zoneinfo import ZoneInfo
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -92,11 +92,16 @@ class Settings(BaseSettings):
     idempotency_ttl_seconds: float = 24 * 3600
     page_limit_default: int = 50
     page_limit_max: int = 200
-    # Requests of one tenant in flight at once (per process) on POST /hooks/claude-code,
-    # POST /sessions/{id}/messages and POST /jobs; more get 429. 0: no cap.
-    tenant_max_concurrent_heavy: int = Field(default=8, ge=0)
-    # The Retry-After of that 429, in whole seconds.
-    tenant_heavy_retry_after_seconds: int = Field(default=2, ge=0)
+    # Jobs one tenant may have queued or running at once (plus its transcript imports
+    # running in this process): a new message, job, draft start or import past it gets
+    # 429. Room for a few hundred busy sessions; 0: no cap.
+    tenant_max_active_jobs: int = Field(default=1000, ge=0)
+    # Bytes of hook bodies this process holds at once, all tenants together: four bodies
+    # of STRATA_HOOK_MAX_BODY_BYTES. One more gets 503. 0: no budget; else at least
+    # STRATA_HOOK_MAX_BODY_BYTES, so that every body the limit lets in can fit.
+    hook_body_budget_bytes: int = Field(default=256 * 1024 * 1024, ge=0)
+    # The Retry-After of those 429 and 503, in whole seconds.
+    admission_retry_after_seconds: int = Field(default=2, ge=0)
 
     # --- LLM ----------------------------------------------------------------
     anthropic_api_key: SecretStr | None = Field(
@@ -166,6 +171,10 @@ class Settings(BaseSettings):
     # (SQLite, 2 shared cores, turns of 1 KB).
     merge_chunk_turns: int = Field(default=1000, ge=1)
     summary_target_ratio: float = 0.2  # 1/5 of the L2 length
+    # An L1 request's `max_tokens` per character of the summary's target length: a line
+    # averages ~4 characters a token, so 1 leaves room for one that runs long or a denser
+    # language, and never reserves 8,192 tokens for a 40-token line.
+    summary_max_tokens_per_char: float = Field(default=1.0, gt=0)
     summary_retries: int = 2
     summary_concurrency: int = 2
     display_timezone: str = "UTC"
@@ -199,6 +208,11 @@ class Settings(BaseSettings):
     feedback_max_chars: int = Field(default=2000, ge=100)
     # movements a piece job may run (its piece's `max_movements` wins); then it is aborted
     job_max_movements: int = Field(default=30, ge=1)
+    # subtasks one job may start with spawn_subtask, and how many levels of subtasks a job
+    # tree may have below its root (at most 16, the depth cancels and waiting questions
+    # are followed to); a job tree's movements all count against its root's budget above
+    job_max_subtasks: int = Field(default=10, ge=0)
+    job_max_subtask_depth: int = Field(default=3, ge=0, le=16)
     # the checklists of logs/checklists/*.json shown to the next movement, in characters
     checklists_max_chars: int = Field(default=2000, ge=100)
     # the outcomes of finished subtasks shown to the movement that waited for them, in
@@ -260,11 +274,14 @@ class Settings(BaseSettings):
     # metrics, so `GET /metrics` of any of them counts them all (prometheus-client's
     # multiprocess mode). Unset: each process reports only itself.
     metrics_dir: Path | None = None
+    # Jobs whose last LLM answer a process remembers for `strata_step_gap_seconds`, the
+    # oldest forgotten first: at least the jobs it runs at once, or their gaps go uncounted.
+    step_gap_jobs: int = Field(default=4096, ge=1)
     # Expired Idempotency-Key rows are deleted this often (seconds) by the webhook dispatcher
     # loop, besides being replaced when their key is reused.
     idempotency_purge_seconds: float = Field(default=3600.0, gt=0)
-    # Instrument requests, SQL and outbound HTTP with OpenTelemetry (needs `strata[otel]`;
-    # the exporter is configured by the standard OTEL_* variables).
+    # Trace requests and jobs (a job's LLM calls, tools and SQL) with OpenTelemetry (needs
+    # `strata[otel]`; the exporter is configured by the standard OTEL_* variables).
     otel_enabled: bool = False
 
     # --- outbound webhooks (issue 7) -----------------------------------------
@@ -311,6 +328,16 @@ class Settings(BaseSettings):
         except (ZoneInfoNotFoundError, ValueError) as exc:
             raise ValueError(f"unknown IANA time zone {value!r}") from exc
         return value
+
+    @model_validator(mode="after")
+    def _hook_body_fits_its_budget(self) -> Settings:
+        # a body the size limit lets in but the budget never could would be told to
+        # retry forever
+        if 0 < self.hook_body_budget_bytes < self.hook_max_body_bytes:
+            raise ValueError(
+                "STRATA_HOOK_BODY_BUDGET_BYTES must be 0 or at least STRATA_HOOK_MAX_BODY_BYTES"
+            )
+        return self
 
     @property
     def configured_keys(self) -> list[ConfiguredKey]:

@@ -129,7 +129,10 @@ async def runtime(
     parts = Runtime(
         settings=settings,
         database=database,
-        llm=MeteredLLM(owned_llm if owned_llm is not None else llm),  # type: ignore[arg-type]
+        llm=MeteredLLM(
+            owned_llm if owned_llm is not None else llm,  # type: ignore[arg-type]
+            settings.step_gap_jobs,
+        ),
         tools=registry,
         hub=hub,
         pieces=piece_catalog(settings, registry),

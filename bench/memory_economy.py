@@ -105,7 +105,8 @@ async def measure(name: str, raw: str, workdir: Path) -> Economy:
     database = Database(settings)
     try:
         stop = {"hook_event_name": "Stop", "session_id": f"{stem}-1", "cwd": PROJECT}
-        report = await ingest_transcript(database, settings, TENANT, stop, raw)
+        lines = raw.split("\n")
+        report = await ingest_transcript(database, settings, TENANT, stop, lambda: iter(lines))
         start = {
             "hook_event_name": "SessionStart",
             "session_id": f"{stem}-2",

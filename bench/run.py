@@ -28,7 +28,14 @@ from typing import Any
 
 from bench.common import BENCH_DIR, ROOT, Context, Section
 
-BENCHMARKS = ("overhead", "capacity", "api_throughput", "replay", "memory_economy")
+BENCHMARKS = (
+    "overhead",
+    "capacity",
+    "api_throughput",
+    "replay",
+    "memory_economy",
+    "prompt_cache",
+)
 RESULTS_JSON = BENCH_DIR / "results.json"
 RESULTS_MD = BENCH_DIR / "RESULTS.md"
 

@@ -30,7 +30,7 @@ from app.db.types import utcnow
 from app.main import create_app
 from app.observability import gc_tuning
 from app.settings import Settings, get_settings
-from tests.support.apps import serve
+from tests.support.apps import IN_PROCESS_HOSTS, serve
 
 
 @pytest.fixture
@@ -290,7 +290,8 @@ def _status_with(key: str) -> int:
     get_settings.cache_clear()
 
     async def ask() -> int:
-        async with serve(get_settings()) as (_, client):
+        settings = get_settings().model_copy(update={"allowed_hosts": IN_PROCESS_HOSTS})
+        async with serve(settings) as (_, client):
             response = await client.get("/sessions", headers={"authorization": f"Bearer {key}"})
         return response.status_code
 
@@ -520,7 +521,9 @@ def _subscribe_with(key: str) -> None:
     get_settings.cache_clear()
 
     async def subscribe() -> None:
-        settings = get_settings().model_copy(update={"run_worker_in_server": False})
+        settings = get_settings().model_copy(
+            update={"run_worker_in_server": False, "allowed_hosts": IN_PROCESS_HOSTS}
+        )
         async with serve(settings) as (_, client):
             response = await client.post(
                 "/webhooks",

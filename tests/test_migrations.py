@@ -274,3 +274,40 @@ def test_a_turns_second_of_the_day_is_backfilled_from_its_end(
     with sync_engine.connect() as connection:
         rows = connection.execute(text("SELECT ended_second FROM memory_turns ORDER BY turn"))
         assert [row[0] for row in rows] == [0, 7199, 86399]
+
+
+def test_a_subtasks_root_and_depth_are_backfilled_from_its_parents(
+    fresh_url: str, sync_engine: Engine
+) -> None:
+    """Subtasks made before jobs knew their tree get it from their chain of parents."""
+    from alembic import command
+
+    from app.db.migrate import alembic_config
+
+    command.upgrade(alembic_config(fresh_url), "f2a9c4d71e58")
+    chain = [("job_root", None), ("job_child", "job_root"), ("job_grandchild", "job_child")]
+    with sync_engine.begin() as connection:
+        _insert_session(connection)
+        # newest first, so a level's parent is not always the row before it
+        for number, (job_id, parent) in reversed(list(enumerate(chain, start=1))):
+            connection.execute(
+                text(
+                    "INSERT INTO jobs (number, id, tenant, session_id, kind, piece, lane, "
+                    "status, state, input, input_tokens, output_tokens, cache_read_tokens, "
+                    "cache_creation_tokens, attempts, cancel_requested, parent_job_id, "
+                    "created_at, updated_at) VALUES (:n, :id, 't', 's', 'piece', 'default', "
+                    "'session', 'succeeded', '{}', '{}', 0, 0, 0, 0, 0, false, :parent, "
+                    "'2026-01-01', '2026-01-01')"
+                ),
+                {"n": number, "id": job_id, "parent": parent},
+            )
+
+    upgrade_to_head(fresh_url)
+
+    with sync_engine.connect() as connection:
+        rows = connection.execute(text("SELECT id, root_job_id, depth FROM jobs ORDER BY number"))
+        assert [tuple(row) for row in rows] == [
+            ("job_root", None, 0),
+            ("job_child", "job_root", 1),
+            ("job_grandchild", "job_root", 2),
+        ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import re
 from collections.abc import Iterator
@@ -14,7 +15,9 @@ import pytest
 
 from app.api.openapi import NAMED_ENUMS
 from app.api.openapi_contract import HTTP_METHODS, SPARSE_SCHEMAS
+from app.domain.errors import InvalidInput
 from app.memory.timeref import parse_time_ref
+from app.services.workspaces import _check_segments
 from tests.support.apps import serve
 from tests.support.chat import new_session
 
@@ -59,13 +62,14 @@ def test_every_operation_declares_500_and_every_201_its_location() -> None:
             assert "Location" in responses["201"].get("headers", {}), f"{method.upper()} {path}"
 
 
-def test_the_heavy_operations_declare_429() -> None:
-    heavy = [
+def test_the_operations_that_admit_work_declare_429() -> None:
+    admitting = [
         ("post", "/sessions/{session_id}/messages"),
         ("post", "/jobs"),
+        ("post", "/jobs/{job_id}/start"),
         ("post", "/hooks/claude-code"),
     ]
-    for method, path in heavy:
+    for method, path in admitting:
         assert "429" in DOCUMENT["paths"][path][method]["responses"], path
 
 
@@ -203,3 +207,49 @@ def test_every_item_kind_is_described_in_the_document() -> None:
             if name.endswith("Item") and schema.get("description", "").startswith(f"`{kind}`")
         ]
         assert described, kind
+
+
+def _server_accepts(path: str) -> bool:
+    try:
+        _check_segments("input", path)
+    except InvalidInput:
+        return False
+    return True
+
+
+def test_the_workspace_path_pattern_admits_exactly_the_paths_the_server_accepts() -> None:
+    """Every string of up to six characters from an alphabet of the cases that matter
+    (dots, `%` and hex digits, separators, NUL): the document's pattern and the server's
+    check agree on each (the schema once allowed a backslash the server refuses)."""
+    operations = [(p, m, o) for p, m, o in _operations() if "/files/" in p]
+    patterns = {
+        parameter["schema"].get("pattern")
+        for _, _, operation in operations
+        for parameter in operation["parameters"]
+        if parameter["name"] == "path"
+    }
+    assert len(operations) >= 3 and len(patterns) == 1 and None not in patterns, patterns
+    pattern = re.compile(str(patterns.pop()))
+    alphabet = "a.%2e/\\\x00G"
+    for length in range(7):
+        for letters in itertools.product(alphabet, repeat=length):
+            path = "".join(letters)
+            assert bool(pattern.fullmatch(path)) == _server_accepts(path), repr(path)
+
+
+async def test_every_path_allows_the_methods_the_document_lists(
+    client: httpx.AsyncClient,
+) -> None:
+    """`Allow` (on a 405, here to OPTIONS) names the methods the document has for that
+    path: a download under `/files/{area}/{path}` once answered `GET, PUT` for input/."""
+    job_id = (await client.post("/jobs", json={"instruction": "x", "start": False})).json()["id"]
+    values = {"job_id": job_id, "path": "a.txt", "time": "14:23", "taskid": "1"}
+    for template, item in DOCUMENT["paths"].items():
+        documented = {method.upper() for method in HTTP_METHODS if method in item}
+        url = re.sub(r"\{(\w+)\}", lambda m: values.get(m.group(1), "x_1"), template)
+
+        response = await client.options(url)
+
+        assert response.status_code == 405, (template, response.status_code)
+        allowed = {method.strip() for method in response.headers["allow"].split(",")}
+        assert allowed == documented, template

@@ -15,7 +15,7 @@ from app.db.engine import Database
 from app.domain.errors import Unauthorized
 from app.services.auth import Authenticator
 from app.services.idempotency import IdempotentRequest, Replay, body_fingerprint, check_key
-from app.services.limits import TenantGate
+from app.services.limits import Admission, ByteBudget
 from app.services.streams import Grant
 from app.settings import Settings
 from app.wiring import Runtime
@@ -95,16 +95,19 @@ async def get_optional_tenant(request: Request, credentials: BearerDep) -> str |
         return None
 
 
-async def heavy_slot(request: Request, tenant: CurrentTenant) -> AsyncIterator[None]:
-    """One of the tenant's slots for heavy work, held until the route function returns
-    or raises (STRATA_TENANT_MAX_CONCURRENT_HEAVY; past it: 429)."""
-    gate: TenantGate = request.app.state.heavy_gate
-    with gate.slot(tenant):
-        yield
+async def get_admission(request: Request) -> Admission:
+    admission: Admission = request.app.state.admission
+    return admission
 
 
-# for a route's `dependencies=[...]`; document 429 in its responses
-HEAVY = Depends(heavy_slot, scope="function")
+async def get_hook_body_budget(request: Request) -> ByteBudget:
+    budget: ByteBudget = request.app.state.hook_body_budget
+    return budget
+
+
+# a route taking it documents 429 in its responses
+AdmissionDep = Annotated[Admission, Depends(get_admission)]
+HookBodyBudgetDep = Annotated[ByteBudget, Depends(get_hook_body_budget)]
 
 
 async def page_limit(

@@ -11,10 +11,11 @@ from typing import Any, get_args
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
 from app.api import openapi_contract as contract
 from app.api.errors import PROBLEM_MEDIA_TYPE
+from app.api.routes.hooks import ClaudeCodeHook
 from app.api.schemas.events import STREAM_SCHEMAS
 from app.api.schemas.items import ItemKind
 from app.domain.jobs import JobKind, JobStatus
@@ -40,6 +41,8 @@ CREATORS = {
 }
 
 REF_TEMPLATE = "#/components/schemas/{model}"
+# request bodies a route reads itself (declared in its `openapi_extra`), as components
+READ_BY_THE_ROUTE: dict[str, type[BaseModel]] = {"ClaudeCodeHook": ClaudeCodeHook}
 
 
 def add_named_schemas(schemas: dict[str, Any], named: dict[str, Any]) -> None:
@@ -75,6 +78,8 @@ def install_openapi(app: FastAPI) -> None:
             for unused in ("HTTPValidationError", "ValidationError"):
                 schemas.pop(unused, None)
             add_named_schemas(schemas, STREAM_SCHEMAS)
+            for name, model in READ_BY_THE_ROUTE.items():
+                schemas.setdefault(name, model.model_json_schema(ref_template=REF_TEMPLATE))
             contract.name_shared_enums(document, NAMED_ENUMS)
             contract.require_always_present(document)
             contract.parameters_without_null(document)

@@ -71,11 +71,15 @@ def _is_json(scope: Scope) -> bool:
 
 
 class StrictJSONMiddleware:
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, *, own_checks: str | None = None) -> None:
+        """`own_checks`: a pattern of the paths whose route checks its body itself
+        (`app.api.hook_body`), so that a body of many megabytes is not held twice."""
         self.app = app
+        self.own_checks = re.compile(own_checks) if own_checks else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not _is_json(scope):
+        skip = self.own_checks is not None and self.own_checks.match(scope.get("path", ""))
+        if scope["type"] != "http" or not _is_json(scope) or skip:
             await self.app(scope, receive, send)
             return
         chunks: list[bytes] = []

@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from app.console import auth
+from app.domain.jobs import TERMINAL
 from app.domain.tool_ids import api_tool_id
 
 # Scripts and styles only from the console's own static files: an injected tag or an
@@ -76,6 +77,8 @@ def environment(zone: ZoneInfo) -> Environment:
 
     env.filters.update(clock=clock, when=when, pretty=pretty, tokens=tokens, tool_id=api_tool_id)
     env.globals["zone"] = str(zone)
+    # a job in one of these takes no more comments (the API answers 409)
+    env.globals["ended_statuses"] = sorted(TERMINAL)
     return env
 
 

@@ -33,6 +33,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.db.nul import without_nul
 from app.db.sqlite_direct import DirectConnection
 from app.db.stats import stats_of
+from app.observability import tracing
 
 Processor = Callable[[Any], Any] | None
 DialectInsert = Callable[[Table], Any]
@@ -171,7 +172,8 @@ class Prepared:
             stats.statements += 1
         parameters = compiled.parameters(params)
         try:
-            outcome = await run_on(driver, compiled.sql, parameters)
+            with tracing.sql_span(dialect.name, compiled.sql):
+                outcome = await run_on(driver, compiled.sql, parameters)
         except Exception as exc:
             raise as_sqlalchemy_error(exc, compiled.sql, parameters) from exc
         return compiled.processed(outcome)
@@ -279,7 +281,8 @@ class SqlitePeeker:
     def rows(self, compiled: CompiledStatement, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         parameters = compiled.parameters(params)
         try:
-            outcome = run_sqlite(self._connection(), compiled.sql, parameters)
+            with tracing.sql_span("sqlite", compiled.sql):
+                outcome = run_sqlite(self._connection(), compiled.sql, parameters)
         except Exception as exc:
             raise as_sqlalchemy_error(exc, compiled.sql, parameters) from exc
         return compiled.processed(outcome).rows

@@ -51,6 +51,7 @@ from app.db import signals
 from app.db.prepared import as_sqlalchemy_error, statement_session
 from app.db.sqlite_direct import DirectConnection, JoinedConnection
 from app.db.stats import DbStats
+from app.observability import tracing
 
 logger = logging.getLogger("strata.db")
 
@@ -66,6 +67,8 @@ class _Unit:
     future: asyncio.Future[Any]
     fire: Fire
     statements: bool
+    # the caller's trace context: the unit's SQL spans belong to the caller's trace
+    trace: Any = None
     outcome: tuple[Any, list[signals.Signal]] | BaseException | None = None
 
     def settle(self) -> None:
@@ -173,7 +176,7 @@ class SqliteWriter:
         with self._guard:
             if self._closing:
                 raise RuntimeError("the database writer is closed")
-            self._queue.put(_Unit(work, loop, future, fire, statements))
+            self._queue.put(_Unit(work, loop, future, fire, statements, tracing.current_context()))
         self._stats.handoffs += 2  # there and back
         # a caller that stops waiting cancels only this future, not its unit: the writer
         # runs every unit it took, whole, and `settle` fires its signals all the same
@@ -255,8 +258,9 @@ class SqliteWriter:
     async def _run_alone(self, engine: AsyncEngine, unit: _Unit) -> None:
         try:
             async with AsyncSession(engine, expire_on_commit=False) as db:
-                value = await unit.work(db)
-                await db.commit()
+                with tracing.attached(unit.trace):
+                    value = await unit.work(db)
+                    await db.commit()
         except BaseException as exc:
             unit.outcome = exc
             if not isinstance(exc, Exception):
@@ -285,8 +289,9 @@ class SqliteWriter:
                         expire_on_commit=False,
                     )
                     try:
-                        value = await unit.work(db)
-                        await db.commit()  # releases the unit's savepoint
+                        with tracing.attached(unit.trace):
+                            value = await unit.work(db)
+                            await db.commit()  # releases the unit's savepoint
                     except Exception as exc:
                         await db.rollback()  # to the unit's savepoint
                         unit.outcome = exc
@@ -359,11 +364,14 @@ class SqliteWriter:
         unit that fails is undone alone and told so; without one its failure is raised."""
         db = statement_session(direct, engine.dialect, self._joined(direct))
         if not savepoint:
-            done.append((unit, await _statement_unit(unit, db), signals.take(db)))
+            with tracing.attached(unit.trace):
+                value = await _statement_unit(unit, db)
+            done.append((unit, value, signals.take(db)))
             return
         self._raw(direct, "SAVEPOINT strata_unit")
         try:
-            value = await _statement_unit(unit, db)
+            with tracing.attached(unit.trace):
+                value = await _statement_unit(unit, db)
         except Exception as exc:
             self._raw(direct, "ROLLBACK TO strata_unit")
             self._raw(direct, "RELEASE strata_unit")

@@ -43,6 +43,14 @@ class Conflict(DomainError):
     title = "Conflict"
 
 
+class SubtaskLimit(Conflict):
+    """A job may start no more subtasks: it has as many as one job may, or it is as deep
+    below its tree's root as a job that starts subtasks may be."""
+
+    slug = "subtask-limit"
+    title = "Subtask limit reached"
+
+
 class InvalidInput(DomainError):
     status = 422
     slug = "validation-error"
@@ -73,3 +81,11 @@ class TooManyRequests(DomainError):
     @property
     def headers(self) -> dict[str, str] | None:
         return {"Retry-After": str(self.retry_after)}
+
+
+class ServerBusy(TooManyRequests):
+    """The server has no room for this now, whoever asks; try again after `retry_after`."""
+
+    status = 503
+    slug = "server-busy"
+    title = "Server busy"

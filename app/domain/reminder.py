@@ -6,18 +6,17 @@ TaskUpdate (or a user changed the list over REST after request k), the first req
 that may carry a reminder is k + N + 1; after a reminder in request r, the next is
 r + M at the earliest. Nothing fires while no task is active.
 
-The reminder lists one line per active task; a subject's line breaks are written as
-escapes (`\\n`), so no subject can add a line of its own to the reminder. Its task
-lines are held to a budget: past it, one line says how many active tasks it leaves out.
+The reminder lists one line per active task; a subject is written as every task text
+writes it (`subject_line`: line breaks as escapes), so it cannot add a line of its own.
+Its task lines are held to a budget: past it, one line says how many it leaves out.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.domain.tasks import Task, fitted_lines
+from app.domain.tasks import Task, fitted_lines, subject_line
 
 OPEN_TAG = "<system-reminder>"
 CLOSE_TAG = "</system-reminder>"
@@ -44,34 +43,13 @@ def should_remind(
     return quiet >= since_write and cooled
 
 
-_LINE_BREAKS = {
-    "\r\n": "\\r\\n",
-    "\n": "\\n",
-    "\r": "\\r",
-    "\v": "\\v",
-    "\f": "\\f",
-    "\x1c": "\\x1c",
-    "\x1d": "\\x1d",
-    "\x1e": "\\x1e",
-    "\x85": "\\x85",
-    "\u2028": "\\u2028",
-    "\u2029": "\\u2029",
-}
-_LINE_BREAK = re.compile("|".join(re.escape(k) for k in _LINE_BREAKS))
-
-
-def one_line(text: str) -> str:
-    """`text` with every line break (all that `str.splitlines` knows) written as an escape."""
-    return _LINE_BREAK.sub(lambda m: _LINE_BREAKS[m.group()], text)
-
-
 def reminder_text(active: Sequence[Task], max_chars: int | None = None) -> str:
     """The reminder listing `active`; its task lines take at most `max_chars`.
 
     Lines are written only as far as the budget reaches: a session's list may hold
     thousands of active tasks, and writing every line to keep forty cost ~0.5 ms of a
     step at a thousand."""
-    every = (f"- taskid {t.taskid} [{t.status}] {one_line(t.subject)}" for t in active)
+    every = (f"- taskid {t.taskid} [{t.status}] {subject_line(t.subject)}" for t in active)
     listed = list(every) if max_chars is None else fitted_lines(every, max_chars)
     if len(listed) < len(active):
         left = len(active) - len(listed)

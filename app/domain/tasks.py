@@ -4,12 +4,15 @@ There is no task table: a store is what replaying the session's TaskCreate /
 TaskUpdate calls (and REST task events) in log order produces. Every live
 operation goes through the same `apply`, so live and replayed stores cannot
 disagree. An operation whose arguments no longer validate (an old log format)
-is skipped on replay, as the seed allows. A long log is replayed from a snapshot of
-the store part-way through it (`snapshot` / `restore`), which gives the same store.
+is skipped on replay, as the seed allows; a skipped TaskCreate still uses up the id
+it was given, so the ids after it stay those the live store gave. A long log is
+replayed from a snapshot of the store part-way through it (`snapshot` / `restore`),
+which gives the same store.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -110,11 +113,16 @@ class TaskStore:
         raise TaskError(f"{op.name} is not a task operation")
 
     def apply_or_skip(self, op: TaskOp) -> None:
-        """Apply `op` as replay does: an operation the store refuses changes nothing."""
+        """Apply `op` as replay does: an operation the store refuses changes no task.
+
+        The log records only operations that succeeded, so a TaskCreate it holds had its
+        id; one replay cannot read (an old form) still uses that id up, so every later
+        task gets the id it was given and updates address the tasks they did."""
         try:
             self.apply(op)
         except (ValidationError, TaskError):
-            pass
+            if op.name == "TaskCreate":
+                self._next_id += 1
 
     # --- reads --------------------------------------------------------------
     def get(self, taskid: int) -> Task:
@@ -174,8 +182,36 @@ def replay(ops: Iterable[TaskOp], start: TaskStore | None = None) -> TaskStore:
 
 
 # --- text for the model -----------------------------------------------------
+_LINE_BREAKS = {
+    "\r\n": "\\r\\n",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\v": "\\v",
+    "\f": "\\f",
+    "\x1c": "\\x1c",
+    "\x1d": "\\x1d",
+    "\x1e": "\\x1e",
+    "\x85": "\\x85",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
+_LINE_BREAK = re.compile("|".join(re.escape(k) for k in _LINE_BREAKS))
+
+
+def subject_line(subject: str) -> str:
+    """A subject as every text for the model writes it (reminder, tool results, snapshot):
+    one line, each line break `str.splitlines` knows written as its escape, so a subject
+    can neither add a line to a list nor read differently from one form to another."""
+    return _LINE_BREAK.sub(lambda m: _LINE_BREAKS[m.group()], subject)
+
+
+def task_line(task: Task) -> str:
+    """A task's one line: `[taskid] status: subject`."""
+    return f"[{task.taskid}] {task.status}: {subject_line(task.subject)}"
+
+
 def render_task(task: Task) -> str:
-    lines = [f"[{task.taskid}] {task.status}: {task.subject}"]
+    lines = [task_line(task)]
     if task.description:
         lines.append(f"    {task.description}")
     return "\n".join(lines)
@@ -189,16 +225,17 @@ def render_summary(store: TaskStore) -> str:
     }
     noun = "task" if len(tasks) == 1 else "tasks"
     head = f"{len(tasks)} {noun}: " + ", ".join(f"{n} {s}" for s, n in counts.items())
-    brief = "\n".join(f"[{t.taskid}] {t.status}: {t.subject}" for t in tasks)
+    brief = "\n".join(task_line(t) for t in tasks)
     return f"{head}\n{brief}" if brief else head
 
 
 def render_snapshot(store: TaskStore, max_chars: int | None = None) -> str:
     """Every task, every status, with descriptions: what survives a compaction.
 
-    It enters requests whole (a compacted segment's opening, a movement's prompt), so it
-    is held to `max_chars`: a list too long for it shows the active tasks first, each
-    description cut to one short line, and ends saying how many tasks it leaves out."""
+    It enters requests (a compacted segment's opening, a movement's prompt, TaskList's
+    result), so it is held to `max_chars`: a list too long for it shows the active tasks
+    first, each description cut to one short line, and ends saying how many of its tasks
+    it shows ("N of M tasks shown")."""
     tasks = store.all()
     if not tasks:
         return "The task list is empty."
@@ -211,10 +248,9 @@ def render_snapshot(store: TaskStore, max_chars: int | None = None) -> str:
     left = first[len(lines) :]
     active = sum(1 for t in left if t.status in ACTIVE_STATUSES)
     if left:
-        noun = "task" if len(left) == 1 else "tasks"
         lines.append(
-            f"… and {len(left)} more {noun} ({active} active) not shown here; "
-            "TaskGet shows a task in full."
+            f"{len(tasks) - len(left)} of {len(tasks)} tasks shown (active first; "
+            f"{active} active not shown); TaskGet shows a task in full."
         )
     else:
         lines.append("(descriptions cut to one line; TaskGet shows a task in full)")

@@ -1,8 +1,10 @@
 """The only module that imports `anthropic`: the LLM Protocol over the official SDK.
 
 Streaming is always used, so text deltas reach clients as they arrive. Prompt
-caching marks the system prompt and the last block of the conversation, so each
-request reuses the cached prefix of the one before. Retries (429/529/5xx,
+caching marks the system prompt and the conversation's end (before any volatile
+block, such as the task reminder, that no later request sends), and the end of the
+previous request too, so each request reads the prefix the one before wrote however
+many blocks one response added (see `_breakpoints`). Retries (429/529/5xx,
 timeouts, honouring `retry-after`) are the SDK's own; what is left after them
 becomes an `LLMError` naming the cause.
 """
@@ -123,7 +125,8 @@ def wire_params(request: LLMRequest) -> dict[str, Any]:
         "messages": _messages_to_wire(request),
     }
     if request.system:
-        params["system"] = [{"type": "text", "text": request.system, "cache_control": _EPHEMERAL}]
+        system: dict[str, Any] = {"type": "text", "text": request.system}
+        params["system"] = [{**system, "cache_control": _EPHEMERAL} if request.cached else system]
     if request.tools:
         params["tools"] = [tool.json_value for tool in request.tools]
     return params
@@ -131,14 +134,47 @@ def wire_params(request: LLMRequest) -> dict[str, Any]:
 
 def _messages_to_wire(request: LLMRequest) -> list[dict[str, Any]]:
     """The messages' JSON, shared with earlier requests (read-only: the SDK copies what
-    it sends); only the last message, whose last block carries the cache breakpoint, is
-    new."""
+    it sends); only the messages whose blocks carry a cache breakpoint are new."""
     messages = [wire for message in request.messages if (wire := message.json_value)]
-    if messages:
-        last = messages[-1]
-        *head, block = last["content"]
-        messages[-1] = {**last, "content": [*head, {**block, "cache_control": _EPHEMERAL}]}
+    if not request.cached:
+        return messages
+    for index, position in _breakpoints(messages, request.volatile_blocks):
+        message = messages[index]
+        content = list(message["content"])
+        content[position] = {**content[position], "cache_control": _EPHEMERAL}
+        messages[index] = {**message, "content": content}
     return messages
+
+
+def _breakpoints(messages: list[dict[str, Any]], volatile: int) -> list[tuple[int, int]]:
+    """(message, block) of the conversation's cache breakpoints: two, with the system
+    prompt's three of the four a request may have.
+
+    * The end of what later requests send again: the last block, or the last before the
+      `volatile` ones at the end. A breakpoint on a block only this request sends (the
+      task reminder) writes a cache entry no later request can read.
+    * The end of the previous request: the last block of the user message before the
+      last assistant message (the answer to that request). The API looks for an earlier
+      entry only about 20 blocks back from a breakpoint; a response of 12 parallel tool
+      calls adds 24 blocks, and without this breakpoint the whole prefix was written
+      again at 1.25x instead of read at 0.1x.
+    """
+    points: list[tuple[int, int]] = []
+    skip = volatile
+    for index in range(len(messages) - 1, -1, -1):
+        count = len(messages[index]["content"])
+        if skip < count:
+            points.append((index, count - 1 - skip))
+            break
+        skip -= count
+    answer = next(
+        (i for i in range(len(messages) - 1, 0, -1) if messages[i]["role"] == "assistant"), None
+    )
+    if answer is not None:
+        previous = (answer - 1, len(messages[answer - 1]["content"]) - 1)
+        if not points or previous < points[0]:
+            points.append(previous)
+    return points
 
 
 def _blocks_from_wire(content: list[Any]) -> list[ContentBlock]:

@@ -9,6 +9,9 @@ note. Only a session that offers the task tools, and has tasks, also gets a `Tas
 call with its result (the agent re-reads its tasks before doing anything else): in a
 session without tools a tool call in the log would make every later request invalid,
 and an empty list needs no re-reading.
+
+A turn compacted before the model answered its user message carries that message over
+(`carried_input`): it is left out of the summary and follows the opening, verbatim.
 """
 
 from __future__ import annotations
@@ -99,6 +102,20 @@ def _transcript_lines(items: Sequence[ItemPayload], item_max_chars: int) -> list
     return lines
 
 
+def carried_input(
+    items: Sequence[ItemPayload], message: ItemPayload | None
+) -> tuple[list[ItemPayload], ItemPayload | None]:
+    """The items to summarize, and the turn's user message to carry over: its last
+    occurrence in the segment (the one the turn appended, or the copy an earlier
+    compaction of the turn carried), when the model has said nothing after it."""
+    at = next((i for i in range(len(items) - 1, -1, -1) if items[i] == message), None)
+    if message is None or at is None:
+        return list(items), None
+    if any(isinstance(item, AssistantMessage) for item in items[at + 1 :]):
+        return list(items), None
+    return [*items[:at], *items[at + 1 :]], items[at]
+
+
 def summary_request(
     items: Sequence[ItemPayload],
     task_snapshot: str,
@@ -125,15 +142,22 @@ def summary_request(
         messages=[Message(role="user", content=[TextBlock(text=prompt)])],
         tools=[],
         max_tokens=max_tokens,
+        cached=False,  # the transcript is this request's alone: a cache write never read
     )
 
 
-SNAPSHOT_OPENING = "The conversation was compacted. Your task list is kept whole"
+SNAPSHOT_OPENING = "The conversation was compacted."
+"""How a compaction's task snapshot message begins (in logs of every version)."""
 
 
 def snapshot_message(task_snapshot: str) -> SystemMessage:
+    """The snapshot as a system note; a snapshot cut to its budget ends saying how many of
+    the tasks it shows, and the note claims no more than that."""
     return SystemMessage(
-        text=f"{SNAPSHOT_OPENING}; here it is, every status included:\n{task_snapshot}"
+        text=(
+            f"{SNAPSHOT_OPENING} Every task is kept; your task list, every status "
+            f"included:\n{task_snapshot}"
+        )
     )
 
 

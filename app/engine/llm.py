@@ -89,13 +89,19 @@ class ToolSpec(BaseModel):
 class LLMRequest:
     """One model call. Its messages and tools are immutable and may be shared with other
     requests; an interceptor that changes a request gives it new ones (see
-    `app.engine.requests.with_text_for_last_user`), never edits them in place."""
+    `app.engine.requests.with_text_at_end`), never edits them in place."""
 
     model: str
     system: str | None
     messages: list[Message]
     tools: list[ToolSpec] = field(default_factory=list)
     max_tokens: int = 4096
+    # whether the request marks prompt-cache breakpoints: a one-off request, whose prompt
+    # no later request repeats, would only pay for a cache write (1.25x) never read
+    cached: bool = True
+    # trailing blocks of the last message that only this request sends (the task reminder):
+    # no cache breakpoint goes on them, since no later request could read what it wrote
+    volatile_blocks: int = 0
 
 
 class LLMResponse(BaseModel):

@@ -94,8 +94,8 @@ class Piece(BaseModel):
         default=None,
         ge=1,
         le=10_000,
-        description="Movements a job may run before it is aborted; default "
-        "STRATA_JOB_MAX_MOVEMENTS.",
+        description="Movements a job may run before it is aborted, those of its subtasks "
+        "(at every depth) included; default STRATA_JOB_MAX_MOVEMENTS.",
     )
     movements: list[Movement] = Field(min_length=1)
 

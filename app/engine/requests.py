@@ -28,6 +28,7 @@ from app.domain.items import (
     ToolUseBlock,
     UserMessage,
 )
+from app.domain.tasks import subject_line
 from app.engine.compaction import is_task_snapshot
 from app.engine.llm import Message, MessageBlock, Role, ToolResultBlock
 
@@ -85,22 +86,17 @@ def to_messages(items: Iterable[ItemPayload], *, tools_offered: bool = True) -> 
     return Conversation(tools_offered=tools_offered).messages(list(items))
 
 
-def with_text_for_last_user(messages: Sequence[Message], text: str) -> list[Message]:
-    """`messages` with `text` added to the last text part of the last user message (after
-    any tool results); the messages themselves stay as they were."""
+def with_text_at_end(messages: Sequence[Message], text: str) -> list[Message]:
+    """`messages` with `text` as a block of its own at the end: the last block of the last
+    message when that is a user message (after any tool results), else of a user message
+    added; the messages themselves stay as they were. A block of its own, so that the
+    block before it, which later requests send too, can carry the cache breakpoint."""
     changed = list(messages)
-    for index in range(len(changed) - 1, -1, -1):
-        message = changed[index]
-        if message.role != "user":
-            continue
-        *head, last = message.content or (None,)
-        if isinstance(last, TextBlock):
-            content = (*head, TextBlock(text=f"{last.text}\n\n{text}"))
-        else:
-            content = (*message.content, TextBlock(text=text))
-        changed[index] = Message.model_construct(role="user", content=content)
-        return changed
-    changed.append(Message(role="user", content=(TextBlock(text=text),)))
+    block = TextBlock(text=text)
+    if changed and changed[-1].role == "user":
+        changed[-1] = Message.model_construct(role="user", content=(*changed[-1].content, block))
+    else:
+        changed.append(Message(role="user", content=(block,)))
     return changed
 
 
@@ -163,7 +159,8 @@ def tool_result_text(result: ToolResult) -> str:
 def task_event_note(event: TaskEvent) -> str:
     """The short note that tells the agent a human changed its task list."""
     if event.op == "TaskCreate":
-        change = f"created task {event.taskid}: {event.input.get('subject', '')}"
+        subject = subject_line(str(event.input.get("subject", "")))
+        change = f"created task {event.taskid}: {subject}"
     else:
         fields = ", ".join(f"{k}={v!r}" for k, v in event.input.items() if k != "taskid")
         change = f"updated task {event.taskid}: {fields}"
@@ -199,12 +196,18 @@ def turn_is_answered(items: Sequence[ItemPayload]) -> bool:
 def task_list_in_view(items: Sequence[ItemPayload]) -> bool:
     """Whether the whole task list is in the request already, after its last user message:
     a compaction's task snapshot, or a successful `TaskList` result. A task reminder then
-    would only show the list once more."""
-    for item in reversed(items):
+    would only show the list once more. A user message that directly follows the list
+    (a turn's message carried over its compaction's opening) leaves it in view."""
+    for index in range(len(items) - 1, -1, -1):
+        item = items[index]
         if isinstance(item, UserMessage):
-            return False
-        if isinstance(item, ToolResult) and item.name == "TaskList" and not item.is_error:
-            return True
-        if is_task_snapshot(item):
+            return index > 0 and _shows_task_list(items[index - 1])
+        if _shows_task_list(item):
             return True
     return False
+
+
+def _shows_task_list(item: ItemPayload) -> bool:
+    if isinstance(item, ToolResult):
+        return item.name == "TaskList" and not item.is_error
+    return is_task_snapshot(item)

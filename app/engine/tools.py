@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from app.engine.llm import ToolSpec
 from app.engine.truncation import truncate_result
+from app.observability import tracing
 
 if TYPE_CHECKING:
     from app.engine.workspace import Workspace
@@ -169,7 +170,9 @@ class ToolRegistry:
         if tool is None or name not in set(allowed):
             output = ToolOutput(f"unknown tool {name!r}; available: {', '.join(allowed)}", True)
             return _within(output, ctx.result_tokens, DEFAULT_READ_ON)
-        return _within(await self._invoke(tool, ctx, raw_input), ctx.result_tokens, tool.read_on)
+        with tracing.span(f"tool {name}", {"strata.tool_use_id": tool_use_id or ""}):
+            output = await self._invoke(tool, ctx, raw_input)
+        return _within(output, ctx.result_tokens, tool.read_on)
 
     async def _invoke(
         self, tool: Tool[Any], ctx: ToolContext, raw_input: dict[str, Any]

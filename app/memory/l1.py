@@ -40,6 +40,7 @@ def l1_request(l2: str, *, model: str, ratio: float, max_tokens: int) -> LLMRequ
         system=L1_SYSTEM,
         messages=[Message(role="user", content=[TextBlock(text=prompt)])],
         max_tokens=max_tokens,
+        cached=False,  # each prompt is one turn's: a cache write would never be read
     )
 
 

@@ -114,6 +114,11 @@ class _Projector:
         self.source_ids: set[str] = set()
         self.last_text_at: datetime | None = None
         self.tool_names: dict[str, str] = {}  # tool_use id -> tool name, for their results
+        # the turn's user message, and whether a compaction opened a segment since: a turn
+        # compacted before its first answer holds its message again after the opening
+        # (`app.engine.compaction.carried_input`), which is the same words, said once
+        self.first_user: UserMessage | None = None
+        self.compacted = False
 
     def detail(
         self,
@@ -149,6 +154,10 @@ class _Projector:
     def add(self, item: TurnItem) -> None:
         payload = item.payload
         if isinstance(payload, UserMessage):
+            carried = self.compacted and payload == self.first_user
+            self.first_user, self.compacted = self.first_user or payload, False
+            if carried:
+                return
             for index, user_block in enumerate(payload.content):
                 if isinstance(user_block, TextBlock):
                     self.text(self.user_parts, user_block.text)
@@ -177,6 +186,7 @@ class _Projector:
         elif isinstance(payload, SystemMessage):
             self.system(item, payload.text, None)
         elif isinstance(payload, CompactSummary):
+            self.compacted = True
             self.system(item, payload.text, "compact_summary")
         elif isinstance(payload, TaskEvent):
             # Every task change is a state change worth keeping, never boilerplate.

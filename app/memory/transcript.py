@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeGuard
@@ -119,6 +120,13 @@ class ParsedTranscript:
 
 
 @dataclass(frozen=True)
+class TranscriptFacts:
+    usage_by_message: dict[str, Usage]  # per API message, the usage its first item carries
+    session_id: str | None  # the first Claude Code sessionId seen in the entries
+    cwd: str | None  # the first cwd seen
+
+
+@dataclass(frozen=True)
 class _Entry:
     line: int
     raw: str
@@ -131,11 +139,45 @@ class _EntryProblem(Exception):
 
 def parse_transcript(text: str, *, first_line: int = 1) -> ParsedTranscript:
     """Turn Claude Code transcript JSONL into log items, reporting the lines it skipped."""
-    entries, problems = _decode(text, first_line)
-    usage_by_message = _usage_by_message(entries)
-    usage_claimed: set[str] = set()
+    lines = text.split("\n")
+    facts = transcript_facts(lines)
     items: list[ImportedItem] = []
-    for entry in entries:
+    problems: list[TranscriptProblem] = []
+    for found in iter_transcript(lines, facts, first_line=first_line):
+        if isinstance(found, ImportedItem):
+            items.append(found)
+        else:
+            problems.append(found)
+    return ParsedTranscript(
+        items=items, problems=problems, session_id=facts.session_id, cwd=facts.cwd
+    )
+
+
+def transcript_facts(lines: Iterable[str]) -> TranscriptFacts:
+    """What the items of a line depend on beyond the line: the first pass of a streamed
+    import, keeping nothing of the lines themselves."""
+    usage: dict[str, Usage] = {}
+    session_id: str | None = None
+    cwd: str | None = None
+    for entry in _entries(lines, 1):
+        if isinstance(entry, TranscriptProblem):
+            continue
+        session_id = session_id or _str_or_none(entry.data.get("sessionId"))
+        cwd = cwd or _str_or_none(entry.data.get("cwd"))
+        _add_usage(usage, entry)
+    return TranscriptFacts(usage, session_id, cwd)
+
+
+def iter_transcript(
+    lines: Iterable[str], facts: TranscriptFacts, *, first_line: int = 1
+) -> Iterator[ImportedItem | TranscriptProblem]:
+    """The items of the lines and the problems of those skipped, in line order, one line
+    at a time (`facts`: `transcript_facts` of the same lines)."""
+    usage_claimed: set[str] = set()
+    for entry in _entries(lines, first_line):
+        if isinstance(entry, TranscriptProblem):
+            yield entry
+            continue
         kind = entry.data.get("type")
         if kind not in ("user", "assistant", "attachment", "queue-operation"):
             continue
@@ -144,40 +186,29 @@ def parse_transcript(text: str, *, first_line: int = 1) -> ParsedTranscript:
             at = _timestamp(entry.data)
             if kind == "user":
                 payloads, block_problems = _user_payloads(entry)
-                problems.extend(TranscriptProblem(entry.line, p) for p in block_problems)
+                yield from (TranscriptProblem(entry.line, p) for p in block_problems)
             elif kind == "assistant":
-                payloads = _assistant_payloads(entry, usage_by_message, usage_claimed)
+                payloads = _assistant_payloads(entry, facts.usage_by_message, usage_claimed)
             elif kind == "attachment":
                 payloads, joins = _attachment_payloads(entry)
             else:
                 payloads, joins = _queued_payloads(entry), True
         except _EntryProblem as exc:
-            problems.append(TranscriptProblem(entry.line, str(exc)))
+            yield TranscriptProblem(entry.line, str(exc))
             continue
         except (TypeError, ValueError, KeyError, AttributeError) as exc:
-            problems.append(TranscriptProblem(entry.line, f"malformed {kind} entry: {exc}"[:200]))
+            yield TranscriptProblem(entry.line, f"malformed {kind} entry: {exc}"[:200])
             continue
         sidechain = entry.data.get("isSidechain") is True
         agent_id = _str_or_none(entry.data.get("agentId"))
-        items.extend(
-            ImportedItem(source_id, payload, at, sidechain, agent_id, joins)
-            for source_id, payload in payloads
-        )
-    problems.sort(key=lambda p: p.line)
-    return ParsedTranscript(
-        items=items,
-        problems=problems,
-        session_id=_first_str(entries, "sessionId"),
-        cwd=_first_str(entries, "cwd"),
-    )
+        for source_id, payload in payloads:
+            yield ImportedItem(source_id, payload, at, sidechain, agent_id, joins)
 
 
-def _decode(text: str, first_line: int) -> tuple[list[_Entry], list[TranscriptProblem]]:
-    entries: list[_Entry] = []
-    problems: list[TranscriptProblem] = []
-    # Only "\n" ends a line: str.splitlines would also split on U+2028 and friends, which
-    # JSON allows raw inside strings.
-    for index, raw in enumerate(text.split("\n")):
+def _entries(lines: Iterable[str], first_line: int) -> Iterator[_Entry | TranscriptProblem]:
+    # Only "\n" ends a line (the caller splits there): str.splitlines would also split
+    # on U+2028 and friends, which JSON allows raw inside strings.
+    for index, raw in enumerate(lines):
         line_number = first_line + index
         line = raw.rstrip("\r").lstrip("\ufeff")
         if not line.strip():
@@ -185,25 +216,16 @@ def _decode(text: str, first_line: int) -> tuple[list[_Entry], list[TranscriptPr
         try:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
-            problems.append(TranscriptProblem(line_number, f"not JSON: {exc.msg}"))
+            yield TranscriptProblem(line_number, f"not JSON: {exc.msg}")
             continue
         except RecursionError:
-            problems.append(TranscriptProblem(line_number, "not JSON: nested too deeply"))
+            yield TranscriptProblem(line_number, "not JSON: nested too deeply")
             continue
         if not isinstance(data, dict):
             name = _JSON_TYPE_NAMES.get(type(data), type(data).__name__)
-            problems.append(TranscriptProblem(line_number, f"not a JSON object: {name}"))
+            yield TranscriptProblem(line_number, f"not a JSON object: {name}")
             continue
-        entries.append(_Entry(line_number, line, data))
-    return entries, problems
-
-
-def _first_str(entries: list[_Entry], key: str) -> str | None:
-    for entry in entries:
-        value = entry.data.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return None
+        yield _Entry(line_number, line, data)
 
 
 def _str_or_none(value: object) -> str | None:
@@ -366,24 +388,21 @@ def _usage(raw: object) -> Usage | None:
     return Usage(**counts)
 
 
-def _usage_by_message(entries: list[_Entry]) -> dict[str, Usage]:
+def _add_usage(found: dict[str, Usage], entry: _Entry) -> None:
     """Per `message.id`, the field-wise maximum of the usage its lines repeat."""
-    found: dict[str, Usage] = {}
-    for entry in entries:
-        if entry.data.get("type") != "assistant":
-            continue
-        message = entry.data.get("message")
-        if not isinstance(message, dict):
-            continue
-        message_id = message.get("id")
-        usage = _usage(message.get("usage"))
-        if not isinstance(message_id, str) or not message_id or usage is None:
-            continue
-        seen = found.get(message_id)
-        if seen is not None:
-            usage = Usage(**{f: max(getattr(seen, f), getattr(usage, f)) for f in _USAGE_FIELDS})
-        found[message_id] = usage
-    return found
+    if entry.data.get("type") != "assistant":
+        return
+    message = entry.data.get("message")
+    if not isinstance(message, dict):
+        return
+    message_id = message.get("id")
+    usage = _usage(message.get("usage"))
+    if not isinstance(message_id, str) or not message_id or usage is None:
+        return
+    seen = found.get(message_id)
+    if seen is not None:
+        usage = Usage(**{f: max(getattr(seen, f), getattr(usage, f)) for f in _USAGE_FIELDS})
+    found[message_id] = usage
 
 
 def _assistant_block(block: object) -> ContentBlock | None:

@@ -7,7 +7,7 @@ import time
 from collections import OrderedDict
 
 from app.engine.llm import LLM, LLMError, LLMRequest, LLMResponse, TextSink
-from app.observability import context
+from app.observability import context, tracing
 from app.observability.metrics import (
     LLM_ERRORS,
     LLM_LATENCY,
@@ -16,12 +16,14 @@ from app.observability.metrics import (
     STEP_GAP,
 )
 
-_REMEMBERED_JOBS = 4096  # answers remembered for the step gap (jobs running at once, bounded)
-
 
 class MeteredLLM:
-    def __init__(self, inner: LLM) -> None:
+    """`remembered_jobs`: the jobs whose last answer is kept for the step gap, the oldest
+    forgotten first (`STRATA_STEP_GAP_JOBS`)."""
+
+    def __init__(self, inner: LLM, remembered_jobs: int) -> None:
         self.inner = inner
+        self._remembered_jobs = remembered_jobs
         self._answered_at: OrderedDict[str, float] = OrderedDict()
 
     async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResponse:
@@ -31,7 +33,8 @@ class MeteredLLM:
             STEP_GAP.observe(started - self._answered_at.pop(job))
         model = request.model
         try:
-            response = await self.inner.complete(request, on_text)
+            with tracing.span(f"llm {model}", {"gen_ai.request.model": model}):
+                response = await self.inner.complete(request, on_text)
         except LLMError as exc:
             LLM_REQUESTS.labels(model, "error").inc()
             LLM_ERRORS.labels(model, exc.slug).inc()
@@ -50,6 +53,6 @@ class MeteredLLM:
                 LLM_TOKENS.labels(model, kind).inc(tokens)
         if job is not None:
             self._answered_at[job] = finished
-            while len(self._answered_at) > _REMEMBERED_JOBS:
+            while len(self._answered_at) > self._remembered_jobs:
                 self._answered_at.popitem(last=False)
         return response

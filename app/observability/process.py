@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import os
 import socket
+import sys
 
 from app.settings import Settings
 
@@ -22,9 +23,20 @@ def process_identity() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
+METRICS_MODULE = "app.observability.metrics"
+
+
 def prepare_metrics(settings: Settings) -> None:
+    """Sets up the metrics folder; refused once a metric exists. A metric without labels
+    keeps the value its definition made: one defined before would count in this process's
+    memory only, and never show in a scrape of the folder."""
     if settings.metrics_dir is None:
         return
+    if METRICS_MODULE in sys.modules:
+        raise RuntimeError(
+            f"STRATA_METRICS_DIR is set up after {METRICS_MODULE} defined the metrics: "
+            "prepare_metrics must run before anything imports it"
+        )
     settings.metrics_dir.mkdir(parents=True, exist_ok=True)
     os.environ[_ENV] = str(settings.metrics_dir.resolve())
     from prometheus_client import multiprocess, values

@@ -13,9 +13,10 @@ the session it was merged into.
 from __future__ import annotations
 
 import asyncio
-from collections import defaultdict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import islice
 from typing import Any, TypeVar
 
 from sqlalchemy.exc import IntegrityError
@@ -31,7 +32,12 @@ from app.domain.errors import InvalidInput
 from app.domain.items import (
     Origin,
 )
-from app.memory.transcript import ImportedItem, TranscriptProblem, parse_transcript
+from app.memory.transcript import (
+    ImportedItem,
+    TranscriptProblem,
+    iter_transcript,
+    transcript_facts,
+)
 from app.services.items import append_item
 from app.services.memory import BlockLimits, memory_block, project_turns, resolve
 from app.services.sessions import create_session
@@ -123,12 +129,16 @@ async def _mirror(db: AsyncSession, tenant: str, session: Session) -> Mirror:
     return Mirror(target.id, tuple(dict.fromkeys((target.id, session.id))))
 
 
+Lines = Callable[[], Iterator[str]]
+"""A transcript's lines, read afresh on every call (an import reads them twice)."""
+
+
 async def ingest_transcript(
     database: UnitsOfWork,
     settings: Settings,
     tenant: str,
     payload: dict[str, Any],
-    transcript: str,
+    lines: Lines,
     *,
     first_line: int = 1,
 ) -> IngestReport:
@@ -136,49 +146,115 @@ async def ingest_transcript(
     `settings.import_chunk_items` items each, so that no transcript, however large,
     holds the write lock for longer than one chunk.
 
-    Parsing is pure and runs off the event loop and outside any transaction. Each chunk
-    is idempotent on its own (items already in the log are skipped by `source_id`), so a
-    failure after some chunks loses nothing and posting the same lines again finishes
-    the job. A turn is projected into memory by the chunk that completes it (the next
-    turn starts in it) or by the session's last chunk, never half-way; each chunk also
-    re-projects the turn that was open when it began, so a retry after a failure finds
-    the turn a failed chunk would have completed.
+    The lines are read twice, a batch at a time, off the event loop and outside any
+    transaction: once for what an item depends on beyond its line (the usage of an API
+    message written over several lines), once for the items, which are written as they
+    come; what is held at once is a chunk per thread (the main one, each subagent's)
+    and the source ids met. Each chunk is idempotent on its own (items already in the
+    log are skipped by `source_id`), so a failure after some chunks loses nothing and
+    posting the same lines again finishes the job. A turn is projected into memory by
+    the chunk that completes it (the next turn starts in it) or by the thread's last
+    chunk, never half-way; each chunk also re-projects the turn that was open when it
+    began, so a retry after a failure finds the turn a failed chunk would have completed.
     """
     external_id = _session_id(payload)
-    parsed = await asyncio.to_thread(parse_transcript, transcript, first_line=first_line)
-    groups: dict[str | None, list[ImportedItem]] = defaultdict(list)
-    for item in parsed.items:
-        groups[(item.agent_id or "sidechain") if item.sidechain else None].append(item)
-    agents = list(groups)
-    projects = project_keys(payload) or ([parsed.cwd] if parsed.cwd else [])
+    facts = await asyncio.to_thread(lambda: transcript_facts(lines()))
+    projects = project_keys(payload) or ([facts.cwd] if facts.cwd else [])
     mirrors = await write_mirrored(
         database,
-        lambda db: _mirrored_sessions(db, tenant, external_id, projects, agents),
+        partial(
+            _mirrored_sessions, tenant=tenant, external_id=external_id, projects=projects, agents=[]
+        ),
     )
-    report = IngestReport(session_id=mirrors[None].session_id, problems=parsed.problems)
+    report = IngestReport(session_id=mirrors[None].session_id)
     size = max(1, settings.import_chunk_items)
-    for agent, items in groups.items():
-        mirror = mirrors[agent]
-        fresh = await _not_yet_imported(database, mirror, items)
-        chunks = [fresh[i : i + size] for i in range(0, len(fresh), size)] or [[]]
-        imported = 0
-        for number, chunk in enumerate(chunks, 1):
-            imported += await database.write(
-                partial(
-                    import_chunk,
-                    settings=settings,
-                    mirror=mirror,
-                    items=chunk,
-                    last=number == len(chunks),
-                )
-            )
-        report.imported += imported
-        report.already_known += len(items) - imported
+    threads: dict[str | None, _ThreadImport] = {}
+    found = iter_transcript(lines(), facts, first_line=first_line)
+    while batch := await asyncio.to_thread(lambda: list(islice(found, size))):
+        for item in batch:
+            if isinstance(item, TranscriptProblem):
+                report.problems.append(item)
+                continue
+            agent = (item.agent_id or "sidechain") if item.sidechain else None
+            thread = threads.get(agent)
+            if thread is None:
+                if agent not in mirrors:
+                    mirrors |= await write_mirrored(
+                        database,
+                        partial(
+                            _mirrored_sessions,
+                            tenant=tenant,
+                            external_id=external_id,
+                            projects=projects,
+                            agents=[agent],
+                        ),
+                    )
+                thread = threads[agent] = _ThreadImport(database, settings, mirrors[agent], size)
+            await thread.add(item)
+    for thread in threads.values():
+        await thread.finish()
+        report.imported += thread.imported
+        report.already_known += thread.items - thread.imported
     return report
+
+
+@dataclass
+class _ThreadImport:
+    """The import of one thread's items (the main one, or a subagent's), as they come:
+    each unchecked batch is checked against the log in one read, and the fresh items are
+    written `size` at a time, the last chunk (which completes the thread) at the end."""
+
+    database: UnitsOfWork
+    settings: Settings
+    mirror: Mirror
+    size: int
+    items: int = 0
+    imported: int = 0
+    seen: set[str] = field(default_factory=set)
+    unchecked: list[ImportedItem] = field(default_factory=list)
+    fresh: list[ImportedItem] = field(default_factory=list)
+
+    async def add(self, item: ImportedItem) -> None:
+        self.items += 1
+        if item.source_id in self.seen:  # each source id once
+            return
+        self.seen.add(item.source_id)
+        self.unchecked.append(item)
+        if len(self.unchecked) < self.size:
+            return
+        await self._check()
+        while len(self.fresh) > self.size:  # a chunk with more after it: not the last
+            await self._write(self.fresh[: self.size], last=False)
+            del self.fresh[: self.size]
+
+    async def finish(self) -> None:
+        await self._check()
+        chunks = [self.fresh[i : i + self.size] for i in range(0, len(self.fresh), self.size)]
+        for number, chunk in enumerate(chunks or [[]], 1):
+            await self._write(chunk, last=number == max(1, len(chunks)))
+        self.fresh = []
+
+    async def _check(self) -> None:
+        """Keep the items whose source id no holder's log has yet (a read: a retry of a
+        large import writes nothing for what its earlier chunks committed)."""
+        if not self.unchecked:
+            return
+        async with self.database.read() as db:
+            known = await _known(db, self.mirror, [i.source_id for i in self.unchecked])
+        self.fresh.extend(i for i in self.unchecked if i.source_id not in known)
+        self.unchecked = []
+
+    async def _write(self, chunk: list[ImportedItem], *, last: bool) -> None:
+        self.imported += await self.database.write(
+            partial(
+                import_chunk, settings=self.settings, mirror=self.mirror, items=chunk, last=last
+            )
+        )
 
 
 async def _mirrored_sessions(
     db: AsyncSession,
+    *,
     tenant: str,
     external_id: str,
     projects: list[str],
@@ -206,21 +282,6 @@ async def _known(db: AsyncSession, mirror: Mirror, source_ids: list[str]) -> set
     for holder in mirror.holders:
         known |= await items.known_source_ids(holder, source_ids)
     return known
-
-
-async def _not_yet_imported(
-    database: UnitsOfWork, mirror: Mirror, items: list[ImportedItem]
-) -> list[ImportedItem]:
-    """The items whose source id no holder's log has yet, each source id once (a read:
-    a retry of a large import writes nothing for what its earlier chunks committed)."""
-    async with database.read() as db:
-        known = await _known(db, mirror, [i.source_id for i in items])
-    fresh: list[ImportedItem] = []
-    for item in items:
-        if item.source_id not in known:
-            known.add(item.source_id)
-            fresh.append(item)
-    return fresh
 
 
 async def import_chunk(

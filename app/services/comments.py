@@ -1,4 +1,5 @@
-"""Comments on a job. A user's comment answers a job waiting for a human."""
+"""Comments on a job. A user's comment answers a job waiting for a human; a job that has
+ended takes none (nothing would ever read it)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Comment, Job
 from app.db.repositories.comments import CommentRepository
-from app.domain.jobs import JobStatus
+from app.domain.errors import Conflict
+from app.domain.jobs import TERMINAL, JobStatus
 from app.services.events import record_event
-from app.services.jobs import get_job, set_status
+from app.services.jobs import get_job, get_job_locked, set_status
 
 
 class Author(StrEnum):
@@ -22,7 +24,12 @@ class Author(StrEnum):
 async def add_comment(
     db: AsyncSession, tenant: str, job_id: str, body: str, author: Author = Author.user
 ) -> Comment:
-    job = await get_job(db, tenant, job_id)
+    job = await get_job_locked(db, tenant, job_id)  # it cannot end under the comment
+    if job.status in TERMINAL:
+        raise Conflict(
+            f"job {job_id!r} has ended ({job.status}); a comment on it would never be read",
+            job_status=job.status,
+        )
     return await post_comment(db, job, body, author)
 
 

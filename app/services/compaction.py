@@ -4,6 +4,11 @@ Nothing is written until the summary exists; then the new segment's opening is
 written in one transaction. A summary that fails after its retries leaves the
 session exactly as it was. The summary request itself fits the context window: its
 transcript keeps the newest entries that fit, and its `max_tokens` what is left.
+
+A chat turn compacted before the model answered its user message (its first request
+was at the force threshold) carries that message over: the summary covers what came
+before it, and the new segment holds it again, word for word, after its opening, so
+the request the model answers ends with what the user just said.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from app.db.repositories.sessions import SessionRepository
 from app.domain.ids import new_id
 from app.domain.items import ItemPayload, Origin
 from app.domain.tasks import render_snapshot, render_task_list
-from app.engine.compaction import opening_items, summary_request
+from app.engine.compaction import carried_input, opening_items, summary_request
 from app.engine.context import estimate_request_tokens
 from app.engine.llm import LLM, LLMError, LLMRequest, text_of
 from app.services.events import record_event
@@ -46,18 +51,22 @@ async def compact_session(
     turn: int | None,
     offers_task_list: bool,
     window_tokens: int | None = None,
+    turn_input: ItemPayload | None = None,
 ) -> int:
     """Compact the session's current segment; returns the new segment number.
 
     `offers_task_list`: whether the session's requests define the `TaskList` tool; only
     then (and only with tasks) does the new segment open with a `TaskList` call.
     `window_tokens`: the window the summary request is held to, when the API said it is
-    smaller than the setting."""
+    smaller than the setting.
+    `turn_input`: the user message of the chat turn that compacts; while nothing the
+    model said follows it, it is carried over (see the module)."""
     async with database.read() as db:
         session = await get_session(db, tenant, session_id)
-        items = await segment_payloads(db, session_id, session.current_segment)
+        segment = await segment_payloads(db, session_id, session.current_segment)
         store = await load_store(db, session_id)
         snapshot = render_snapshot(store, settings.task_snapshot_max_chars)
+    items, carried = carried_input(segment, turn_input)
     request = fitted_summary_request(settings, items, snapshot, window_tokens)
     summary = await _summarize(llm, request, settings.summary_retries)
     if summary is None:
@@ -86,6 +95,8 @@ async def compact_session(
         opening = opening_items(summary, snapshot, listed, new_id("toolu_strata"))
         for payload in opening:
             await append_item(db, session_id, payload, Origin.system, turn=turn, job_id=job_id)
+        if carried is not None:
+            await append_item(db, session_id, carried, Origin.user, turn=turn, job_id=job_id)
         await record_event(
             db,
             session_id,

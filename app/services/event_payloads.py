@@ -1,6 +1,6 @@
 """The `data` of events that both the streams and the webhooks carry, built in one place so
 that one event name means one payload everywhere (`job.status` on a stream and the
-`job.<status>` webhooks; `task.updated` on both)."""
+`job.<status>` webhooks; `task.updated` and `movement.started` / `movement.ended` on both)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,18 @@ def job_status_data(job: Job, *, error: dict[str, Any] | None = None) -> dict[st
         "attempt": job.attempts,
         "parent_job_id": job.parent_job_id,
         "error": error if error is not None else job.error,
+    }
+
+
+def movement_data(job: Job, movement: str, **more: Any) -> dict[str, Any]:
+    """`movement.started` (`more`: `number`) and `movement.ended` (`next_step`, `forced`)."""
+    return {
+        "job_id": job.id,
+        "session_id": job.session_id,
+        "piece": job.piece,
+        "movement": movement,
+        "attempt": job.attempts,
+        **more,
     }
 
 

@@ -40,6 +40,14 @@ async def get_job(db: AsyncSession, tenant: str, job_id: str) -> Job:
     return job
 
 
+async def get_job_locked(db: AsyncSession, tenant: str, job_id: str) -> Job:
+    """`get_job`, its row locked until the transaction ends (`JobRepository.locked`)."""
+    job = await JobRepository(db).locked(job_id)
+    if job is None or job.tenant != tenant:
+        raise NotFound(f"job {job_id!r} does not exist", resource="job")
+    return job
+
+
 async def list_jobs(
     db: AsyncSession,
     tenant: str,

@@ -7,7 +7,9 @@ from pathlib import Path
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Job
+from app.db.repositories.jobs import JobRepository
 from app.db.repositories.rows import RowRepository
+from app.domain.errors import SubtaskLimit
 from app.domain.ids import new_id
 from app.domain.jobs import JobKind
 from app.engine.pieces import Piece
@@ -51,9 +53,38 @@ async def submit_job(
             piece=piece.name,
             instruction=instruction,
             parent_job_id=parent.id if parent is not None else None,
+            root_job_id=(parent.root_job_id or parent.id) if parent is not None else None,
+            depth=parent.depth + 1 if parent is not None else 0,
         ),
         start=start,
     )
+
+
+async def submit_subtask(
+    db: AsyncSession, settings: Settings, parent: Job, *, instruction: str, piece: Piece
+) -> Job:
+    """Queue a subtask of `parent` (its row locked by the caller, so two of its subtasks
+    are counted one after the other), or refuse it (`SubtaskLimit`, 409) when `parent`
+    started STRATA_JOB_MAX_SUBTASKS already, or is STRATA_JOB_MAX_SUBTASK_DEPTH levels
+    below its tree's root: a tree of subtasks stays bounded however its agents spawn."""
+    deepest = settings.job_max_subtask_depth
+    if parent.depth >= deepest:
+        raise SubtaskLimit(
+            f"job {parent.id} is {parent.depth} level(s) below its tree's root, and subtasks "
+            f"may go {deepest} level(s) deep (STRATA_JOB_MAX_SUBTASK_DEPTH); do this work in "
+            "this job instead",
+            job_id=parent.id,
+        )
+    most = settings.job_max_subtasks
+    started = await JobRepository(db).count_children(parent.id)
+    if started >= most:
+        raise SubtaskLimit(
+            f"job {parent.id} has started {started} subtasks, the most one job may "
+            f"(STRATA_JOB_MAX_SUBTASKS={most}); wait for them (WAIT_SUBTASKS) or do the rest "
+            "in this job",
+            job_id=parent.id,
+        )
+    return await submit_job(db, parent.tenant, instruction=instruction, piece=piece, parent=parent)
 
 
 def _title(instruction: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -23,7 +24,7 @@ from app.domain.ids import new_id
 from app.domain.jobs import JobKind
 from app.engine.context import DEFAULT_CHARS_PER_TOKEN, estimate_request_tokens
 from app.engine.llm import LLM, LLMError, LLMRequest, text_of
-from app.memory.l1 import L1_SYSTEM, l1_request, l2_text, one_line
+from app.memory.l1 import L1_SYSTEM, l1_request, l2_text, one_line, target_chars
 from app.services.jobs import enqueue
 from app.services.memory import has_predecessors, owners_of
 from app.settings import Settings
@@ -103,9 +104,14 @@ L1_PROMPT_CHARS = 400  # the instruction around the turn's text, and the framing
 
 def fitted_l1_request(settings: Settings, l2: str) -> LLMRequest:
     """The L1 request for `l2`, under the exhausted threshold of the window with room for
-    the answer: the text of a huge turn is cut (its summary covers what fits)."""
+    the answer: the text of a huge turn is cut (its summary covers what fits). The answer
+    may take `summary_max_tokens_per_char` tokens per character of the summary's target
+    length, so the request reserves what a summary line needs, not a chat answer's."""
     window = settings.context_window_tokens
-    answer = min(settings.llm_max_tokens, max(1, window // 4))
+    wanted = math.ceil(
+        target_chars(l2, settings.summary_target_ratio) * settings.summary_max_tokens_per_char
+    )
+    answer = min(settings.llm_max_tokens, max(1, window // 4), max(1, wanted))
     room = int((window * settings.context_exhausted_ratio - answer) * DEFAULT_CHARS_PER_TOKEN)
     limit = max(0, room - len(L1_SYSTEM) - L1_PROMPT_CHARS)
     if len(l2) > limit:

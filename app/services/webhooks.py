@@ -25,7 +25,7 @@ from app.domain.ids import new_id
 from app.domain.jobs import JobKind, JobStatus
 from app.domain.tasks import Task
 from app.domain.webhook_signing import generate_secret
-from app.services.event_payloads import job_status_data, task_updated_data
+from app.services.event_payloads import job_status_data, movement_data, task_updated_data
 from app.services.events import record_event
 from app.services.pagination import Page, page_of
 from app.settings import Settings
@@ -39,6 +39,8 @@ EventType = Literal[
     "job.cancelled",
     "job.waiting_human",
     "job.waiting_subtasks",
+    "movement.started",
+    "movement.ended",
     "session.turn.completed",
     "task.updated",
 ]
@@ -260,6 +262,20 @@ async def task_updated(
     data = task_updated_data(session_id, task, op=op, origin=origin, job_id=job_id)
     await record_event(db, session_id, "task.updated", data, job_id=job_id)
     await enqueue_event(db, tenant, "task.updated", data)
+
+
+async def movement_event(
+    db: AsyncSession,
+    job: Job,
+    type_: Literal["movement.started", "movement.ended"],
+    movement: str,
+    **more: Any,
+) -> None:
+    """A piece job's movement began or transitioned: the event of the job's streams and
+    its webhook, one payload, in the transaction that records it."""
+    data = movement_data(job, movement, **more)
+    await record_event(db, job.session_id, type_, data, job_id=job.id)
+    await enqueue_event(db, job.tenant, type_, data)
 
 
 # --- the dispatcher's side ------------------------------------------------------

@@ -1,7 +1,8 @@
 """Job workspace files over the API: the same confinement as the agent's tools, and areas.
 
-A client writes only into `input/` and reads only `input/` and `output/`; `logs/` is
-the runner's. A path is taken literally, segment by segment: `.`, `..`, empty segments,
+A client writes only into `input/` (except `input/subtasks/`, where the runner copies
+finished subtasks' outputs) and reads only `input/` and `output/`; `logs/` is the
+runner's. A path is taken literally, segment by segment: `.`, `..`, empty segments,
 backslashes and percent-encoded segments (a `%2e%2e` the server would not decode) are
 refused with 422 rather than normalised, so no path can cross from one area into
 another, or mean two things.
@@ -26,6 +27,31 @@ Area = Literal["input", "output"]
 # the path, not the server, is at fault: a name too long, a file where a folder should be
 _UNWRITABLE_PATH = frozenset({errno.ENAMETOOLONG, errno.ENOTDIR, errno.EEXIST, errno.EISDIR})
 _ENCODED = re.compile(r"%[0-9A-Fa-f]{2}")
+# the runner's copies of finished subtasks' outputs (`app.worker.workspace_notes`)
+_SUBTASKS = "subtasks"
+
+
+def _path_pattern() -> str:
+    """A regular expression of exactly the paths `_check_segments` accepts, for the OpenAPI
+    document: segments joined by `/`, none empty, `.` or `..`, no backslash or NUL, and no
+    `%` followed by two hex digits.
+
+    Written without look-around, so that every engine reads it alike (ECMA-262 in clients,
+    Python in Schemathesis, Rust's `regex`). "No `%XX`" is a three-state automaton: a
+    pending escape (`%`, then at most one hex digit, any number of `%` restarting it) ends
+    with a character that is neither hex nor `%`, or with the segment."""
+    hexdigit = "[0-9A-Fa-f]"
+    char = r"[^/\\%\x00]"  # a segment's characters, `%` aside
+    ends_escape = r"[^0-9A-Fa-f/\\%\x00]"  # a character that ends a pending escape
+    pending = f"%(?:%|{hexdigit}%)*{hexdigit}?"
+    rest = f"(?:{char}|{pending}{ends_escape})*(?:{pending})?"
+    first = r"[^/\\%\x00.]"  # a segment's first character that is not a dot
+    segment = rf"(?:\.{{3,}}|\.*(?:{first}{rest}|{pending}(?:{ends_escape}{rest})?))"
+    return f"^{segment}(?:/{segment})*$"
+
+
+# what a workspace path may be: the path parameter's pattern in the OpenAPI document
+PATH_PATTERN = _path_pattern()
 
 
 def _check_segments(area: Area, path: str) -> None:
@@ -35,6 +61,8 @@ def _check_segments(area: Area, path: str) -> None:
         )
     if "\\" in path:
         raise InvalidInput(f"path {path!r} contains a backslash", field="path")
+    if "\x00" in path:
+        raise InvalidInput(f"path {path!r} contains a NUL character", field="path")
     for segment in path.split("/"):
         if segment in ("", ".", ".."):
             raise InvalidInput(
@@ -65,6 +93,13 @@ def _resolve(settings: Settings, job: Job, area: Area, path: str, *, must_exist:
 
 async def put_input_file(settings: Settings, job: Job, path: str, data: bytes) -> str:
     target = _resolve(settings, job, "input", path, must_exist=False)
+    owned = workspace_of(settings, job.id).root / "input" / _SUBTASKS
+    if target == owned or target.is_relative_to(owned):  # by its name or through a link
+        raise InvalidInput(
+            f"input/{path} is in input/{_SUBTASKS}/, where the runner copies the outputs of "
+            "finished subtasks; upload elsewhere in input/",
+            field="path",
+        )
 
     def write() -> None:
         if target.is_dir():

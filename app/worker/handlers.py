@@ -17,6 +17,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.db.engine import Database
 from app.db.models import Job, Session
 from app.db.repositories.sessions import SessionRepository, peek_session_row, probe_from
+from app.domain.items import ItemPayload
 from app.domain.jobs import JobStatus
 from app.engine.context import WindowLimit
 from app.engine.llm import LLM
@@ -41,7 +42,7 @@ from app.worker.context_policy import ChatContext
 from app.worker.job_session import JobSession
 from app.worker.memory_gateway import LogMemoryGateway
 from app.worker.pictures import SessionPictures
-from app.worker.reminder import TaskReminder
+from app.worker.reminder import task_reminders
 from app.worker.task_gateway import JobTaskGateway
 from app.worker.turn_store import DbTurnStore, HubTurnEvents
 
@@ -167,9 +168,11 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
         tool_names=tool_names,
         max_iterations=deps.settings.agent_max_iterations,
         max_tokens=deps.settings.llm_max_tokens,
-        interceptors=[TaskReminder(deps.settings, store)],
+        interceptors=task_reminders(deps.settings, store, tool_names),
         context=ChatContext(
-            deps.settings, lambda: _compact_now(deps, job, tool_names), window=deps.window
+            deps.settings,
+            lambda: _compact_now(deps, job, tool_names, _user_item(job)),
+            window=deps.window,
         ),
         conversation=picture.conversation if picture is not None else None,
     )
@@ -226,7 +229,19 @@ def session_tools(deps: Deps, session: Session) -> list[str]:
     return list(session.tools) if session.tools is not None else deps.tools.chat_names
 
 
-async def _compact_now(deps: Deps, job: Job, tool_names: list[str]) -> int:
+def _user_item(job: Job) -> ItemPayload | None:
+    item = turn_input(job)
+    return None if item is None else item[1]
+
+
+async def _compact_now(
+    deps: Deps,
+    job: Job,
+    tool_names: list[str],
+    user_item: ItemPayload | None = None,
+) -> int:
+    """Compact the job's session; `user_item`: a chat turn's own message (see
+    `compact_session`)."""
     return await compact_session(
         settings=deps.settings,
         database=job_database(deps, job),
@@ -237,6 +252,7 @@ async def _compact_now(deps: Deps, job: Job, tool_names: list[str]) -> int:
         turn=job.turn,
         offers_task_list="TaskList" in tool_names,
         window_tokens=deps.window.tokens,
+        turn_input=user_item,
     )
 
 

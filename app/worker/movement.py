@@ -2,10 +2,11 @@
 loop, and say how it ended.
 
 A movement begins in one transaction: a segment of the job's own is opened (the chat's
-is remembered, to be given back when the job stops running), the prompt is appended and
-the job's state records the movement as open. A runner that resumes a job whose
-movement is open continues it from the log: the loop gives a tool call left without a
-result the `interrupted` result and goes on from there, never from the prompt again.
+is remembered, to be given back when the job stops running), the prompt is appended,
+the job's state records the movement as open and a `movement.started` event goes out. A
+runner that resumes a job whose movement is open continues it from the log: the loop
+gives a tool call left without a result the `interrupted` result and goes on from there,
+never from the prompt again (and no second `movement.started`).
 """
 
 from __future__ import annotations
@@ -19,16 +20,17 @@ from app.db.repositories.jobs import JobRepository
 from app.db.repositories.rows import RowRepository
 from app.db.repositories.sessions import SessionRepository
 from app.db.types import utcnow
+from app.domain.errors import SubtaskLimit
 from app.domain.items import Origin, user_text
 from app.domain.jobs import WAIT_SUBTASKS, JobStatus
-from app.domain.tasks import TASK_WRITE_TOOLS
 from app.engine.context import ContextAction
 from app.engine.loop import CANCELLED, TurnConfig, close_dangling_tool_uses, run_turn
 from app.engine.pieces import Movement, Piece
 from app.engine.tools import ToolError
 from app.engine.workspace import Workspace
+from app.services import webhooks
 from app.services.items import append_item
-from app.services.piece_jobs import submit_job
+from app.services.piece_jobs import submit_subtask
 from app.tools.transition import SPAWN_SUBTASK, TRANSITION
 from app.worker.context_policy import MovementContext
 from app.worker.handlers import (
@@ -42,7 +44,7 @@ from app.worker.handlers import (
 from app.worker.job_session import JobSession
 from app.worker.piece_prompt import MovementStart, movement_start, system_prompt
 from app.worker.piece_state import OpenMovement, PieceState
-from app.worker.reminder import TaskReminder
+from app.worker.reminder import task_reminders
 from app.worker.turn_store import DbTurnStore, HubTurnEvents
 
 MUST_TRANSITION = (
@@ -97,9 +99,12 @@ class MovementGateway:
             parent = await JobRepository(db).locked(self.job.id)
             if parent is None or parent.cancel_requested:
                 raise ToolError("the job is being cancelled; no subtask is started")
-            child = await submit_job(
-                db, self.job.tenant, instruction=instruction, piece=child_piece, parent=self.job
-            )
+            try:
+                child = await submit_subtask(
+                    db, self.deps.settings, parent, instruction=instruction, piece=child_piece
+                )
+            except SubtaskLimit as exc:
+                raise ToolError(f"no subtask is started: {exc.detail}") from exc
             # the child is recorded as ours in the same transaction that makes it, so a
             # cancel or a resume always knows it
             state.children.append(child.id)
@@ -121,11 +126,44 @@ async def _store_state(db: AsyncSession, job: Job, state: PieceState) -> None:
     job.state = current.state
 
 
+@dataclass(frozen=True)
+class TreeBudget:
+    """The movements a job's whole tree may begin: its root's, counted on the root's row."""
+
+    root_id: str
+    limit: int
+
+
+class _TreeBudgetSpent(Exception):
+    """Raised inside the opening transaction, so that nothing of it is written."""
+
+    def __init__(self, taken: int) -> None:
+        super().__init__(f"the job tree has begun {taken} movements")
+        self.taken = taken
+
+
+def _tree_spent(job: Job, movement: Movement, tree: TreeBudget) -> Outcome:
+    detail = (
+        f"the job tree of {tree.root_id} has begun {tree.limit} movements, the most its root "
+        f"allows (max_movements {tree.limit}, shared by all its subtasks); job {job.id} "
+        f"stops before step {movement.name!r}"
+    )
+    error = problem("max-movements", "Too many movements", detail)
+    return Outcome(JobStatus.aborted, error=error, result={"text": detail})
+
+
 async def begin(
-    deps: Deps, job: Job, piece: Piece, movement: Movement, state: PieceState, workspace: Workspace
-) -> MovementStart:
+    deps: Deps,
+    job: Job,
+    piece: Piece,
+    movement: Movement,
+    state: PieceState,
+    workspace: Workspace,
+    tree: TreeBudget,
+) -> MovementStart | Outcome:
     """Open the movement (see the module docstring), or find it open in the log (then the
-    prompt returned is empty: it is in the log already)."""
+    prompt returned is empty: it is in the log already). A movement begun counts against
+    the budget of the job's tree; the job is aborted (the Outcome) when that is spent."""
     if state.open is not None and state.open.movement == movement.name:
         async with deps.database.read() as db:
             session = await RowRepository(db).by_id(Session, job.session_id)
@@ -134,6 +172,9 @@ async def begin(
     start = await movement_start(deps, job, piece, movement, state, workspace)
 
     async def open_it(db: AsyncSession) -> None:
+        # first, so a spent budget leaves nothing of the opening written, here or in `state`
+        if await JobRepository(db).take_tree_movement(tree.root_id, tree.limit) is None:
+            raise _TreeBudgetSpent(tree.limit)
         sessions = SessionRepository(db)
         if state.chat_segment is None:
             state.chat_segment = await sessions.current_segment(job.session_id)
@@ -151,8 +192,14 @@ async def begin(
             current_job.movement = movement.name
         await _store_state(db, job, state)
         job.movement = movement.name
+        await webhooks.movement_event(
+            db, job, "movement.started", movement.name, number=state.movements_run
+        )
 
-    await job_database(deps, job).write(open_it)
+    try:
+        await job_database(deps, job).write(open_it)
+    except _TreeBudgetSpent:
+        return _tree_spent(job, movement, tree)
     return start
 
 
@@ -165,10 +212,18 @@ def _tool_names(deps: Deps, piece: Piece, movement: Movement) -> list[str]:
 
 
 async def run_movement(
-    deps: Deps, job: Job, piece: Piece, movement: Movement, state: PieceState, workspace: Workspace
+    deps: Deps,
+    job: Job,
+    piece: Piece,
+    movement: Movement,
+    state: PieceState,
+    workspace: Workspace,
+    tree: TreeBudget,
 ) -> Transition | Outcome | None:
     """One movement: its start, the agent loop, and how it ended (None: cancelled)."""
-    start = await begin(deps, job, piece, movement, state, workspace)
+    start = await begin(deps, job, piece, movement, state, workspace, tree)
+    if isinstance(start, Outcome):
+        return start
     gateway = MovementGateway(deps, job, piece, movement, state)
     names = _tool_names(deps, piece, movement)
     held = JobSession(
@@ -176,7 +231,7 @@ async def run_movement(
     )
     store = DbTurnStore(held)
     ctx = tool_context(deps, held, piece=gateway, workspace=workspace)
-    reminders = [TaskReminder(deps.settings, store)] if TASK_WRITE_TOOLS & set(names) else []
+    reminders = task_reminders(deps.settings, store, names)
 
     def force(ratio: float) -> None:
         if gateway.result is None:

@@ -9,7 +9,9 @@ movement that asked.
 Only the model completes a job: a transition it called into COMPLETE succeeds; a forced
 one (the context ran out, or the model never called transition) fails the job as
 `not-completed`, naming the movement. A job that runs more movements than its piece's
-`max_movements` (default STRATA_JOB_MAX_MOVEMENTS) is aborted.
+`max_movements` (default STRATA_JOB_MAX_MOVEMENTS) is aborted, and so is one that would
+begin a movement past its tree's budget: a subtask's movements, at every depth, count
+against its root's `max_movements` (on the root's row, `jobs.tree_movements`).
 
 Whenever the job stops running, however it stops, its session gets the segment it had
 before the job back, so the next chat turn sees the conversation it saw before.
@@ -29,12 +31,12 @@ from app.db.types import utcnow
 from app.domain.jobs import ASK, COMPLETE, WAIT_SUBTASKS, JobStatus, status_after
 from app.engine.pieces import Movement, Piece
 from app.engine.workspace import Workspace
-from app.services import jobs
+from app.services import jobs, webhooks
 from app.services.comments import Author, post_comment
 from app.services.piece_jobs import workspace_of
 from app.services.tasks import load_store
 from app.worker.handlers import Also, Deps, Outcome, job_database, problem
-from app.worker.movement import Transition, run_movement
+from app.worker.movement import Transition, TreeBudget, run_movement
 from app.worker.piece_state import PieceState
 from app.worker.workspace_notes import git_excerpt, write_task_checklist
 
@@ -62,15 +64,17 @@ async def run_piece(deps: Deps, job: Job) -> Outcome:
     workspace = workspace_of(deps.settings, job.id)
     workspace.ensure_layout()
     limit = piece.max_movements or deps.settings.job_max_movements
+    tree = await _tree_budget(deps, job, limit)
     while True:
         resuming = state.open is not None and state.open.movement == movement.name
         if not resuming and state.movements_run >= limit:
             return _ended(job, _too_many_movements(piece, state, limit))
-        step = await run_movement(deps, job, piece, movement, state, workspace)
+        step = await run_movement(deps, job, piece, movement, state, workspace, tree)
         if step is None:
             return _ended(job, Outcome(JobStatus.cancelled))
         if isinstance(step, Outcome):
             return _ended(job, step)
+        await _transitioned(deps, job, movement, step)
         await _movement_ended(deps, job, piece, movement, step, state, workspace)
         if step.forced and step.next_step == COMPLETE:
             await _save(deps, job, movement.name, state)
@@ -86,6 +90,18 @@ async def run_piece(deps: Deps, job: Job) -> Outcome:
             )
         state.visited.append(movement.name)
         movement = piece.movement(step.next_step)
+
+
+async def _tree_budget(deps: Deps, job: Job, limit: int) -> TreeBudget:
+    """The budget of the job's tree: a root's own `limit`; for a subtask, its root's
+    (the root's piece's `max_movements`, else STRATA_JOB_MAX_MOVEMENTS)."""
+    if job.root_job_id is None:
+        return TreeBudget(job.id, limit)
+    async with deps.database.read() as db:
+        root = await JobRepository(db).get(job.root_job_id)
+    root_piece = deps.pieces.get(root.piece or "") if root is not None else None
+    most = root_piece.max_movements if root_piece is not None else None
+    return TreeBudget(job.root_job_id, most or deps.settings.job_max_movements)
 
 
 def _not_completed(movement: Movement, step: Transition) -> Outcome:
@@ -106,6 +122,18 @@ def _too_many_movements(piece: Piece, state: PieceState, limit: int) -> Outcome:
     )
     error = problem("max-movements", "Too many movements", detail)
     return Outcome(JobStatus.aborted, error=error, result={"text": detail})
+
+
+async def _transitioned(deps: Deps, job: Job, movement: Movement, step: Transition) -> None:
+    """The `movement.ended` event of a transition, model-called or forced (a job that
+    stops inside a movement, failed or cancelled, says so by its `job.status`)."""
+
+    async def record(db: AsyncSession) -> None:
+        await webhooks.movement_event(
+            db, job, "movement.ended", movement.name, next_step=step.next_step, forced=step.forced
+        )
+
+    await job_database(deps, job).write(record)
 
 
 async def _movement_ended(

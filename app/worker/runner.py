@@ -37,6 +37,7 @@ from app.engine.loop import CANCELLED, close_dangling_tool_uses
 from app.engine.pieces import PieceCatalog
 from app.engine.tools import ToolRegistry
 from app.observability import context as log_context
+from app.observability import tracing
 from app.services.jobs import claim_jobs, set_status
 from app.services.leases import JobDatabase, LeaseLost, fence, held_job
 from app.services.live import LiveHub
@@ -243,7 +244,9 @@ class Runner:
             with log_context.bound(session=job.session_id, job=job.id):
                 what = job.kind if job.piece is None else f"{job.kind} {job.piece}"
                 logger.info("job %s (%s) claimed by runner %s", job.id, what, self.worker_id)
-                await self._settle(running)
+                attributes = {"strata.job_id": job.id, "strata.session_id": job.session_id or ""}
+                with tracing.span(f"job {what}", attributes):  # the job's own trace
+                    await self._settle(running)
         except Exception:
             logger.exception("job %s could not be settled; its lease will expire", job.id)
         finally:

@@ -8,6 +8,8 @@ Each write unit of work is counted (how many items it added, in commit order) by
 from __future__ import annotations
 
 import asyncio
+import json
+import tracemalloc
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -20,6 +22,7 @@ from sqlalchemy import func
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from app.api import hook_body
 from app.db.models import Item
 from tests.support.apps import serve
 from tests.support.chat import items
@@ -39,6 +42,7 @@ MAIN = "fasthooks__sample_main_transcript.jsonl"
 SIDECHAIN = "fasthooks__sample_agent_sidechain.jsonl"
 CHUNK = 4
 WHOLE = 10**6  # a chunk larger than any transcript here: the import in one unit
+JSON = {"content-type": "application/json"}
 T0 = datetime(2026, 5, 4, 9, 0, 0, tzinfo=UTC)
 Work = Callable[[AsyncSession], Awaitable[Any]]
 
@@ -95,6 +99,10 @@ def _synthetic(session_id: str, turns: int) -> Transcript:
             tool=("Read", {"file": f"f{i}.txt"}, f"contents of f{i}.txt"),
         )
     return transcript
+
+
+def _stop_body(external_id: str, text: str) -> bytes:
+    return json.dumps(hook_payload("stop", session_id=external_id, transcript=text)).encode()
 
 
 async def _stop(client: httpx.AsyncClient, external_id: str, text: str) -> httpx.Response:
@@ -315,3 +323,115 @@ async def test_two_posts_of_the_same_lines_at_once_import_each_item_once(
         24 - n for n in imported
     ]
     assert [view] == whole
+
+
+def _large_stop(external_id: str, size: int) -> bytes:
+    """A Stop hook body of about `size` bytes: turns whose tool output is a long text
+    (non-ASCII, quotes and backslashes, as real output has)."""
+    transcript = Transcript(external_id)
+    output = 'Résumé of the file, line after line: "quoted" and \\ escaped.\n' * 300
+    for i in range(max(1, size // len(output))):
+        transcript.turn(
+            T0 + timedelta(minutes=i),
+            f"question {i}",
+            f"answer {i}",
+            tool=("Read", {"file": f"f{i}.txt"}, output),
+        )
+    payload = hook_payload("stop", session_id=external_id, transcript=transcript.text())
+    return json.dumps(payload).encode()
+
+
+async def test_a_large_import_holds_little_more_than_its_body_at_its_peak(
+    chunked: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a small body, so a small decoding block, to keep what is fixed small beside it
+    monkeypatch.setattr(hook_body, "BLOCK_BYTES", 16 * 1024)
+    body = _large_stop("cc-large", 2 * 2**20)
+    async with serve(chunked(CHUNK)) as (_, client):
+        warm = await _stop(client, "cc-warm", _synthetic("cc-warm", turns=2).text())
+        assert warm.status_code == 200  # what the first import of a process sets up
+        tracemalloc.start()
+        try:
+            response = await client.post("/hooks/claude-code", content=body, headers=JSON)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+
+    assert response.status_code == 200, response.text
+    assert int(response.headers["Strata-Imported"]) > 0
+    # the body once, a decoded block and a chunk of items (decoded whole: 3-7 times)
+    assert peak < 2 * len(body), f"peak {peak} bytes for a body of {len(body)}"
+
+
+@pytest.fixture
+async def budgeted(chunked: Any) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
+    """Room for one hook body of at most 64 KiB at a time (the bodies here: 40 kB)."""
+    limits = {"hook_max_body_bytes": 64 * 1024, "hook_body_budget_bytes": 64 * 1024}
+    async with serve(chunked(CHUNK, admission_retry_after_seconds=5, **limits)) as parts:
+        yield parts
+
+
+async def _held_body(
+    app: FastAPI, client: httpx.AsyncClient, body: bytes, release: asyncio.Event
+) -> asyncio.Task[httpx.Response]:
+    """A post of `body` (chunked, no declared length) whose last bytes are sent once
+    `release` is set; returns when the rest is counted against the budget."""
+    half = len(body) - 10
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield body[:half]
+        await release.wait()
+        yield body[half:]
+
+    sent = asyncio.create_task(client.post("/hooks/claude-code", content=chunks(), headers=JSON))
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 20
+    while app.state.hook_body_budget.in_flight < half:
+        assert loop.time() < deadline and not sent.done(), "the body was never counted"
+        await asyncio.sleep(0.01)
+    return sent
+
+
+async def test_a_hook_body_past_the_process_budget_is_refused_with_503(
+    budgeted: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    app, client = budgeted
+    release = asyncio.Event()
+    first = _synthetic("cc-first", turns=21).text()
+    held = await _held_body(app, client, _stop_body("cc-first", first), release)
+
+    refused = await client.post(
+        "/hooks/claude-code", content=_stop_body("cc-second", first), headers=JSON
+    )
+    release.set()
+    taken = await held
+    again = await client.post(
+        "/hooks/claude-code", content=_stop_body("cc-second", first), headers=JSON
+    )
+
+    assert refused.status_code == 503
+    assert refused.headers["content-type"] == "application/problem+json"
+    assert refused.headers["retry-after"] == "5"
+    assert refused.json()["type"] == "urn:strata:problem:server-busy"
+    assert "STRATA_HOOK_BODY_BUDGET_BYTES" in refused.json()["detail"]
+    assert (taken.status_code, again.status_code) == (200, 200)
+    assert app.state.hook_body_budget.in_flight == 0
+
+
+async def test_a_chunked_hook_body_is_refused_once_it_passes_the_budget(
+    budgeted: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    app, client = budgeted
+    release = asyncio.Event()
+    text = _synthetic("cc-first", turns=21).text()
+    held = await _held_body(app, client, _stop_body("cc-first", text), release)
+
+    async def undeclared() -> AsyncIterator[bytes]:
+        yield _stop_body("cc-second", text)
+
+    refused = await client.post("/hooks/claude-code", content=undeclared(), headers=JSON)
+    release.set()
+    await held
+
+    assert refused.status_code == 503
+    assert app.state.hook_body_budget.in_flight == 0

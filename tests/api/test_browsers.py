@@ -79,3 +79,16 @@ async def test_swagger_ui_and_redoc_load_only_assets_the_server_serves(
     assert all(url.startswith("/docs/assets/") for url in assets), assets
     assert all(r.status_code == 200 and r.content for r in fetched.values())
     assert not re.search(r"https?://", pages["/docs"] + pages["/redoc"])
+
+
+async def test_the_documentation_pages_may_load_from_the_server_only(make_settings: Any) -> None:
+    """A policy the browser enforces: a remote URL in a vendored viewer (ReDoc's logo from
+    cdn.redoc.ly, Swagger UI's validator badge) is refused, not fetched."""
+    async with serve(make_settings()) as (_, client):
+        pages = {path: await client.get(path) for path in ("/docs", "/redoc")}
+
+    for path, page in pages.items():
+        policy = page.headers["content-security-policy"]
+        assert "default-src 'self'" in policy, path
+        assert not re.search(r"https?:|\*", policy), (path, policy)
+    assert '"validatorUrl": null' in pages["/docs"].text

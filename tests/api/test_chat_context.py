@@ -209,14 +209,16 @@ async def test_a_prompt_the_api_counts_longer_than_estimated_is_compacted_not_re
     session stays usable instead of failing the same way on every later request (a turn
     goes past at most one refusal for its size)."""
     settings = make_settings(anthropic_base_url=fake_llm.url, context_window_tokens=4_000)
-    fake_llm.chars_per_token = 2  # the API counts twice the tokens Strata estimates
-    fake_llm.reply("SUMMARY: a long question about parsers.")
+    fake_llm.reply("Parsers: " + "tokens become trees. " * 300)  # ~6,300 characters
+    fake_llm.reply("SUMMARY: a long answer about parsers.")
     fake_llm.reply("Answered.")
     fake_llm.reply("Still here.")
     async with serve(settings, tools=agent_tools()) as (_, client):
         session_id = await new_session(client)
-        first = await say(client, session_id, "Explain parsers. " * 350)  # ~6,000 characters
-        second = await say(client, session_id, "and lexers?")
+        await say(client, session_id, "Explain parsers.")
+        fake_llm.chars_per_token = 2  # the API counts twice the tokens Strata estimates
+        first = await say(client, session_id, "and lexers?")
+        second = await say(client, session_id, "and grammars?")
 
     assert (first["text"], second["text"]) == ("Answered.", "Still here.")
     refusals = [u.reason for u in fake_llm.unexpected]
@@ -237,15 +239,19 @@ async def test_a_window_set_above_the_apis_is_learnt_from_its_refusal_and_the_ch
     > M maximum" left the request under 50% of the configured window, so it was sent
     unchanged again and failed the turn. M becomes the window: the chat compacts (its
     summary held to M too), answers, and later turns are held to M without a refusal."""
-    settings = make_settings(anthropic_base_url=fake_llm.url, context_window_tokens=40_000)
+    settings = make_settings(
+        anthropic_base_url=fake_llm.url, context_window_tokens=40_000, llm_max_tokens=1_024
+    )
     fake_llm.context_window_tokens = 4_000  # after make_settings, which matches it to Strata's
-    fake_llm.reply("SUMMARY: a long question about parsers.")
+    fake_llm.reply("Parsers: " + "tokens become trees. " * 850)  # ~4,500 tokens
+    fake_llm.reply("SUMMARY: a long answer about parsers.")
     fake_llm.reply("Answered.")
     fake_llm.reply("Still here.")
     async with serve(settings, tools=agent_tools()) as (_, client):
         session_id = await new_session(client)
-        first = await say(client, session_id, "Explain parsers. " * 1_000)  # ~4,300 tokens
-        second = await say(client, session_id, "and lexers?")
+        await say(client, session_id, "Explain parsers.")
+        first = await say(client, session_id, "and lexers?")
+        second = await say(client, session_id, "and grammars?")
 
     assert (first["text"], second["text"]) == ("Answered.", "Still here.")
     [refusal] = [u.reason for u in fake_llm.unexpected]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -61,6 +62,24 @@ async def test_manual_compaction_opens_a_segment_with_summary_snapshot_and_task_
     session = (await agent_client.get(f"/sessions/{session_id}")).json()
     assert session["segment"] == 1
     assert_log_consistent(await items(agent_client, session_id))
+
+
+async def test_the_compaction_summary_request_marks_no_cache_breakpoint(
+    agent_client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
+) -> None:
+    """Its prompt is a transcript no later request repeats: `cache_control` on it bought
+    a cache write (1.25x its input) that was never read."""
+    session_id = await new_session(agent_client)
+    fake_llm.reply(text("Working on the parser."))
+    await agent_client.post(
+        f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": "go"}
+    )
+    fake_llm.reply(text("SUMMARY: parser half done."))
+
+    compacted = await agent_client.post(f"/sessions/{session_id}/compact", params={"wait": "true"})
+
+    assert compacted.json()["status"] == "succeeded"
+    assert "cache_control" not in json.dumps(fake_llm.requests[1].body)
 
 
 async def test_a_failing_summary_is_retried_twice_then_changes_nothing(
@@ -159,6 +178,80 @@ async def test_a_long_task_list_enters_the_compacted_segment_within_its_budget(
     snapshot = messages[0]["content"][1]["text"]
     listed = messages[2]["content"][0]["content"]
     assert len(snapshot) < 8_000 + 200  # the budget, and the note around it
-    assert "more tasks (" in snapshot and "task 1" in snapshot
+    assert "of 60 tasks shown (" in snapshot and "task 1" in snapshot
     assert len(listed) < 8_000 + 200
     assert len(str(fake_llm.requests[-1].body)) < 40_000
+
+
+async def test_the_users_message_follows_an_automatic_compaction_before_the_first_request(
+    make_settings: Any, fake_llm: FakeMessagesAPI
+) -> None:
+    """A turn whose first request is at the force threshold is compacted first; the
+    request then answered holds the new segment's opening (seed 001: summary, snapshot,
+    TaskList call and result) and after it the user's new message, word for word."""
+    settings = make_settings(
+        anthropic_base_url=fake_llm.url, context_window_tokens=1000, worker_poll_seconds=0.05
+    )
+    app: FastAPI = create_app(settings, tools=agent_tools())
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            session_id = await new_session(client)
+            await client.post(f"/sessions/{session_id}/tasks", json={"subject": "big job"})
+            fake_llm.reply(text("A long answer. " * 260))  # ~3,900 characters
+            await client.post(
+                f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": "one"}
+            )
+            fake_llm.reply(text("AUTO SUMMARY"))
+            fake_llm.reply(text("Answered after compaction."))
+            question = "Now the second question:\nwhat changed?"
+
+            reply = await client.post(
+                f"/sessions/{session_id}/messages",
+                params={"wait": "true"},
+                json={"text": question},
+            )
+
+            assert reply.json()["text"] == "Answered after compaction."
+            summarized = fake_llm.requests[1].body["messages"][0]["content"][0]["text"]
+            assert question not in summarized
+            messages = fake_llm.requests[2].body["messages"]
+            assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+            opening = messages[0]["content"]
+            assert "AUTO SUMMARY" in opening[0]["text"]
+            assert "big job" in opening[1]["text"] and len(opening) == 2
+            assert messages[1]["content"][0]["name"] == "TaskList"
+            last = messages[2]["content"]
+            assert last[0]["type"] == "tool_result"
+            assert (last[-1]["type"], last[-1]["text"]) == ("text", question)
+            assert_log_consistent(await items(client, session_id))
+
+
+async def test_a_tool_less_turn_compacted_before_its_first_request_ends_with_the_users_text(
+    make_settings: Any, fake_llm: FakeMessagesAPI
+) -> None:
+    settings = make_settings(
+        anthropic_base_url=fake_llm.url, context_window_tokens=1000, worker_poll_seconds=0.05
+    )
+    app: FastAPI = create_app(settings, tools=agent_tools())
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            session_id = await new_session(client, tools=[])
+            fake_llm.reply(text("A long answer. " * 260))
+            await client.post(
+                f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": "one"}
+            )
+            fake_llm.reply(text("AUTO SUMMARY"))
+            fake_llm.reply(text("Answered."))
+
+            await client.post(
+                f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": "two?"}
+            )
+
+            messages = fake_llm.requests[2].body["messages"]
+            assert [m["role"] for m in messages] == ["user"]
+            blocks = messages[0]["content"]
+            assert "AUTO SUMMARY" in blocks[0]["text"]
+            assert "task list is empty" in blocks[1]["text"]
+            assert blocks[-1]["text"] == "two?" and len(blocks) == 3

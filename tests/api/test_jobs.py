@@ -17,9 +17,10 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Event, Job
+from app.domain.jobs import JobStatus
 from app.services.auth import LOCAL_TENANT
 from app.services.comments import Author, post_comment
-from app.services.jobs import get_job
+from app.services.jobs import get_job, set_status
 from app.services.piece_jobs import submit_job as submit_job_row
 from tests.fakes.messages_api import FakeMessagesAPI, tool_use
 from tests.support.apps import serve
@@ -428,6 +429,28 @@ async def test_a_comment_on_a_queued_job_leaves_it_queued(api: httpx.AsyncClient
     await api.post(f"/jobs/{job['id']}/comments", json={"body": "also chart it"})
 
     assert (await api.get(f"/jobs/{job['id']}")).json()["status"] == "queued"
+
+
+@pytest.mark.parametrize("ending", ["cancelled", "succeeded", "failed", "aborted"])
+async def test_a_comment_on_an_ended_job_is_409_and_not_stored(
+    quiet: tuple[FastAPI, httpx.AsyncClient], ending: str
+) -> None:
+    """#38: a comment on an ended job answered 201 and was never read."""
+    app, client = quiet
+    job = await submit_job(client)
+
+    async def end(db: AsyncSession) -> None:
+        row = (await db.exec(select(Job).where(Job.id == job["id"]))).one()
+        await set_status(db, row, JobStatus(ending))
+
+    await app.state.runtime.database.write(end)
+
+    response = await client.post(f"/jobs/{job['id']}/comments", json={"body": "too late"})
+
+    assert response.status_code == 409, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    assert ending in response.json()["detail"]
+    assert (await client.get(f"/jobs/{job['id']}/comments")).json()["data"] == []
 
 
 async def test_an_empty_comment_is_422(api: httpx.AsyncClient) -> None:

@@ -308,7 +308,7 @@ async def test_a_movements_prompt_carries_a_long_task_list_within_its_budget(
     )
 
     prompt = json.dumps(fake_llm.requests[0].messages)
-    assert "task 1" in prompt and "more tasks (" in prompt
+    assert "task 1" in prompt and "of 40 tasks shown (" in prompt
     assert len(prompt) < 30_000
 
 

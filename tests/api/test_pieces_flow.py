@@ -236,6 +236,54 @@ async def test_a_custom_piece_from_the_folder_runs(
     assert "## Step: only\nDo the only step." in prompt_of(fake_llm.requests[0].body)
 
 
+# ------------------------------------------------------------------ movement events
+
+
+def sse_events(body: str) -> list[dict[str, Any]]:
+    """The `data` of each event of a whole SSE body."""
+    return [
+        json.loads(line.removeprefix("data: "))
+        for line in body.splitlines()
+        if line.startswith("data: ")
+    ]
+
+
+async def test_movements_start_and_end_as_events_of_the_job_and_its_webhooks(
+    piece_settings: Callable[..., Settings], fake_llm: FakeMessagesAPI
+) -> None:
+    """#38: a movement's start and end were seen only as items of the log."""
+    fake_llm.reply(transition("b", "a done"))
+    fake_llm.reply(transition("COMPLETE", "b done"))
+    async with serve(piece_settings(webhook_allow_private=True)) as (_, client):
+        hook = await client.post(
+            "/webhooks",
+            json={
+                "url": "http://127.0.0.1:9/hook",
+                "events": ["movement.started", "movement.ended"],
+            },
+        )
+        job = await finish(client, (await submit_job(client, piece="two-steps"))["id"])
+        streamed = sse_events((await client.get(f"/jobs/{job['id']}/events")).text)
+        deliveries = (await client.get(f"/webhooks/{hook.json()['id']}/deliveries")).json()
+
+    assert job["status"] == "succeeded"
+    moves = [e for e in streamed if e["type"].startswith("movement.")]
+    assert [(e["type"], e["movement"]) for e in moves] == [
+        ("movement.started", "a"),
+        ("movement.ended", "a"),
+        ("movement.started", "b"),
+        ("movement.ended", "b"),
+    ]
+    assert [e.get("number") for e in moves[::2]] == [1, 2]
+    assert [(e["next_step"], e["forced"]) for e in moves[1::2]] == [
+        ("b", False),
+        ("COMPLETE", False),
+    ]
+    assert {(e["job_id"], e["piece"]) for e in moves} == {(job["id"], "two-steps")}
+    sent = [{"type": d["event_type"], **d["payload"]["data"]} for d in deliveries["data"]]
+    assert sorted(sent, key=moves.index) == moves  # the webhooks carry what the stream does
+
+
 # ------------------------------------------------------------------ prompts
 
 
@@ -532,6 +580,136 @@ async def test_a_parent_resumes_even_when_its_children_ended_before_it_waited(
     assert done["status"] == "succeeded"
     outcomes = section(prompt_of(fake_llm.requests[2].body), "Subtask outcomes")
     assert f"- {child['id']} (solo): cancelled" in outcomes
+
+
+LOOPER = """\
+name: looper
+description: goes from a to b and back, never done
+max_movements: 10
+movements:
+  - name: a
+    instruction: Step A.
+    transitions: [b]
+  - name: b
+    instruction: Step B.
+    transitions: [a, COMPLETE]
+"""
+
+
+def spawn(instruction: str, piece: str = "solo") -> Any:
+    return tool_use("spawn_subtask", {"instruction": instruction, "piece": piece})
+
+
+async def jobs_of(client: httpx.AsyncClient) -> list[dict[str, Any]]:
+    return list((await client.get("/jobs")).json()["data"])
+
+
+async def test_a_subtask_past_the_most_one_job_may_start_is_an_error_result(
+    piece_settings: Callable[..., Settings], fake_llm: FakeMessagesAPI
+) -> None:
+    """#38: subtasks had no count limit."""
+
+    def script(body: dict[str, Any]) -> Step:
+        prompt = prompt_of(body)
+        if "## Task\n\nCount" in prompt:
+            return reply(transition("COMPLETE", "counted"))
+        if "## Subtask outcomes" in prompt:
+            return reply(transition("COMPLETE", "all counted"))
+        if tool_results(body):
+            return reply(transition("WAIT_SUBTASKS", "waiting"))
+        return reply(spawn("Count the apples."), spawn("Count the pears."))
+
+    for _ in range(4):
+        fake_llm.respond_with(script)
+    async with serve(piece_settings(job_max_subtasks=1)) as (_, client):
+        parent = await submit_job(client, piece="research", instruction="How many fruits?")
+        done = await finish(client, parent["id"])
+        children = [j for j in await jobs_of(client) if j["parent_job_id"]]
+
+    assert done["status"] == "succeeded", done["error"]
+    assert [c["instruction"] for c in children] == ["Count the apples."]
+    [spawned] = [r.body for r in fake_llm.requests if len(tool_results(r.body)) == 2]
+    first, second = tool_results(spawned)
+    assert not first.get("is_error")
+    assert second["is_error"] is True
+    assert "STRATA_JOB_MAX_SUBTASKS=1" in result_text(second)
+
+
+async def test_a_subtask_below_the_deepest_level_is_an_error_result(
+    piece_settings: Callable[..., Settings], fake_llm: FakeMessagesAPI
+) -> None:
+    """#38: subtasks had no depth limit (30 nested jobs in 3 s)."""
+
+    def script(body: dict[str, Any]) -> Step:
+        prompt = prompt_of(body)
+        if "## Task\n\nNested" in prompt:  # every level tries to go one deeper
+            if tool_results(body):
+                return reply(transition("COMPLETE", "done at this level"))
+            return reply(spawn("Nested work.", piece="research"))
+        if "## Subtask outcomes" in prompt:
+            return reply(transition("COMPLETE", "all done"))
+        if tool_results(body):
+            return reply(transition("WAIT_SUBTASKS", "waiting"))
+        return reply(spawn("Nested work.", piece="research"))
+
+    for _ in range(5):  # the root's spawn and wait, the child's, the root's end
+        fake_llm.respond_with(script)
+    async with serve(piece_settings(job_max_subtask_depth=1)) as (_, client):
+        root = await submit_job(client, piece="research", instruction="Top work.")
+        done = await finish(client, root["id"])
+        jobs = await jobs_of(client)
+
+    assert done["status"] == "succeeded", done["error"]
+    [child] = [j for j in jobs if j["parent_job_id"]]
+    assert child["parent_job_id"] == root["id"]
+    assert len(jobs) == 2  # no grandchild
+    refused = [
+        block
+        for r in fake_llm.requests
+        if "## Task\n\nNested" in prompt_of(r.body)
+        for block in tool_results(r.body)
+    ]
+    assert [b["is_error"] for b in refused] == [True]
+    assert "STRATA_JOB_MAX_SUBTASK_DEPTH" in result_text(refused[0])
+
+
+async def test_a_subtasks_movements_count_against_its_roots_budget(
+    piece_settings: Callable[..., Settings],
+    fake_llm: FakeMessagesAPI,
+    pieces_dir: Path,
+) -> None:
+    """#38: each subtask had a movement budget of its own. The root's is 3 here: its own
+    first movement and two of its child's spend it; the child's own piece allows 10."""
+    (pieces_dir / "looper.yaml").write_text(LOOPER)
+
+    def script(body: dict[str, Any]) -> Step:
+        prompt = prompt_of(body)
+        if "Step A." in prompt:
+            return reply(transition("b", "a done"))
+        if "Step B." in prompt:
+            return reply(transition("a", "b done"))
+        if "## Subtask outcomes" in prompt:
+            return reply(transition("COMPLETE", "all done"))
+        if tool_results(body):
+            return reply(transition("WAIT_SUBTASKS", "waiting"))
+        return reply(spawn("Go round.", piece="looper"))
+
+    for _ in range(4):  # the root's spawn and wait, the child's a and b
+        fake_llm.respond_with(script)
+    async with serve(piece_settings(job_max_movements=3)) as (app, client):
+        root = await submit_job(client, piece="research", instruction="Top work.")
+        done = await finish(client, root["id"])
+        [child] = [j for j in await jobs_of(client) if j["parent_job_id"]]
+        child_movements = await events_of(app, child["id"], "movement.started")
+        root_movements = await events_of(app, root["id"], "movement.started")
+
+    assert [e.data["movement"] for e in child_movements] == ["a", "b"]
+    assert child["status"] == "aborted"
+    assert child["error"]["type"] == "urn:strata:problem:max-movements"
+    assert f"job tree of {root['id']} has begun 3 movements" in child["error"]["detail"]
+    assert len(root_movements) == 1  # its second would be the tree's fourth
+    assert done["status"] == "aborted"
+    assert done["error"]["type"] == "urn:strata:problem:max-movements"
 
 
 async def test_wait_subtasks_without_a_spawned_child_is_an_error_result(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 import httpx
+import pytest
 from fastapi import FastAPI
 from sqlmodel import col, select
 
@@ -119,6 +120,24 @@ async def test_the_ninth_request_without_a_task_write_carries_the_reminder_and_1
     assert TAG not in json.dumps(log)
     assert TAG not in await _stored_text(agent_app, session_id)
     assert await _counters(agent_app, session_id) == (21, 0, 17)
+
+
+@pytest.mark.parametrize(
+    "tools", [["echo"], ["echo", "TaskList", "TaskGet"]], ids=["no-task-tools", "task-reads-only"]
+)
+async def test_no_reminder_in_a_session_not_offered_task_update(
+    agent_client: httpx.AsyncClient, fake_llm: FakeMessagesAPI, tools: list[str]
+) -> None:
+    """The reminder tells the model to TaskUpdate: a session without that tool never
+    gets it, however long its active tasks stay untouched."""
+    session_id = await new_session(agent_client, tools=tools)
+    await _task(agent_client, session_id, "set by a user")
+    _script_echoes(fake_llm, 12)
+
+    await _turn(agent_client, session_id, "work")
+
+    assert len(fake_llm.requests) == 13
+    assert _reminded(fake_llm.requests) == []
 
 
 async def test_the_count_runs_across_turns_and_the_reminder_never_sticks(
@@ -359,3 +378,22 @@ async def test_a_long_task_list_reaches_the_request_within_the_reminders_budget(
     assert 0 < len(listed) < 30
     assert sum(len(line) + 1 for line in listed) <= 1_000
     assert f"- … and {30 - len(listed)} more active tasks" in reminder
+
+
+async def test_the_reminder_carries_no_cache_breakpoint_and_the_next_request_reads_before_it(
+    agent_client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
+) -> None:
+    """The breakpoint sat on the reminder's block: the entry it wrote held the reminder,
+    which no later request sends, so the next request could not read it."""
+    session_id = await new_session(agent_client)
+    await _task(agent_client, session_id, "write the parser")
+    _script_echoes(fake_llm, 9)  # request 9 carries the reminder, 10 and 11 do not
+
+    await _turn(agent_client, session_id, "work")
+
+    reminded, after = fake_llm.requests[8], fake_llm.requests[9]
+    *kept, reminder = reminded.messages[-1]["content"]
+    assert TAG in reminder["text"] and "cache_control" not in reminder
+    assert kept[-1]["cache_control"] == {"type": "ephemeral"}
+    end = len(reminded.messages) - 1  # the same message in the next request, reminder gone
+    assert after.messages[end]["content"] == kept

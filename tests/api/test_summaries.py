@@ -3,6 +3,7 @@ background, from the summary model; a failing model leaves the L2 text as the L1
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -184,3 +185,16 @@ async def test_summaries_never_delay_a_reply(
         "claude-sonnet-4-5",
         SUMMARY_MODEL,
     ]
+
+
+async def test_a_summary_request_asks_a_small_max_tokens_and_marks_no_cache_breakpoint(
+    summarized: Chain, fake_llm: FakeMessagesAPI
+) -> None:
+    """Each L1 request asked 8,192 tokens for a line of ~60 and put `cache_control` on a
+    prompt no later request repeats: a cache write (1.25x) never read."""
+    for request in fake_llm.requests:
+        prompt = request.body["messages"][0]["content"][0]["text"]
+        target = int(_found(r"about (\d+) characters", prompt))
+        # STRATA_SUMMARY_MAX_TOKENS_PER_CHAR, 1.0: a token per character of the target
+        assert 0 < request.body["max_tokens"] <= target
+        assert "cache_control" not in json.dumps(request.body)

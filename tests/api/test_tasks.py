@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import httpx
+import pytest
 
 from tests.support.chat import items, new_session
 
@@ -153,3 +154,27 @@ async def test_rest_changes_do_not_wait_for_a_running_turn(client: httpx.AsyncCl
     response = await client.post(f"/sessions/{session_id}/tasks", json={"subject": "x"})
 
     assert response.status_code == 201
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"status": "inprogress", "description": None},
+        {"status": "inprogress", "subject": None},
+        {"subject": "build", "status": None},
+    ],
+)
+async def test_a_null_field_in_a_task_change_is_a_422_problem(
+    client: httpx.AsyncClient, change: dict[str, object]
+) -> None:
+    """The document types each field as its value only (leave it out to keep it): a null
+    was taken as left out, a change the schema does not allow."""
+    session_id = await new_session(client)
+    await _create(client, session_id, "plan")
+
+    response = await client.patch(f"/sessions/{session_id}/tasks/1", json=change)
+
+    assert response.status_code == 422, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    task = (await client.get(f"/sessions/{session_id}/tasks/1")).json()
+    assert (task["status"], task["subject"], task["description"]) == ("pending", "plan", "plan!")

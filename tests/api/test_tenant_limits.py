@@ -1,14 +1,14 @@
-"""Per-tenant cap on heavy requests in flight: hook posts, chat messages, job submissions.
+"""A tenant is admitted by the jobs it has queued and running, not by its requests in flight.
 
-With the cap at 1, a `wait=true` message whose turn the fake model holds back keeps
-the tenant's one slot busy; what the test sends meanwhile shows what the cap does.
+Without a worker in the server every job a test queues stays queued, so what the test
+sends shows the cap at work: chat messages, job submissions, draft starts and transcript
+imports are refused past it; requests in flight, waiting ones included, are not counted.
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
@@ -16,34 +16,31 @@ import pytest
 from fastapi import FastAPI
 
 from app.settings import Settings
-from tests.fakes.messages_api import FakeMessagesAPI, reply, text
 from tests.support.apps import serve
-from tests.support.chat import held
 from tests.support.memory import hook_payload
 
 PROBLEM = "application/problem+json"
 ACME = {"Authorization": "Bearer key-a"}
 GLOBEX = {"Authorization": "Bearer key-b"}
+TENANTS = "acme:key-a,globex:key-b"
 
 
 @pytest.fixture
-def gate() -> Iterator[threading.Event]:
-    """Holds the model's reply back until the test sets it (always released)."""
-    event = threading.Event()
-    yield event
-    event.set()
+def queue_only(make_settings: Callable[..., Settings]) -> Callable[..., Settings]:
+    """Settings whose jobs stay queued (no worker runs them)."""
+
+    def make(**overrides: Any) -> Settings:
+        return make_settings(api_keys=TENANTS, run_worker_in_server=False, **overrides)
+
+    return make
 
 
 @pytest.fixture
-async def capped(agent_settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
-    """Two tenants (acme: key-a, globex: key-b), one heavy request in flight each."""
-    settings = agent_settings.model_copy(
-        update={
-            "api_keys": "acme:key-a,globex:key-b",
-            "tenant_max_concurrent_heavy": 1,
-            "tenant_heavy_retry_after_seconds": 7,
-        }
-    )
+async def capped(
+    queue_only: Callable[..., Settings],
+) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
+    """Two tenants (acme: key-a, globex: key-b), at most two jobs queued or running each."""
+    settings = queue_only(tenant_max_active_jobs=2, admission_retry_after_seconds=7)
     async with serve(settings) as parts:
         yield parts
 
@@ -54,42 +51,51 @@ async def session_of(client: httpx.AsyncClient, headers: dict[str, str]) -> str:
     return str(response.json()["id"])
 
 
-async def session_start(client: httpx.AsyncClient, headers: dict[str, str]) -> httpx.Response:
-    payload = hook_payload("session_start_startup", session_id="cc-1", cwd="/work/project")
-    return await client.post("/hooks/claude-code", json=payload, headers=headers)
+async def message(
+    client: httpx.AsyncClient, headers: dict[str, str], session_id: str | None = None
+) -> httpx.Response:
+    session_id = session_id or await session_of(client, headers)
+    return await client.post(
+        f"/sessions/{session_id}/messages", json={"text": "Hi"}, headers=headers
+    )
 
 
 async def jobs_of(client: httpx.AsyncClient, headers: dict[str, str]) -> list[dict[str, Any]]:
     return list((await client.get("/jobs", headers=headers)).json()["data"])
 
 
-async def held_message(
-    client: httpx.AsyncClient, fake_llm: FakeMessagesAPI, gate: threading.Event
-) -> asyncio.Task[httpx.Response]:
-    """An acme `wait=true` message, in flight until `gate` is set."""
-    fake_llm.enqueue(held(gate, reply(text("Hello."))))
-    session_id = await session_of(client, ACME)
-    sent = asyncio.create_task(
-        client.post(
-            f"/sessions/{session_id}/messages",
-            params={"wait": "true", "timeout": 30},
-            json={"text": "Hi"},
-            headers=ACME,
-        )
+async def at_cap(client: httpx.AsyncClient) -> None:
+    """Acme's two jobs queued."""
+    for _ in range(2):
+        assert (await message(client, ACME)).status_code == 202
+
+
+def transcript_stop(session_id: str) -> dict[str, Any]:
+    line = (
+        '{"type":"user","uuid":"u-1","timestamp":"2026-05-04T09:00:00Z",'
+        '"message":{"role":"user","content":"Hello"}}'
     )
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 20
-    while not fake_llm.requests:  # the turn reached the model: the request holds its slot
-        assert loop.time() < deadline and not sent.done(), "the turn never reached the model"
-        await asyncio.sleep(0.02)
-    return sent
+    return hook_payload("stop", session_id=session_id, transcript=line + "\n")
 
 
-async def test_a_second_heavy_request_of_the_tenant_gets_429_with_retry_after(
-    capped: tuple[FastAPI, httpx.AsyncClient], fake_llm: FakeMessagesAPI, gate: threading.Event
+async def test_fifty_messages_sent_at_once_without_wait_are_all_admitted(
+    make_settings: Callable[..., Settings],
+) -> None:
+    async with serve(make_settings(run_worker_in_server=False)) as (_, client):
+        sessions = [await session_of(client, {}) for _ in range(5)]
+
+        sent = await asyncio.gather(
+            *(message(client, {}, sessions[i % len(sessions)]) for i in range(50))
+        )
+
+    assert [response.status_code for response in sent] == [202] * 50
+
+
+async def test_a_tenant_at_its_cap_of_queued_and_running_jobs_gets_429_with_retry_after(
+    capped: tuple[FastAPI, httpx.AsyncClient],
 ) -> None:
     _, client = capped
-    sent = await held_message(client, fake_llm, gate)
+    await at_cap(client)
     jobs_before = await jobs_of(client, ACME)
 
     refused = await client.post("/jobs", json={"instruction": "Do it."}, headers=ACME)
@@ -98,73 +104,129 @@ async def test_a_second_heavy_request_of_the_tenant_gets_429_with_retry_after(
     assert refused.headers["content-type"] == PROBLEM
     assert refused.headers["retry-after"] == "7"
     assert refused.json()["type"] == "urn:strata:problem:too-many-requests"
-    assert "STRATA_TENANT_MAX_CONCURRENT_HEAVY" in refused.json()["detail"]
+    assert "STRATA_TENANT_MAX_ACTIVE_JOBS" in refused.json()["detail"]
     assert await jobs_of(client, ACME) == jobs_before
-    gate.set()
-    assert (await sent).status_code == 200
 
 
-async def test_every_heavy_endpoint_shares_the_tenants_slots(
-    capped: tuple[FastAPI, httpx.AsyncClient], fake_llm: FakeMessagesAPI, gate: threading.Event
+async def test_a_message_past_the_cap_changes_nothing(
+    capped: tuple[FastAPI, httpx.AsyncClient],
 ) -> None:
     _, client = capped
-    sent = await held_message(client, fake_llm, gate)
-    other_session = await session_of(client, ACME)
+    await at_cap(client)
+    session_id = await session_of(client, ACME)
 
-    hook = await session_start(client, ACME)
-    message = await client.post(
-        f"/sessions/{other_session}/messages", json={"text": "Hi"}, headers=ACME
+    refused = await message(client, ACME, session_id)
+
+    assert refused.status_code == 429
+    items = await client.get(f"/sessions/{session_id}/items", headers=ACME)
+    assert items.json()["data"] == []
+    assert len(await jobs_of(client, ACME)) == 2
+
+
+async def test_a_draft_is_taken_at_the_cap_but_not_started(
+    capped: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    _, client = capped
+    await at_cap(client)
+
+    draft = await client.post("/jobs", json={"instruction": "Do it.", "start": False}, headers=ACME)
+    started = await client.post(f"/jobs/{draft.json()['id']}/start", headers=ACME)
+
+    assert draft.status_code == 201, draft.text
+    assert started.status_code == 429
+    job = await client.get(f"/jobs/{draft.json()['id']}", headers=ACME)
+    assert job.json()["status"] == "draft"
+
+
+async def test_a_transcript_import_past_the_cap_gets_429_and_imports_nothing(
+    capped: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    _, client = capped
+    await at_cap(client)
+
+    refused = await client.post("/hooks/claude-code", json=transcript_stop("cc-1"), headers=ACME)
+    start = await client.post(
+        "/hooks/claude-code",
+        json=hook_payload("session_start_startup", session_id="cc-2", cwd="/work/project"),
+        headers=ACME,
     )
 
-    assert (hook.status_code, message.status_code) == (429, 429)
-    gate.set()
-    await sent
+    assert refused.status_code == 429
+    assert refused.headers["retry-after"] == "7"
+    assert start.status_code == 200, start.text  # no import: nothing to admit
 
 
 async def test_another_tenant_is_not_affected(
-    capped: tuple[FastAPI, httpx.AsyncClient], fake_llm: FakeMessagesAPI, gate: threading.Event
+    capped: tuple[FastAPI, httpx.AsyncClient],
 ) -> None:
     _, client = capped
-    sent = await held_message(client, fake_llm, gate)
+    await at_cap(client)
 
-    response = await session_start(client, GLOBEX)
+    sent = await message(client, GLOBEX)
+    imported = await client.post(
+        "/hooks/claude-code", json=transcript_stop("cc-globex"), headers=GLOBEX
+    )
 
-    assert response.status_code == 200, response.text
-    gate.set()
-    await sent
+    assert sent.status_code == 202, sent.text
+    assert imported.status_code == 200, imported.text
 
 
-async def test_the_slot_is_released_when_the_request_ends(
-    capped: tuple[FastAPI, httpx.AsyncClient], fake_llm: FakeMessagesAPI, gate: threading.Event
+async def test_a_job_that_ended_makes_room_again(
+    capped: tuple[FastAPI, httpx.AsyncClient],
 ) -> None:
-    app, client = capped
-    sent = await held_message(client, fake_llm, gate)
-    gate.set()
-    assert (await sent).status_code == 200
+    _, client = capped
+    await at_cap(client)
+    job_id = (await jobs_of(client, ACME))[0]["id"]
 
-    response = await session_start(client, ACME)
+    cancelled = await client.post(f"/jobs/{job_id}/cancel", headers=ACME)
+    sent = await message(client, ACME)
 
-    assert response.status_code == 200, response.text
-    assert app.state.heavy_gate.in_flight("acme") == 0
+    assert cancelled.status_code == 200, cancelled.text
+    assert sent.status_code == 202, sent.text
 
 
-@pytest.mark.parametrize(
-    ("method", "path", "body", "status"),
-    [
-        ("post", "/sessions/ses_missing/messages", {"text": "Hi"}, 404),
-        ("post", "/jobs", {"instruction": "Do it.", "piece": "no-such-piece"}, 422),
-        ("post", "/hooks/claude-code", {"hook_event_name": "Stop", "session_id": "cc"}, 422),
-        ("post", "/jobs", {"instruction": ""}, 422),
-    ],
-)
-async def test_the_slot_is_released_after_an_error(
-    capped: tuple[FastAPI, httpx.AsyncClient], method: str, path: str, body: Any, status: int
+async def test_requests_waiting_for_their_turns_do_not_hold_back_admission(
+    queue_only: Callable[..., Settings],
 ) -> None:
-    app, client = capped
+    """Ten `wait=true` messages wait for turns no worker runs: the tenant has ten jobs
+    queued, far from its cap, and another message is admitted."""
+    async with serve(queue_only()) as (_, client):
+        sessions = [await session_of(client, ACME) for _ in range(10)]
+        waiting = [
+            asyncio.create_task(
+                client.post(
+                    f"/sessions/{session_id}/messages",
+                    params={"wait": "true", "timeout": 60},
+                    json={"text": "Hi"},
+                    headers=ACME,
+                )
+            )
+            for session_id in sessions
+        ]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while len(jobs := await jobs_of(client, ACME)) < len(sessions):  # all waiting
+            assert loop.time() < deadline, "the messages were never queued"
+            assert not any(task.done() for task in waiting)
+            await asyncio.sleep(0.02)
 
-    failed = await client.request(method, path, json=body, headers=ACME)
-    after = await session_start(client, ACME)
+        sent = await message(client, ACME)
 
-    assert failed.status_code == status, failed.text
-    assert after.status_code == 200, after.text
-    assert app.state.heavy_gate.in_flight("acme") == 0
+        for job in jobs:  # their waits end
+            await client.post(f"/jobs/{job['id']}/cancel", headers=ACME)
+        ended = await asyncio.gather(*waiting)
+
+    assert sent.status_code == 202, sent.text
+    assert [response.status_code for response in ended] == [409] * len(sessions)
+
+
+async def test_messages_sent_at_once_past_the_cap_admit_exactly_the_cap(
+    capped: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    _, client = capped
+    sessions = [await session_of(client, ACME) for _ in range(6)]
+
+    sent = await asyncio.gather(*(message(client, ACME, session_id) for session_id in sessions))
+
+    assert sorted(response.status_code for response in sent) == [202, 202, 429, 429, 429, 429]
+    assert len(await jobs_of(client, ACME)) == 2

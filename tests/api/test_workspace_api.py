@@ -104,7 +104,8 @@ async def test_logs_are_not_served(
 
     got = await api.get(f"/jobs/{job_id}/files/logs/lessons.jsonl")
 
-    assert got.status_code == 422
+    assert got.status_code == 404  # only input/ and output/ are routes
+    assert got.headers["content-type"] == "application/problem+json"
     assert "SECRET" not in got.text
 
 
@@ -316,6 +317,33 @@ async def test_a_download_through_input_from_logs_is_refused(
     assert b"SECRET" not in body
 
 
+@pytest.mark.parametrize("path", ["subtasks/job_x/report.md", "subtasks"])
+async def test_an_upload_into_input_subtasks_is_422(
+    api: httpx.AsyncClient, job_id: str, quiet_settings: Settings, path: str
+) -> None:
+    """#38: the runner owns input/subtasks/ (the copies of subtasks' outputs)."""
+    put = await api.put(f"/jobs/{job_id}/files/input/{path}", content=b"FORGED")
+
+    assert put.status_code == 422, put.text
+    assert put.headers["content-type"].startswith("application/problem+json")
+    assert "input/subtasks/" in put.json()["detail"]
+    assert files_under(workspace_root(quiet_settings, job_id) / "input") == set()
+
+
+async def test_an_upload_through_a_link_into_input_subtasks_is_422(
+    api: httpx.AsyncClient, job_id: str, quiet_settings: Settings
+) -> None:
+    input_dir = workspace_root(quiet_settings, job_id) / "input"
+    await api.get(f"/jobs/{job_id}/files")  # creates the layout
+    (input_dir / "subtasks").mkdir()
+    (input_dir / "via").symlink_to(input_dir / "subtasks")
+
+    put = await api.put(f"/jobs/{job_id}/files/input/via/report.md", content=b"FORGED")
+
+    assert put.status_code == 422, put.text
+    assert not (input_dir / "subtasks" / "report.md").exists()
+
+
 @pytest.mark.parametrize("path", ["a//b.txt", "%252e%252e/x", "a/%2e/b.txt", "a/%2E%2E/b"])
 async def test_dot_empty_and_encoded_segments_are_refused(
     api: httpx.AsyncClient, job_id: str, path: str
@@ -337,3 +365,15 @@ async def test_a_link_from_input_into_output_is_not_followed_across_areas(
 
     assert put.status_code == 422
     assert (root / "output" / "result.txt").read_text() == "RESULT"
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT"])
+async def test_a_path_with_a_backslash_is_a_422_problem(
+    api: httpx.AsyncClient, job_id: str, method: str
+) -> None:
+    """The document's path pattern has no backslash; the server refuses one likewise."""
+    answer = await api.request(method, f"/jobs/{job_id}/files/input/a%5Cb.txt", content=b"x")
+
+    assert answer.status_code == 422, answer.text
+    assert answer.headers["content-type"] == "application/problem+json"
+    assert answer.json()["field"] == "path"

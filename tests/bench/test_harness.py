@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import capacity, fake_llm, memory_economy, overhead
+from bench import capacity, fake_llm, memory_economy, overhead, prompt_cache
 from bench.api_throughput import Load, starved, unstarved
 from bench.common import Context, DbCounts, HandoffCounter, Row, Section, Stats, step_gaps_ms
 from bench.run import BENCHMARKS, render
@@ -217,3 +217,36 @@ def test_the_step_overhead_sessions_take_turns_run_by_run() -> None:
         (1, "long"),
         (1, "tasks"),
     ]
+
+
+def _prompt(*marked: bool) -> list[prompt_cache.Unit]:
+    """A prompt of one-token blocks, each prefix its own, marked where told."""
+    return [prompt_cache.Unit(f"prefix {n}", 1, mark) for n, mark in enumerate(marked)]
+
+
+def test_the_cache_model_reads_an_entry_within_the_lookback_and_writes_up_to_the_breakpoint() -> (
+    None
+):
+    cache = prompt_cache.PromptCache(lookback=3)
+    cache.bill(_prompt(False, True))  # writes the prefix up to block 1
+
+    assert cache.bill(_prompt(False, True, False, False, True, False)) == prompt_cache.Billing(
+        plain=1, written=3, read=2
+    )
+
+
+def test_the_cache_model_misses_an_entry_beyond_the_lookback() -> None:
+    cache = prompt_cache.PromptCache(lookback=3)
+    cache.bill(_prompt(False, True))  # an entry at block 1, 5 blocks before the next mark
+
+    assert cache.bill(_prompt(False, False, *[False] * 4, True)) == prompt_cache.Billing(written=7)
+
+
+@pytest.mark.sqlite_only  # no database of the suite's: the benchmark makes its own
+def test_the_prompt_cache_benchmark_bills_strata_within_its_bound_of_the_ideal(
+    tmp_path: Path,
+) -> None:
+    section = asyncio.run(prompt_cache.run(Context(runs=1, quick=True, workdir=tmp_path)))
+
+    assert [row.meets for row in section.rows] == [True, True]
+    assert all(row.data["ratio"] <= prompt_cache.BOUND for row in section.rows)

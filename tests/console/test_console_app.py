@@ -101,8 +101,15 @@ def test_the_console_reaches_strata_only_through_the_public_api() -> None:
     # app.domain.jobs: the job statuses the public API speaks, pure (no I/O), so the
     # console's "has it ended" is the server's own set, not a second copy of it; and
     # app.domain.tool_ids, the shape of the tool call ids the API answers (pure), so an id
-    # that names a page element has that shape even in a log older than the rewrite
-    inside = {"app.console", "app.settings", "app.domain.jobs", "app.domain.tool_ids"}
+    # that names a page element has that shape even in a log older than the rewrite; and
+    # app.domain.downloads, the one download policy every route serving a file follows
+    inside = {
+        "app.console",
+        "app.settings",
+        "app.domain.jobs",
+        "app.domain.tool_ids",
+        "app.domain.downloads",
+    }
     reached = {
         (path.relative_to(REPO_ROOT).as_posix(), name)
         for path in CONSOLE.rglob("*.py")
@@ -155,3 +162,18 @@ async def test_a_server_with_the_console_off_has_no_console_route(make_settings:
     async with serve(settings) as (_, client):
         assert (await client.get("/console/sessions")).status_code == 404
         assert (await client.get("/sessions")).status_code == 200
+
+
+async def test_an_ended_jobs_page_offers_no_comment_box(client: httpx.AsyncClient) -> None:
+    created = await client.post("/jobs", json={"instruction": "never runs", "start": False})
+    assert created.status_code == 201, created.text
+    job_id = created.json()["id"]
+    draft = await client.get(f"/console/jobs/{job_id}")
+    assert 'id="comment-body"' in draft.text
+    cancelled = await client.post(f"/jobs/{job_id}/cancel")
+    assert cancelled.status_code == 200, cancelled.text
+
+    ended = await client.get(f"/console/jobs/{job_id}")
+
+    assert 'id="comment-body"' not in ended.text
+    assert "it takes no more comments" in ended.text

@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.conftest import StrataProcess, StrataProcesses
-from tests.fakes.messages_api import FakeMessagesAPI, Step, reply, text
+from tests.e2e.conftest import REPO_ROOT, StrataProcess, StrataProcesses
+from tests.fakes.messages_api import FakeMessagesAPI, Step, error, reply, text, tool_use
 from tests.support.chat import new_session, wait_until
+from tests.support.webhooks import Receiver
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
@@ -105,3 +107,78 @@ async def test_metrics_and_json_logs_of_an_api_and_two_workers(
     assert len(set(ran_by.values())) == 2, "one worker ran every turn"
     api_records = [json.loads(line) for line in lines_by_process[api.name]]
     assert any(r["request_id"] and r["logger"].startswith("uvicorn") for r in api_records)
+
+
+METRICS_TABLE = re.compile(r"^\| (`strata_[^|]*) \|", re.MULTILINE)
+
+
+def documented_metrics() -> list[str]:
+    """Every metric name the README's metrics table lists (labels left off)."""
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    names = [
+        name.split("{", 1)[0]
+        for cell in METRICS_TABLE.findall(readme)
+        for name in re.findall(r"`([^`]+)`", cell)
+    ]
+    assert len(names) >= 10, names
+    return names
+
+
+def _shown(samples: dict[Any, float], name: str) -> bool:
+    suffixes = ("", "_bucket", "_count", "_sum")
+    return any(sample in {name + suffix for suffix in suffixes} for sample, _ in samples)
+
+
+def _by_last_message(body: dict[str, Any]) -> Step:
+    last = body["messages"][-1]["content"]
+    if any(block.get("type") == "tool_result" for block in last):
+        return reply(text("it is late"))
+    said = " ".join(block.get("text", "") for block in last)
+    if "fail" in said:
+        return error(400)
+    if "time" in said:
+        return reply(tool_use("current_time", {}))
+    return reply(text("hello"))
+
+
+async def test_every_documented_metric_is_on_metrics_of_a_served_process_with_metrics_dir(
+    strata_procs: StrataProcesses, fake_llm: FakeMessagesAPI, tmp_path: Path
+) -> None:
+    """`strata serve` imports the app as its command line does; a metric defined at import
+    before the metrics folder was set up (the step gap) was missing from every scrape."""
+    fake_llm.always(_by_last_message)
+    api = strata_procs.serve(
+        STRATA_METRICS_DIR=str(tmp_path / "metrics"),
+        STRATA_WEBHOOK_ALLOW_PRIVATE="true",
+        STRATA_WEBHOOK_POLL_SECONDS="0.05",
+    )
+    with Receiver() as receiver:
+        async with api.client(timeout=60.0) as client:
+            session = await new_session(client)
+            turns = [
+                await client.post(
+                    f"/sessions/{session}/messages", params={"wait": "true"}, json={"text": said}
+                )
+                for said in ("what time is it?", "fail now")
+            ]
+            hook = await client.post(
+                "/webhooks", json={"url": receiver.url, "events": ["job.succeeded"]}
+            )
+            assert hook.status_code == 201, hook.text
+            assert (await client.post(f"/webhooks/{hook.json()['id']}/test")).status_code == 202
+            await receiver.wait_for(1, seconds=30)
+            job = turns[0].json()["job"]["id"]
+            assert (await client.get(f"/jobs/{job}/events")).status_code == 200
+
+            async def attempt_counted() -> bool:
+                scrape = await client.get("/metrics")
+                return _shown(_samples(scrape.text), "strata_webhook_attempts_total")
+
+            await wait_until(attempt_counted, seconds=30)
+            scraped = await client.get("/metrics")
+
+    assert [t.status_code for t in turns] == [200, 502], [
+        t.text for t in turns
+    ]  # 502: the LLM failed
+    samples = _samples(scraped.text)
+    assert [name for name in documented_metrics() if not _shown(samples, name)] == []

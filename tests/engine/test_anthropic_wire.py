@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import anthropic
@@ -13,7 +14,7 @@ from app.domain.items import ImageBlock, TextBlock, ThinkingBlock, ToolUseBlock
 from app.engine.anthropic import AnthropicLLM, _as_llm_error, wire_params
 from app.engine.llm import LLMError, LLMRequest, Message, ToolResultBlock, ToolSpec, Usage
 from app.settings import Settings
-from tests.fakes.messages_api import FakeMessagesAPI, tool_use
+from tests.fakes.messages_api import FakeMessagesAPI, tool_use, validate_request
 
 EPHEMERAL = {"type": "ephemeral"}
 SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
@@ -88,17 +89,21 @@ def test_the_last_block_of_the_last_message_is_cached() -> None:
     assert last == {"type": "text", "text": "go on", "cache_control": EPHEMERAL}
 
 
-def test_cache_control_is_set_on_the_system_and_the_last_block_only() -> None:
+def test_cache_control_is_set_on_the_system_the_last_block_and_the_previous_requests_end() -> None:
     params = wire_params(request(conversation(), tools=[ECHO]))
 
-    assert sorted(cache_control_paths(params)) == ["messages[2].content[1]", "system[0]"]
+    assert sorted(cache_control_paths(params)) == [
+        "messages[0].content[0]",
+        "messages[2].content[1]",
+        "system[0]",
+    ]
 
 
-def test_without_system_only_the_last_block_is_cached() -> None:
+def test_without_system_only_the_conversations_blocks_are_cached() -> None:
     params = wire_params(request(conversation(), system=None))
 
     assert "system" not in params
-    assert list(cache_control_paths(params)) == ["messages[2].content[1]"]
+    assert list(cache_control_paths(params)) == ["messages[0].content[0]", "messages[2].content[1]"]
 
 
 def test_an_empty_system_prompt_is_not_sent() -> None:
@@ -123,7 +128,53 @@ def test_a_later_request_sharing_the_messages_carries_only_its_own_breakpoint() 
     wire_params(earlier)
     params = wire_params(later)
 
-    assert list(cache_control_paths(params["messages"])) == ["[3].content[0]"]
+    assert list(cache_control_paths(params["messages"])) == ["[2].content[1]", "[3].content[0]"]
+
+
+def parallel_calls(count: int) -> list[Message]:
+    """A user's question, one response of `count` tool calls, and their results."""
+    calls = [ToolUseBlock(id=f"t{n}", name="echo", input={"text": str(n)}) for n in range(count)]
+    results = [ToolResultBlock(tool_use_id=f"t{n}", content=str(n)) for n in range(count)]
+    return [
+        Message(role="user", content=[TextBlock(text="do them all")]),
+        Message(role="assistant", content=calls),
+        Message(role="user", content=results),
+    ]
+
+
+def test_the_previous_requests_end_keeps_a_breakpoint_after_twelve_parallel_calls() -> None:
+    """24 blocks since the previous request's breakpoint: more than the ~20 the API looks
+    back, so without a breakpoint there the whole prefix was written again."""
+    params = wire_params(request(parallel_calls(12), tools=[ECHO]))
+
+    assert list(cache_control_paths(params["messages"])) == ["[0].content[0]", "[2].content[11]"]
+
+
+def test_no_breakpoint_sits_on_a_volatile_block() -> None:
+    """The task reminder ends the request it rides on only: a breakpoint on it wrote an
+    entry no later request could read, and left the prefix before it unwritten."""
+    *head, last = conversation()
+    reminded = Message(role="user", content=(*last.content, TextBlock(text="reminder")))
+
+    params = wire_params(replace(request([*head, reminded]), volatile_blocks=1))
+
+    assert "cache_control" not in params["messages"][2]["content"][-1]
+    assert params["messages"][2]["content"][-2]["cache_control"] == EPHEMERAL
+
+
+def test_a_request_holds_at_most_four_breakpoints_the_api_accepts() -> None:
+    for messages in (conversation(), parallel_calls(12), conversation()[:1]):
+        for volatile in (0, 1):
+            params = wire_params(replace(request(messages, tools=[ECHO]), volatile_blocks=volatile))
+
+            assert len(list(cache_control_paths(params))) <= 4
+            assert validate_request(params) is None
+
+
+def test_an_uncached_request_marks_no_breakpoint() -> None:
+    params = wire_params(replace(request(conversation(), tools=[ECHO]), cached=False))
+
+    assert list(cache_control_paths(params)) == []
 
 
 def test_thinking_blocks_are_not_sent() -> None:
@@ -152,7 +203,7 @@ def test_messages_keep_their_roles_and_block_shapes() -> None:
     assert params["max_tokens"] == 256
     assert params["messages"][0] == {
         "role": "user",
-        "content": [{"type": "text", "text": "look at this"}],
+        "content": [{"type": "text", "text": "look at this", "cache_control": EPHEMERAL}],
     }
     assert params["messages"][1]["content"][1] == {
         "type": "tool_use",

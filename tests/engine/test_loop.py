@@ -29,7 +29,7 @@ from app.engine.loop import (
     close_dangling_tool_uses,
     run_turn,
 )
-from app.engine.requests import unanswered_tool_uses, with_text_for_last_user
+from app.engine.requests import unanswered_tool_uses, with_text_at_end
 from app.engine.tools import Tool, ToolContext, ToolError, ToolRegistry
 from tests.engine.scripted import InMemoryStore, RecordingEvents, ScriptedLLM, answer, call
 
@@ -502,7 +502,7 @@ def remind(*, times: int | None = None) -> tuple[Interceptor, list[int]]:
     async def intercept(request: LLMRequest) -> LLMRequest:
         calls.append(1)
         if times is None or len(calls) <= times:
-            messages = with_text_for_last_user(request.messages, REMINDER)
+            messages = with_text_at_end(request.messages, REMINDER)
             return dataclasses.replace(request, system="changed system", messages=messages)
         return request
 
@@ -521,7 +521,7 @@ async def test_an_interceptor_changes_what_the_llm_sees() -> None:
 
     first = llm.requests[0]
     assert first.system == "changed system"
-    assert first.messages[-1].content == (TextBlock(text=f"hi\n\n{REMINDER}"),)
+    assert first.messages[-1].content == (TextBlock(text="hi"), TextBlock(text=REMINDER))
 
 
 async def test_an_interceptor_cannot_change_the_stored_history() -> None:

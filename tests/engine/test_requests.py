@@ -13,6 +13,7 @@ from app.domain.items import (
     ImageBlock,
     ItemPayload,
     SystemMessage,
+    TaskEvent,
     TextBlock,
     ThinkingBlock,
     ToolResult,
@@ -21,14 +22,17 @@ from app.domain.items import (
     user_text,
 )
 from app.engine.anthropic import wire_params
+from app.engine.compaction import opening_items
 from app.engine.context import BLOCK_OVERHEAD_CHARS, request_chars
 from app.engine.llm import LLMRequest, Message, ToolResultBlock
 from app.engine.requests import (
     Conversation,
+    task_event_note,
+    task_list_in_view,
     to_messages,
     turn_is_answered,
     unanswered_tool_uses,
-    with_text_for_last_user,
+    with_text_at_end,
 )
 from tests.fakes.messages_api import validate_request
 
@@ -445,10 +449,10 @@ def test_a_conversation_starts_over_when_the_segment_was_read_again() -> None:
     assert conversation.messages(fresh) == to_messages(fresh)
 
 
-def test_text_for_the_last_user_message_leaves_the_messages_given_unchanged() -> None:
+def test_text_at_the_end_leaves_the_messages_given_unchanged() -> None:
     messages = to_messages([user_text("go"), asks("t1"), result("t1")])
 
-    changed = with_text_for_last_user(messages, "<system-reminder>r</system-reminder>")
+    changed = with_text_at_end(messages, "<system-reminder>r</system-reminder>")
 
     assert changed[:2] == messages[:2]
     assert changed[2].content == (
@@ -458,10 +462,39 @@ def test_text_for_the_last_user_message_leaves_the_messages_given_unchanged() ->
     assert messages[2].content == (ToolResultBlock(tool_use_id="t1", content="ok"),)
 
 
-def test_text_for_the_last_user_message_joins_its_last_text() -> None:
+def test_text_at_the_end_is_a_block_of_its_own_after_the_users_text() -> None:
+    """Joined to the user's text, the reminder made that block one no later request sends,
+    and the cache breakpoint on it a write never read."""
     messages = to_messages([user_text("hi")])
 
-    changed = with_text_for_last_user(messages, "note")
+    changed = with_text_at_end(messages, "note")
 
-    assert changed[0].content == (TextBlock(text="hi\n\nnote"),)
+    assert changed[0].content == (TextBlock(text="hi"), TextBlock(text="note"))
     assert messages[0].content == (TextBlock(text="hi"),)
+
+
+@pytest.mark.parametrize("listed", [None, "[1] pending: parse"], ids=["snapshot", "TaskList"])
+def test_the_task_list_stays_in_view_for_a_message_carried_over_a_compaction(
+    listed: str | None,
+) -> None:
+    """A turn compacted before its first answer holds its message right after the opening:
+    the opening's list is still what the model reads, so no reminder repeats it."""
+    opening = opening_items("Earlier: parsing.", "[1] pending: parse", listed, "toolu_1")
+
+    assert task_list_in_view([*opening, user_text("next?")])
+    assert not task_list_in_view(
+        [
+            *opening,
+            user_text("next?"),
+            AssistantMessage(content=[TextBlock(text="ok")]),
+            user_text("and now?"),
+        ]
+    )
+
+
+def test_a_task_note_writes_a_new_subject_on_one_line() -> None:
+    event = TaskEvent(op="TaskCreate", input={"subject": "parse\ninput"}, taskid=2)
+
+    assert task_event_note(event) == (
+        "<task-note>A user created task 2: parse\\ninput (via the API).</task-note>"
+    )

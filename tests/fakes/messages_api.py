@@ -76,6 +76,7 @@ __all__ = [
     "Text",
     "ToolUse",
     "UnexpectedRequest",
+    "block_tokens",
     "count_tokens",
     "error",
     "hang",
@@ -84,6 +85,7 @@ __all__ = [
     "reply",
     "respond_with",
     "text",
+    "tool_tokens",
     "tool_use",
     "validate_request",
 ]
@@ -363,6 +365,21 @@ def _block_chars(block: Any) -> tuple[int, int]:
     return len(_compact(block)), BLOCK_TOKENS
 
 
+def block_tokens(block: Any) -> int:
+    """One content block's tokens as `count_tokens` counts them."""
+    chars, extra = _block_chars(block)
+    return extra + math.ceil(chars / CHARS_PER_TOKEN)
+
+
+def tool_tokens(tool: Any) -> int:
+    """One tool definition's tokens as `count_tokens` counts them."""
+    if not isinstance(tool, dict):
+        return BLOCK_TOKENS
+    chars = len(str(tool.get("name", ""))) + len(str(tool.get("description", "")))
+    chars += len(_compact(tool.get("input_schema", {})))
+    return BLOCK_TOKENS + math.ceil(chars / CHARS_PER_TOKEN)
+
+
 def count_tokens(body: Mapping[str, Any], chars_per_token: float = CHARS_PER_TOKEN) -> int:
     """The fake's token count of a request: what it judges against the context window and
     what it reports as `input_tokens` when no usage is scripted.
@@ -440,6 +457,21 @@ def _refused_tool_id(index: int, blocks: list[Any], types: list[Any]) -> str | N
     return None
 
 
+MAX_CACHE_BREAKPOINTS = 4
+"""Blocks with `cache_control` one request may hold, tools and system blocks included."""
+
+
+def _cache_breakpoints(value: Any) -> int:
+    """How many blocks (tools, system and message blocks, at any depth) carry
+    `cache_control`."""
+    if isinstance(value, dict):
+        own = 1 if "cache_control" in value else 0
+        return own + sum(_cache_breakpoints(v) for k, v in value.items() if k != "cache_control")
+    if isinstance(value, list):
+        return sum(_cache_breakpoints(item) for item in value)
+    return 0
+
+
 def validate_request(
     body: Mapping[str, Any],
     *,
@@ -449,7 +481,8 @@ def validate_request(
     """The reason the real Messages API would reject `body` with a 400, or None; the
     reasons are the real API's messages.
 
-    Checks what it can check cheaply and surely: the required fields; every message has
+    Checks what it can check cheaply and surely: the required fields; at most 4 blocks
+    with `cache_control`; every message has
     content (only a final assistant message may be empty) and no text block is empty; tool
     call ids of the shape `^[a-zA-Z0-9_-]+$`; tool blocks only in a request that defines
     tools; the tool-use pairing rules (every tool_use in an assistant message is answered by
@@ -469,6 +502,12 @@ def validate_request(
         return "messages: at least one message is required"
     tools = body.get("tools")
     defines_tools = isinstance(tools, list) and bool(tools)
+    breakpoints = sum(_cache_breakpoints(body.get(key)) for key in ("tools", "system", "messages"))
+    if breakpoints > MAX_CACHE_BREAKPOINTS:
+        return (
+            f"A maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. "
+            f"Found {breakpoints}."
+        )
 
     open_tool_ids: list[str] = []
     for index, message in enumerate(messages):

@@ -213,6 +213,22 @@ def test_a_compact_summary_is_a_system_detail() -> None:
     ]
 
 
+def test_a_message_carried_over_its_turns_compaction_is_said_once() -> None:
+    question = user_text("What changed?")
+    projection = project_turn(
+        2,
+        items(
+            question,
+            CompactSummary(text="Earlier: the parser."),
+            SystemMessage(text="The conversation was compacted. Your task list is empty."),
+            question,
+            AssistantMessage(content=[TextBlock(text="Nothing yet.")]),
+        ),
+    )
+    assert projection is not None
+    assert (projection.user_text, projection.assistant_text) == ("What changed?", "Nothing yet.")
+
+
 def test_ended_at_is_the_last_assistant_item_with_text() -> None:
     projection = project_turn(
         1,

@@ -580,3 +580,20 @@ def test_the_fake_refuses_a_tool_call_id_the_real_api_refuses(
     )
 
     assert problem == expected
+
+
+def test_the_fake_refuses_more_than_four_cache_breakpoints_as_the_real_api_does() -> None:
+    cached = {"type": "ephemeral"}
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "a", "cache_control": cached}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "b", "cache_control": cached}]},
+        {"role": "user", "content": [{"type": "text", "text": "c", "cache_control": cached}]},
+    ]
+    system = [{"type": "text", "text": "s", "cache_control": cached}]
+    tools = [{**READ_FILE[0], "cache_control": cached}]
+    body = {"model": MODEL, "max_tokens": 32, "messages": messages, "system": system}
+
+    assert validate_request(body) is None
+    assert validate_request({**body, "tools": tools}) == (
+        "A maximum of 4 blocks with cache_control may be provided. Found 5."
+    )

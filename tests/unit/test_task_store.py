@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
+from app.domain.reminder import reminder_text
 from app.domain.tasks import (
     ACTIVE_STATUSES,
     Task,
@@ -26,6 +27,7 @@ from app.domain.tasks import (
     render_snapshot,
     render_summary,
     render_task,
+    render_task_list,
     replay,
 )
 
@@ -267,12 +269,28 @@ def test_replay_skips_unreadable_old_format_ops() -> None:
         TaskOp("TaskUpdate", {"taskid": "1", "status": "finished"}),  # old status value
         TaskOp("TodoWrite", {"todos": []}),  # an operation that no longer exists
         create("b"),
-        update(2, status="inprogress"),
+        update(3, status="inprogress"),
     ]
 
     store = replay(ops)
 
-    assert brief(store) == [(1, "pending", "a", ""), (2, "inprogress", "b", "")]
+    assert brief(store) == [(2, "pending", "a", ""), (3, "inprogress", "b", "")]
+
+
+def test_a_create_replay_skips_still_uses_up_its_id() -> None:
+    """The create had its id when it was recorded (only successful calls are replayed):
+    later tasks keep theirs, and an update of one still finds it."""
+    ops = [
+        create("a"),
+        TaskOp("TaskCreate", {"title": "old format"}),  # taskid 2, live
+        create("c"),
+        update(3, status="completed"),
+    ]
+
+    store = replay(ops)
+
+    assert brief(store) == [(1, "pending", "a", ""), (3, "completed", "c", "")]
+    assert store.create(TaskCreateArgs(subject="d")).taskid == 4
 
 
 def test_replay_skips_refused_ops() -> None:
@@ -282,7 +300,6 @@ def test_replay_skips_refused_ops() -> None:
         update(1),  # no field
         update(1, status="done"),
         update(5, subject="ghost"),
-        TaskOp("TaskCreate", {"subject": "x", "taskid": 9}),
         create("b"),
     ]
 
@@ -318,6 +335,23 @@ def test_render_summary_counts_every_status_and_lists_subjects_without_descripti
     )
 
 
+@given(st.text(min_size=1, max_size=40))
+def test_a_subject_is_one_line_written_alike_in_every_form(subject: str) -> None:
+    """The reminder, TaskGet, TaskCreate/TaskUpdate results (task and summary), TaskList and
+    the snapshot write a subject the same way, on one line: no subject adds a line."""
+    store = TaskStore()
+    task = store.create(TaskCreateArgs(subject=subject))
+    reminded = reminder_text([task]).splitlines()[2]
+    assert reminded.startswith("- taskid 1 [pending] ")
+    line = f"[1] pending: {reminded.removeprefix('- taskid 1 [pending] ')}"
+
+    assert render_task(task).splitlines() == [line]
+    assert render_summary(store).splitlines()[1:] == [line]
+    assert render_snapshot(store).splitlines() == [line]
+    assert render_task_list(store).splitlines()[:2] == [line, ""]
+    assert len(render_task_list(store).splitlines()) == 3
+
+
 def test_render_summary_of_an_empty_store() -> None:
     assert render_summary(TaskStore()) == "0 tasks: 0 pending, 0 inprogress, 0 completed, 0 deleted"
 
@@ -351,7 +385,7 @@ def test_a_snapshot_over_its_budget_shows_active_tasks_first_and_says_what_it_le
     assert "completed" not in text  # 100 active tasks leave no room for ended ones
     shown = sum(1 for line in lines if line.startswith("["))
     assert lines[-1] == (
-        f"… and {200 - shown} more tasks ({100 - shown} active) not shown here; "
+        f"{shown} of 200 tasks shown (active first; {100 - shown} active not shown); "
         "TaskGet shows a task in full."
     )
     assert all(len(line) < 100 for line in lines if line.startswith("    "))  # cut descriptions
@@ -455,19 +489,29 @@ def apply_like_the_tool(store: TaskStore, op: TaskOp) -> TaskOp | None:
 def test_replay_equals_the_live_store_after_every_prefix(ops: list[TaskOp]) -> None:
     live = TaskStore()
     recorded: list[TaskOp] = []
-    for index, op in enumerate(ops, start=1):
+    for op in ops:
         done = apply_like_the_tool(live, op)
         if done is not None:
             recorded.append(done)
 
-        # the whole log (refused calls included) and the successful results alone
-        assert replay(ops[:index]) == live
+        # the log holds the successful calls alone
         assert replay(recorded) == live
 
     ids = [t.taskid for t in live.all()]
     assert ids == list(range(1, len(ids) + 1))
     assert sum(op.name == "TaskCreate" for op in recorded) == len(ids)
     assert all(t.status in STATUSES for t in live.all())
+
+    # every other create in a form replay no longer reads: those tasks are gone, every
+    # other task keeps the id and the state the live store gave it
+    creates = [n for n, op in enumerate(recorded) if op.name == "TaskCreate"]
+    aged = set(creates[1::2])
+    old_form = [
+        TaskOp(op.name, {"title": op.args["subject"]}) if n in aged else op
+        for n, op in enumerate(recorded)
+    ]
+    gone = {creates.index(n) + 1 for n in aged}
+    assert replay(old_form).all() == [t for t in live.all() if t.taskid not in gone]
 
 
 @settings(max_examples=200, deadline=None)

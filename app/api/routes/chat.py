@@ -8,7 +8,7 @@ from pydantic import BaseModel
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.api.deps import (
-    HEAVY,
+    AdmissionDep,
     CurrentTenant,
     DatabaseDep,
     IdempotencyDep,
@@ -86,15 +86,13 @@ router = APIRouter(
         "after compaction) or `agent-max-iterations` (the turn stopped at "
         "STRATA_AGENT_MAX_ITERATIONS LLM calls; a new message continues it), "
         "500 `job-crashed`. "
-        "A tenant with "
-        "STRATA_TENANT_MAX_CONCURRENT_HEAVY such requests (or hook posts, or job "
-        "submissions) in flight gets 429 with `Retry-After`."
+        "A tenant with STRATA_TENANT_MAX_ACTIVE_JOBS jobs queued or running (imports "
+        "running count too) gets 429 with `Retry-After`; a waiting request holds nothing."
     ),
     responses={
         200: {"model": MessageReply, "description": "The turn succeeded while waiting."},
         **problem_responses(404, 409, 413, 422, 429, 500, 502),
     },
-    dependencies=[HEAVY],
 )
 async def send(
     session_id: SessionId,
@@ -104,6 +102,7 @@ async def send(
     settings: SettingsDep,
     tenant: CurrentTenant,
     idempotency: IdempotencyDep,
+    admission: AdmissionDep,
     if_busy: IfBusy = IfBusy.enqueue,
     wait: bool = False,
     wait_seconds: Annotated[
@@ -112,6 +111,7 @@ async def send(
     ] = None,
 ) -> object:
     async def work(db: AsyncSession) -> MessageAccepted:
+        await admission.admit_job(db, tenant)
         job = await send_message(db, tenant, session_id, body.text, if_busy)
         return MessageAccepted(job_id=job.id, turn=job.turn, job=JobPublic.of(job))
 

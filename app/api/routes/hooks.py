@@ -1,14 +1,24 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.deps import HEAVY, CurrentTenant, DatabaseDep, SettingsDep
+from app.api.deps import (
+    AdmissionDep,
+    CurrentTenant,
+    DatabaseDep,
+    HookBodyBudgetDep,
+    SettingsDep,
+)
 from app.api.errors import problem_responses
+from app.api.hook_body import literal_lines, parse_hook, read_body
+from app.db.engine import Database
 from app.domain.errors import Forbidden, InvalidInput
 from app.services.claude_code import (
     ingest_transcript,
@@ -16,6 +26,7 @@ from app.services.claude_code import (
     start_context,
     write_mirrored,
 )
+from app.services.limits import Admission
 from app.settings import Settings
 
 router = APIRouter(prefix="/hooks", tags=["hooks"], responses=problem_responses(401, 503))
@@ -74,7 +85,7 @@ class HookAnswer(BaseModel):
     systemMessage: str | None = None
 
 
-def _read_transcript(settings: Settings, hook: ClaudeCodeHook) -> str | None:
+def _transcript_file(settings: Settings, hook: ClaudeCodeHook) -> Path | None:
     """Only for a server on the same machine, only when a setting allows it, and only files
     under the configured roots (`STRATA_HOOK_TRANSCRIPT_ROOTS`, `~/.claude/projects`): an
     API client must not make the server read whatever file it names (403 otherwise; the
@@ -96,7 +107,14 @@ def _read_transcript(settings: Settings, hook: ClaudeCodeHook) -> str | None:
         )
     if path.stat().st_size > settings.hook_max_body_bytes:
         raise InvalidInput("the transcript file is larger than STRATA_HOOK_MAX_BODY_BYTES")
-    return path.read_text(encoding="utf-8", errors="replace")
+    return path
+
+
+def _file_lines(path: Path) -> Iterator[str]:
+    """The file's lines, read one at a time (split at "\n" only)."""
+    with path.open("rb") as file:
+        for raw in file:
+            yield raw.removesuffix(b"\n").decode("utf-8", errors="replace")
 
 
 @router.post(
@@ -116,22 +134,51 @@ def _read_transcript(settings: Settings, hook: ClaudeCodeHook) -> str | None:
         "With `STRATA_HOOK_READ_TRANSCRIPT_PATH` the server may read `transcript_path` "
         "itself, only under `STRATA_HOOK_TRANSCRIPT_ROOTS` (403 otherwise). "
         "Other events are accepted and ignored. "
-        "The answer's `Strata-Session` header names the mirrored session. A tenant with "
-        "STRATA_TENANT_MAX_CONCURRENT_HEAVY such posts (or messages, or job submissions) "
-        "in flight gets 429 with `Retry-After`."
+        "The answer's `Strata-Session` header names the mirrored session. An import is "
+        "refused with 429 and `Retry-After` while the tenant has "
+        "STRATA_TENANT_MAX_ACTIVE_JOBS jobs queued or running (imports running count "
+        "too); a body that would take the process past STRATA_HOOK_BODY_BUDGET_BYTES of "
+        "hook bodies at once gets 503 `server-busy` with `Retry-After`."
     ),
     response_model_exclude_none=True,
     responses=problem_responses(403, 413, 422, 429),
-    dependencies=[HEAVY],
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/ClaudeCodeHook"}}
+            },
+        }
+    },
 )
 async def claude_code(
-    hook: ClaudeCodeHook,
+    request: Request,
     response: Response,
     database: DatabaseDep,
     tenant: CurrentTenant,
     settings: SettingsDep,
+    admission: AdmissionDep,
+    budget: HookBodyBudgetDep,
 ) -> HookAnswer:
-    payload: dict[str, Any] = hook.model_dump()
+    with budget.claim() as claim:
+        body = await read_body(request, claim)
+        hook, span = parse_hook(body, ClaudeCodeHook)
+        lines: Callable[[], Iterator[str]] | None = None
+        if span is not None:
+            lines = partial(literal_lines, body, *span)
+        return await _answer(hook, lines, response, database, tenant, settings, admission)
+
+
+async def _answer(
+    hook: ClaudeCodeHook,
+    lines: Callable[[], Iterator[str]] | None,
+    response: Response,
+    database: Database,
+    tenant: str,
+    settings: Settings,
+    admission: Admission,
+) -> HookAnswer:
+    payload: dict[str, Any] = hook.model_dump(exclude={"transcript"})
     if hook.hook_event_name == "SessionStart":
         session = await write_mirrored(database, lambda db: session_start(db, tenant, payload))
         async with database.read() as db:
@@ -144,18 +191,20 @@ async def claude_code(
         )
     if hook.hook_event_name not in TRANSCRIPT_EVENTS:
         return HookAnswer()
-    transcript = hook.transcript
-    if transcript is None:
-        transcript = await asyncio.to_thread(_read_transcript, settings, hook)
-    if transcript is None:
+    if lines is None:
+        path = await asyncio.to_thread(_transcript_file, settings, hook)
+        if path is not None:
+            lines = partial(_file_lines, path)
+    if lines is None:
         raise InvalidInput(
             "no transcript lines: send them as `transcript` (or enable "
             "STRATA_HOOK_READ_TRANSCRIPT_PATH on a server on the same machine)",
             field="transcript",
         )
-    report = await ingest_transcript(
-        database, settings, tenant, payload, transcript, first_line=hook.transcript_first_line
-    )
+    async with admission.import_slot(database, tenant):
+        report = await ingest_transcript(
+            database, settings, tenant, payload, lines, first_line=hook.transcript_first_line
+        )
     response.headers["Strata-Session"] = report.session_id
     response.headers["Strata-Imported"] = str(report.imported)
     response.headers["Strata-Already-Known"] = str(report.already_known)

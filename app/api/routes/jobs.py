@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Path, Query, Request, Response
@@ -8,7 +8,7 @@ from fastapi.responses import FileResponse
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.api.deps import (
-    HEAVY,
+    AdmissionDep,
     CurrentTenant,
     DatabaseDep,
     IdempotencyDep,
@@ -31,15 +31,43 @@ from app.api.schemas.jobs import (
     StoredFile,
     WorkspaceFiles,
 )
+from app.db.models import Job
+from app.domain.downloads import OCTET_STREAM, SAFE_IMAGE_TYPES, download_policy
 from app.domain.errors import InvalidInput
 from app.domain.jobs import RESERVED_PIECE_NAMES
 from app.services import comments, workspaces
 from app.services import jobs as service
 from app.services.piece_jobs import submit_job
+from app.settings import Settings
 
 router = APIRouter(prefix="/jobs", tags=["jobs"], responses=problem_responses(401, 503))
 
 JobId = Annotated[str, Path(max_length=40, description="A job id (`job_…`).")]
+# the server refuses every other path with a 422 (app/services/workspaces.py)
+WorkspacePath = Annotated[
+    str,
+    Path(
+        max_length=1000,
+        description="A path inside the folder: segments joined by `/`, none empty, `.` or "
+        "`..`, with no backslash, NUL or percent-encoded (`%XX`) text.",
+        json_schema_extra={"pattern": workspaces.PATH_PATTERN},
+    ),
+]
+
+_BINARY = {"schema": {"type": "string", "format": "binary"}}
+# a workspace file, as `download_policy` sends it
+DOWNLOAD: dict[str, Any] = {
+    "description": "The file, as an attachment: `application/octet-stream`, or its own type "
+    "for a PNG, JPEG, GIF or WebP image (never SVG), with `nosniff` and a sandboxing CSP",
+    "headers": {
+        name: {"required": True, "schema": {"type": "string", "example": example}}
+        for name, example in download_policy("notes.txt").headers.items()
+    },
+    "content": {
+        OCTET_STREAM: {**_BINARY, "example": "Notes the job should read."},
+        **dict.fromkeys(sorted(set(SAFE_IMAGE_TYPES.values())), _BINARY),
+    },
+}
 
 
 @router.get(
@@ -116,11 +144,10 @@ async def cancel_job(job_id: JobId, database: DatabaseDep, tenant: CurrentTenant
         "With `start: false` the job is a `draft`: upload its input files and comment on "
         "it, then `POST /jobs/{job_id}/start`; a draft never runs before. Chat turns are "
         "not pieces: send them with `POST /sessions/{session_id}/messages`. "
-        "A tenant with STRATA_TENANT_MAX_CONCURRENT_HEAVY such requests (or hook posts, "
-        "or messages) in flight gets 429 with `Retry-After`."
+        "A tenant with STRATA_TENANT_MAX_ACTIVE_JOBS jobs queued or running (imports "
+        "running count too) gets 429 with `Retry-After`, unless the job is a draft."
     ),
     responses=problem_responses(404, 413, 422, 429),
-    dependencies=[HEAVY],
 )
 async def create_job(
     body: JobCreate,
@@ -128,6 +155,7 @@ async def create_job(
     tenant: CurrentTenant,
     runtime: RuntimeDep,
     idempotency: IdempotencyDep,
+    admission: AdmissionDep,
 ) -> object:
     piece = runtime.pieces.get(body.piece)
     if piece is None:
@@ -140,6 +168,8 @@ async def create_job(
         raise InvalidInput(f"unknown piece {body.piece!r}{hint}; known: {known}", field="piece")
 
     async def work(db: AsyncSession) -> JobPublic:
+        if body.start:
+            await admission.admit_job(db, tenant)
         job = await submit_job(
             db,
             tenant,
@@ -160,11 +190,18 @@ async def create_job(
     name="start",
     summary="Start a draft job",
     description="Queues a job created with `start: false`, with the files and comments it "
-    "has by now. 409 for a job that is not a draft (it has started, or ended).",
-    responses=problem_responses(404, 409, 422),
+    "has by now. 409 for a job that is not a draft (it has started, or ended). A tenant "
+    "with STRATA_TENANT_MAX_ACTIVE_JOBS jobs queued or running gets 429 with `Retry-After`.",
+    responses=problem_responses(404, 409, 422, 429),
 )
-async def start_job(job_id: JobId, database: DatabaseDep, tenant: CurrentTenant) -> JobPublic:
-    return JobPublic.of(await database.write(lambda db: service.start_job(db, tenant, job_id)))
+async def start_job(
+    job_id: JobId, database: DatabaseDep, tenant: CurrentTenant, admission: AdmissionDep
+) -> JobPublic:
+    async def work(db: AsyncSession) -> Job:
+        await admission.admit_job(db, tenant)
+        return await service.start_job(db, tenant, job_id)
+
+    return JobPublic.of(await database.write(work))
 
 
 @router.post(
@@ -175,8 +212,9 @@ async def start_job(job_id: JobId, database: DatabaseDep, tenant: CurrentTenant)
     summary="Comment on a job",
     description="A comment on a job waiting for a human (ASK) re-queues it; it resumes "
     "at the movement that asked. A draft takes comments too (they are in its first "
-    "prompt). The last 5 comments go into every movement's prompt.",
-    responses=problem_responses(404, 413, 422),
+    "prompt). The last 5 comments go into every movement's prompt. 409 once the job has "
+    "ended (succeeded, failed, aborted or cancelled): nothing would read the comment.",
+    responses=problem_responses(404, 409, 413, 422),
 )
 async def comment(
     job_id: JobId,
@@ -225,6 +263,8 @@ async def list_files(
     status_code=201,
     name="put_input",
     summary="Upload a file into the job's input/ folder (the raw body is the content)",
+    description="`input/subtasks/` is the runner's (the outputs of finished subtasks are "
+    "copied there): an upload into it is a 422.",
     responses=problem_responses(404, 413, 422),
     openapi_extra={
         "requestBody": {
@@ -240,7 +280,7 @@ async def list_files(
 )
 async def put_input(
     job_id: JobId,
-    path: Annotated[str, Path(max_length=1000)],
+    path: WorkspacePath,
     request: Request,
     response: Response,
     db: SessionDep,
@@ -255,29 +295,43 @@ async def put_input(
 
 
 @router.get(
-    "/{job_id}/files/{area}/{path:path}",
-    name="get_file",
-    summary="Download a file of the job's input/ or output/ folder",
+    "/{job_id}/files/input/{path:path}",
+    name="get_input",
+    summary="Download a file of the job's input/ folder",
     response_class=FileResponse,
-    responses={
-        200: {
-            "content": {
-                "application/octet-stream": {
-                    "schema": {"type": "string", "format": "binary"},
-                    "example": "Notes the job should read.",
-                }
-            }
-        },
-        **problem_responses(404, 422),
-    },
+    responses={200: DOWNLOAD, **problem_responses(404, 422)},
 )
-async def get_file(
+async def get_input(
     job_id: JobId,
-    area: Literal["input", "output"],
-    path: Annotated[str, Path(max_length=1000)],
+    path: WorkspacePath,
     db: SessionDep,
     tenant: CurrentTenant,
     settings: SettingsDep,
 ) -> FileResponse:
-    job = await service.get_job(db, tenant, job_id)
-    return FileResponse(workspaces.file_path(settings, job, area, path))
+    return _download(settings, await service.get_job(db, tenant, job_id), "input", path)
+
+
+@router.get(
+    "/{job_id}/files/output/{path:path}",
+    name="get_output",
+    summary="Download a file of the job's output/ folder",
+    response_class=FileResponse,
+    responses={200: DOWNLOAD, **problem_responses(404, 422)},
+)
+async def get_output(
+    job_id: JobId,
+    path: WorkspacePath,
+    db: SessionDep,
+    tenant: CurrentTenant,
+    settings: SettingsDep,
+) -> FileResponse:
+    return _download(settings, await service.get_job(db, tenant, job_id), "output", path)
+
+
+def _download(settings: Settings, job: Job, area: workspaces.Area, path: str) -> FileResponse:
+    download = download_policy(path)
+    return FileResponse(
+        workspaces.file_path(settings, job, area, path),
+        media_type=download.media_type,
+        headers=download.headers,
+    )

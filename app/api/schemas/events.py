@@ -20,6 +20,8 @@ class StreamEventType(StrEnum):
     job_status = "job.status"
     job_comment = "job.comment"
     job_subtask_waiting = "job.subtask_waiting"
+    movement_started = "movement.started"
+    movement_ended = "movement.ended"
     usage = "usage"
     task_updated = "task.updated"
     session_compacted = "session.compacted"
@@ -76,6 +78,32 @@ class JobSubtaskWaiting(_JobEvent):
     child_job_id: str
     movement: str | None
     question: str
+
+
+class _MovementEvent(_JobEvent):
+    piece: str | None = Field(description="The piece the job runs.")
+    movement: str
+    attempt: int = Field(description="The job's attempt (claims so far) that ran it.")
+
+
+class MovementStarted(_MovementEvent):
+    """The same fields as the `movement.started` webhook's `data`. A movement resumed
+    from the log after a runner died is not started again."""
+
+    type: Literal["movement.started"]
+    number: int = Field(description="How many movements the job has begun, this one included.")
+
+
+class MovementEnded(_MovementEvent):
+    """The same fields as the `movement.ended` webhook's `data`: the movement transitioned.
+    A job that stops inside a movement (failed, cancelled) says so by its `job.status`."""
+
+    type: Literal["movement.ended"]
+    next_step: str = Field(description="A movement, or COMPLETE, ASK, ABORT, WAIT_SUBTASKS.")
+    forced: bool = Field(
+        description="The model did not call `transition` itself (the context ran out, or "
+        "it never called it)."
+    )
 
 
 class UsageEvent(_JobEvent):
@@ -148,6 +176,8 @@ StreamEventData = Annotated[
     | JobStatusEvent
     | JobCommentEvent
     | JobSubtaskWaiting
+    | MovementStarted
+    | MovementEnded
     | UsageEvent
     | TaskUpdatedEvent
     | SessionCompacted
@@ -170,6 +200,8 @@ with `type`, `session_id` and `job_id` (null when it concerns no job):
 | `job.status` | `status`, `kind`, `piece`, `turn`, `attempt`, `parent_job_id`, `error` (1) | yes |
 | `job.comment` | `comment_id`, `author` | yes |
 | `job.subtask_waiting` | `child_job_id`, `movement`, `question` of a subtask asking a human | yes |
+| `movement.started` | `piece`, `movement`, `attempt`, `number` (3) | yes |
+| `movement.ended` | `piece`, `movement`, `attempt`, `next_step`, `forced` (3) | yes |
 | `usage` | the tokens of one LLM response | yes |
 | `task.updated` | `taskid`, `op`, `origin`, `status`, `subject` (2) | yes |
 | `session.compacted` / `compaction.failed` | `segment`, … | yes |
@@ -178,9 +210,10 @@ with `type`, `session_id` and `job_id` (null when it concerns no job):
 | `tool.started` / `tool.finished` | `tool_use_id`, `name` (`is_error`) | no: live only |
 
 (1) the `data` of the `job.<status>` webhooks; (2) the `data` of the `task.updated`
-webhook. A comment line (`: keep-alive`) is sent after STRATA_SSE_KEEPALIVE_SECONDS without an
-event. Live events have ids `N.M` (the M-th after durable event N); reconnecting with any
-id replays the durable events after N. The stream asks again every
+webhook; (3) the `data` of the webhook of the same name. A comment line (`: keep-alive`)
+is sent after STRATA_SSE_KEEPALIVE_SECONDS without an event. Live events have ids `N.M`
+(the M-th after durable event N); reconnecting with any id replays the durable events
+after N. The stream asks again every
 STRATA_SSE_KEY_CHECK_SECONDS whether its key is valid: one revoked or expired since ends it
 (reconnecting with it is a 401)."""
 

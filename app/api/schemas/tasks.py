@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from app.domain.tasks import Task, TaskStatus
 
@@ -22,7 +22,8 @@ class TaskCreate(BaseModel):
 
 
 def _at_least_one_change(schema: dict[str, Any]) -> None:
-    """As the server reads it: a field sent as null is a field left out, and one must stay."""
+    """As the server reads it: each field is left out or given a value (never null), and at
+    least one is given."""
     for prop in schema.get("properties", {}).values():
         options = prop.pop("anyOf", None)
         if options:
@@ -40,6 +41,13 @@ class TaskPatch(BaseModel):
     status: TaskStatus | None = None
     subject: str | None = Field(default=None, min_length=1, max_length=500)
     description: str | None = Field(default=None, max_length=20_000)
+
+    @field_validator("status", "subject", "description", mode="before")
+    @classmethod
+    def _not_null(cls, value: object) -> object:
+        if value is None:  # a default is not validated: only a null that was sent gets here
+            raise ValueError("leave the field out to keep it; null is not a value")
+        return value
 
     @model_validator(mode="after")
     def _changes_something(self) -> TaskPatch:

@@ -27,6 +27,7 @@ from app.console.web import (
     text,
     upload,
 )
+from app.domain.downloads import download_policy
 from app.domain.jobs import JobStatus
 
 router = APIRouter(prefix="/console/jobs")
@@ -185,7 +186,8 @@ async def put_file(
 
 @router.get("/{job_id}/files/{area}/{path:path}")
 async def download(job_id: str, area: str, path: str, api: Api) -> Response:
-    """The file as `GET /jobs/{id}/files/{area}/{path}` sends it, streamed on."""
+    """The file as `GET /jobs/{id}/files/{area}/{path}` sends it, streamed on, as the same
+    download (`download_policy`): the browser is on the server's origin here too."""
     quoted = "/".join(q(part) for part in path.split("/"))
     stack = AsyncExitStack()
     upstream = await stack.enter_async_context(
@@ -201,12 +203,9 @@ async def download(job_id: str, area: str, path: str, api: Api) -> Response:
             async for chunk in upstream.chunks():
                 yield chunk
 
-    name = path.rsplit("/", 1)[-1]
-    headers = {
-        "Content-Disposition": f"attachment; filename*=UTF-8''{q(name)}",
-        "X-Content-Type-Options": "nosniff",
-    }
+    download = download_policy(path)
+    headers = dict(download.headers)
     for header in ("content-length", "last-modified", "etag"):
         if header in upstream.headers:
             headers[header] = upstream.headers[header]
-    return StreamingResponse(body(), media_type="application/octet-stream", headers=headers)
+    return StreamingResponse(body(), media_type=download.media_type, headers=headers)

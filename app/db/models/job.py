@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Column, ForeignKey, Index, String, Text
+from sqlalchemy import Column, ForeignKey, Index, String, Text, text
 from sqlmodel import Field, SQLModel
 
 from app.db.types import BigIntPK, JSONType, UTCDateTime, utcnow
@@ -43,6 +43,13 @@ class Job(SQLModel, table=True):
     movement: str | None = Field(default=None, max_length=100)
     state: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSONType, nullable=False))
     parent_job_id: str | None = Field(default=None, max_length=40, index=True)
+    # a subtask's job tree: its root (null on a root), how far below the root it is, and
+    # on a root the movements begun in the whole tree, which share the root's budget
+    root_job_id: str | None = Field(default=None, max_length=40)
+    depth: int = Field(default=0, sa_column_kwargs={"server_default": text("0"), "nullable": False})
+    tree_movements: int = Field(
+        default=0, sa_column_kwargs={"server_default": text("0"), "nullable": False}
+    )
     input: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSONType, nullable=False))
     result: dict[str, Any] | None = Field(default=None, sa_column=Column(JSONType, nullable=True))
     error: dict[str, Any] | None = Field(default=None, sa_column=Column(JSONType, nullable=True))

@@ -53,6 +53,15 @@ _ADD_USAGE = Prepared(
         cache_creation_tokens=_J.c.cache_creation_tokens + bindparam("u_cache_creation"),
     )
 )
+_TAKE_TREE_MOVEMENT = Prepared(
+    _J.update()
+    .where(
+        _J.c.id == bindparam("j_root"),
+        _J.c.tree_movements < bindparam("j_limit", type_=Integer),
+    )
+    .values(tree_movements=_J.c.tree_movements + 1)
+    .returning(_J.c.tree_movements)
+)
 _SET_INPUT = Prepared(
     _J.update()
     .where(_J.c.id == bindparam("j_id"))
@@ -160,6 +169,23 @@ class JobRepository(RowRepository):
         flag = (await self.db.exec(query)).first()
         return flag is None or flag
 
+    async def active_count(self, tenant: str) -> int:
+        """How many jobs of the tenant are queued or running."""
+        query = (
+            select(func.count())
+            .select_from(Job)
+            .where(Job.tenant == tenant, col(Job.status).in_(_ACTIVE))
+        )
+        return int((await self.db.exec(query)).one())
+
+    async def lock_tenant_admission(self, tenant: str) -> None:
+        """Hold the tenant's admission lock until the transaction ends, so that two units
+        queueing its jobs at once count one after the other (PostgreSQL: a transaction
+        advisory lock; a SQLite write transaction is exclusive already)."""
+        if self.db.get_bind().dialect.name == "postgresql":
+            key = func.hashtext(cast(f"strata.admission:{tenant}", String))
+            await self.db.exec(select(func.pg_advisory_xact_lock(key)))
+
     async def session_is_busy(self, session_id: str) -> bool:
         query = select(Job.id).where(
             Job.session_id == session_id, Job.lane == "session", col(Job.status).in_(_ACTIVE)
@@ -200,30 +226,61 @@ class JobRepository(RowRepository):
     async def renew_leases(
         self, leases: dict[str, str], until: datetime
     ) -> tuple[set[str], set[str]]:
-        """Extend the leases still held (job id → lease token) in one statement; returns
-        the ids renewed, and those of them whose cancel was asked."""
+        """Extend the leases still held (job id → lease token); returns the ids held, and
+        those of them whose cancel was asked.
+
+        It never waits for a row lock (PostgreSQL): the rows are locked `FOR UPDATE SKIP
+        LOCKED`, and a row another transaction holds (a job's own fenced write, or one
+        that also locks its tree's root, `take_tree_movement`) is passed over this beat
+        and counts as held while its token matches. Waiting there could deadlock: a
+        fenced write holds its job's row and wants its root's, which this statement may
+        hold while it waits for the first."""
         if not leases:
             return set(), set()
-        held = or_(
-            *(
-                and_(col(Job.id) == job_id, col(Job.lease_owner) == token)
-                for job_id, token in leases.items()
-            )
+        held = and_(
+            or_(
+                *(
+                    and_(col(Job.id) == job_id, col(Job.lease_owner) == token)
+                    for job_id, token in leases.items()
+                )
+            ),
+            col(Job.status) == JobStatus.running,
         )
+        free = select(Job.number).where(held).with_for_update(skip_locked=True)
         stmt = (
             update(Job)
-            .where(held, col(Job.status) == JobStatus.running)
+            .where(col(Job.number).in_(free.scalar_subquery()))
             .values(lease_expires_at=until)
             .returning(col(Job.id), col(Job.cancel_requested))
+            .execution_options(synchronize_session=False)
         )
-        rows = (await self.db.exec(stmt)).all()
-        return {row[0] for row in rows}, {row[0] for row in rows if row[1]}
+        found: dict[str, bool] = {
+            job_id: bool(cancel) for job_id, cancel in (await self.db.exec(stmt)).all()
+        }
+        if len(found) < len(leases):  # passed over, or lost: a plain read tells which
+            query = select(Job.id, Job.cancel_requested).where(held)
+            for job_id, cancel in (await self.db.exec(query)).all():
+                found.setdefault(job_id, bool(cancel))
+        return set(found), {job_id for job_id, cancel in found.items() if cancel}
 
     async def still_owned(self, job_id: str, token: str) -> bool:
         """Whether `token` still holds the running job's lease, in one UPDATE: it takes
         the row's lock (PostgreSQL), so a concurrent claim waits for this transaction."""
         params = {"j_id": job_id, "j_token": token, "j_now": utcnow()}
         return bool((await _STILL_OWNED.execute(self.db, params)).rowcount)
+
+    async def take_tree_movement(self, root_id: str, limit: int) -> int | None:
+        """Count one more movement begun in the job tree of `root_id`, in one statement that
+        locks the root's row (PostgreSQL) so the tree's jobs take them one at a time; the
+        count so far, or None when the tree has begun `limit` already (or the root is gone)."""
+        rows = (
+            await _TAKE_TREE_MOVEMENT.execute(self.db, {"j_root": root_id, "j_limit": limit})
+        ).rows
+        return int(rows[0][0]) if rows else None
+
+    async def count_children(self, parent_id: str) -> int:
+        query = select(func.count()).select_from(Job).where(Job.parent_job_id == parent_id)
+        return int((await self.db.exec(query)).one())
 
     async def set_input(self, job_id: str, value: dict[str, Any]) -> None:
         """A running job's `input`, as one prepared statement (a statement unit may run it)."""
