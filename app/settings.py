@@ -144,9 +144,11 @@ class Settings(BaseSettings):
     # log gained since instead of the whole segment; at most this many sessions' pictures
     # (each holds its session's current segment, ~1 MB of text near the context window; a
     # picture is taken by its session's next turn, so fewer entries than sessions turning at
-    # once in the process makes every turn miss)
+    # once in the process makes every turn miss), and at most this many items in all (a
+    # segment grows with every turn until compaction: the oldest pictures go first)
     job_session_cache_seconds: float = Field(default=60.0, ge=0)
     job_session_cache_entries: int = Field(default=1_000, ge=1)
+    job_session_cache_items: int = Field(default=5_000, ge=1)
     # net allocations of container objects between two collections of the cyclic garbage
     # collector's youngest generation in `strata serve` / `strata worker` (Python's default is
     # 700; at that a worker spent ~20% of its CPU per turn collecting)

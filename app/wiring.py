@@ -141,7 +141,7 @@ async def runtime(
     stop = asyncio.Event()
     tasks: list[asyncio.Task[None]] = []
     if not database.is_sqlite:  # commits and live signals of every process reach every stream
-        bridge = PgLiveBridge(settings.database_url, hub)
+        bridge = PgLiveBridge(settings.database_url, hub, database.availability)
         hub.bridge = bridge
         tasks.append(asyncio.create_task(bridge.run(stop), name="strata-live-bridge"))
     if with_runner:

@@ -163,6 +163,11 @@ class Server:
         assert self._proc is not None
         return cpu_seconds(self._proc.pid)
 
+    @property
+    def pid(self) -> int:
+        assert self._proc is not None
+        return self._proc.pid
+
 
 def pinned(core: str) -> list[str]:
     """`taskset -c core` before a command, where there are two cores to split and

@@ -35,6 +35,7 @@ BENCHMARKS = (
     "replay",
     "memory_economy",
     "prompt_cache",
+    "soak",
 )
 RESULTS_JSON = BENCH_DIR / "results.json"
 RESULTS_MD = BENCH_DIR / "RESULTS.md"

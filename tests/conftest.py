@@ -13,6 +13,7 @@ are skipped on the other.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shutil
@@ -134,6 +135,16 @@ class PostgresDatabases(DatabaseFactory):
         """Restart the server under the running test (the next test's copy is made first)."""
         self._next.result()
         self.server.restart(down_seconds)
+
+    @contextlib.contextmanager
+    def server_stopped(self) -> Iterator[None]:
+        """The server is down while inside (the next test's copy is made first)."""
+        self._next.result()
+        self.server.pause()
+        try:
+            yield
+        finally:
+            self.server.resume()
 
     def close(self) -> None:
         self._cloner.shutdown(wait=True, cancel_futures=True)

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from app.db.engine import is_transient
+from app.db.engine import TRANSIENT_ERRORS, is_transient
 from app.domain.errors import DomainError
 from app.domain.ids import new_id
 
@@ -146,17 +146,33 @@ def _allowed_methods(request: Request) -> str:
     )
 
 
+async def _database_error(request: Request, exc: Exception) -> JSONResponse:
+    """A database error, answered here rather than by Starlette's outermost middleware,
+    which would raise it again for the server to log with its traceback: a transient one
+    is a 503 the process's `Availability` has logged (once per outage), any other a 500."""
+    if not is_transient(exc):
+        return await _unexpected_error(request, exc)
+    database = getattr(request.app.state, "database", None)
+    known = database is not None and database.availability.down
+    # an outage the database's units of work met is logged there, once
+    logger.log(
+        logging.DEBUG if known else logging.WARNING,
+        "database unavailable on %s %s: %s",
+        request.method,
+        request.url.path,
+        type(exc).__name__,
+    )
+    retry_after = request.app.state.settings.db_unavailable_retry_after_seconds
+    return problem_response(
+        503,
+        "the database is busy or unreachable; retry the request",
+        slug="database-unavailable",
+        instance=request.url.path,
+        headers={"Retry-After": str(retry_after)},
+    )
+
+
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
-    if is_transient(exc):  # a locked or restarting database: try again soon, nothing is lost
-        logger.warning("database unavailable on %s %s: %s", request.method, request.url.path, exc)
-        retry_after = request.app.state.settings.db_unavailable_retry_after_seconds
-        return problem_response(
-            503,
-            "the database is busy or unreachable; retry the request",
-            slug="database-unavailable",
-            instance=request.url.path,
-            headers={"Retry-After": str(retry_after)},
-        )
     reference = new_id("err")
     logger.exception("unhandled error %s on %s %s", reference, request.method, request.url.path)
     return problem_response(
@@ -171,6 +187,8 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(DomainError, _domain_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    for transient in TRANSIENT_ERRORS:
+        app.add_exception_handler(transient, _database_error)
     app.add_exception_handler(Exception, _unexpected_error)
 
 

@@ -51,15 +51,29 @@ MISS: Final = Miss()
 class TtlCache(Generic[K, V]):
     """Values kept `ttl` seconds, at most `max_entries` of them (the oldest go first).
 
+    With `weigh`, the values' weights (`weigh(value)`, say the items a value holds) add
+    up to `max_weight` at most, the oldest going first, and a value heavier than that
+    alone is not kept: the bound is on what the entries hold, not only on their number.
+
     Used from the event loop and from SQLite's writer thread, hence the lock."""
 
     def __init__(
-        self, ttl: float, *, max_entries: int, clock: Callable[[], float] = time.monotonic
+        self,
+        ttl: float,
+        *,
+        max_entries: int,
+        clock: Callable[[], float] = time.monotonic,
+        weigh: Callable[[V], int] | None = None,
+        max_weight: int = 0,
     ) -> None:
         self.ttl = ttl
         self.max_entries = max(1, max_entries)
+        self.max_weight = max_weight
+        self._weigh = weigh
         self._clock = clock
-        self._entries: dict[K, tuple[float, V]] = {}
+        # key: (expires, value, weight)
+        self._entries: dict[K, tuple[float, V, int]] = {}
+        self.weight = 0  # of the entries held
         self._generation = 0
         self._lock = threading.Lock()
 
@@ -68,16 +82,15 @@ class TtlCache(Generic[K, V]):
             entry = self._entries.get(key)
             if entry is None:
                 return MISS
-            expires, value = entry
-            if self._clock() >= expires:
-                del self._entries[key]
+            if self._clock() >= entry[0]:
+                self._drop(key)
                 return MISS
-            return value
+            return entry[1]
 
     def take(self, key: K) -> V | Miss:
         """`get`, and the entry goes: its value has one owner, who may change it."""
         with self._lock:
-            entry = self._entries.pop(key, None)
+            entry = self._drop(key)
             if entry is None or self._clock() >= entry[0]:
                 return MISS
             return entry[1]
@@ -93,10 +106,13 @@ class TtlCache(Generic[K, V]):
         with self._lock:
             if stamp != self._generation or self.ttl <= 0:
                 return
-            self._entries.pop(key, None)
-            if len(self._entries) >= self.max_entries:
-                self._evict()
-            self._entries[key] = (self._clock() + self.ttl, value)
+            self._drop(key)
+            weight = 0 if self._weigh is None else self._weigh(value)
+            if self._weigh is not None and weight > self.max_weight:
+                return
+            self._evict(weight)
+            self._entries[key] = (self._clock() + self.ttl, value, weight)
+            self.weight += weight
 
     def forget(self, key: K | None = None) -> None:
         """Drop `key` (every key: None)."""
@@ -104,18 +120,34 @@ class TtlCache(Generic[K, V]):
             self._generation += 1
             if key is None:
                 self._entries.clear()
+                self.weight = 0
             else:
-                self._entries.pop(key, None)
+                self._drop(key)
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def _evict(self) -> None:
+    def _drop(self, key: K) -> tuple[float, V, int] | None:
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            self.weight -= entry[2]
+        return entry
+
+    def _evict(self, weight: int) -> None:
+        """Make room for one more entry of `weight`: the expired go, then the oldest."""
+        if not self._full(weight):
+            return
         now = self._clock()
-        for key in [k for k, (expires, _) in self._entries.items() if now >= expires]:
-            del self._entries[key]
-        while len(self._entries) >= self.max_entries:
-            del self._entries[next(iter(self._entries))]  # the oldest stored
+        for key in [k for k, (expires, _, _) in self._entries.items() if now >= expires]:
+            self._drop(key)
+        while self._entries and self._full(weight):
+            self._drop(next(iter(self._entries)))  # the oldest stored
+
+    def _full(self, weight: int) -> bool:
+        """No room for one more entry of `weight`."""
+        if len(self._entries) >= self.max_entries:
+            return True
+        return self._weigh is not None and self.weight + weight > self.max_weight
 
 
 class Caches:

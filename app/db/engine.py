@@ -37,6 +37,7 @@ from sqlalchemy.pool import AsyncAdaptedQueuePool, StaticPool
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db import caches, deferred, signals, stats
+from app.db.availability import Availability
 from app.db.nul import json_without_nul, without_nul
 from app.db.prepared import Prepared, SqlitePeeker, as_sqlalchemy_error
 from app.db.sqlite_direct import direct_connector
@@ -67,6 +68,10 @@ def async_url(database_url: str) -> str:
 
 def is_sqlite(database_url: str) -> bool:
     return make_url(database_url).get_backend_name() == "sqlite"
+
+
+# the classes a transient error (`is_transient`) is an instance of
+TRANSIENT_ERRORS: tuple[type[Exception], ...] = (DBAPIError, TimeoutError, ConnectionError)
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -291,6 +296,7 @@ class Database:
         ensure_sqlite_dir(settings.database_url)
         self.is_sqlite = is_sqlite(settings.database_url)
         self.stats = DbStats()
+        self.availability = Availability()
         self.listener: signals.Listener | None = None
         self.caches = caches.Caches(
             {
@@ -343,8 +349,13 @@ class Database:
         """A read-only unit of work. Writing in it is a bug: on SQLite it would take the
         write lock beside the writer thread."""
         # closing ends the transaction and keeps what was loaded readable
-        async with self._maker() as session:
-            yield self._attach(session)
+        try:
+            async with self._maker() as session:
+                yield self._attach(session)
+        except Exception as exc:
+            self._met(exc, "read")
+            raise
+        self.availability.read()
 
     async def read_unit(self, work: Work[T]) -> T:
         """Run the read `work(db)` in a read unit of work and return what it returned."""
@@ -359,7 +370,13 @@ class Database:
         if self._peeker is not None:
             self.stats.statements += 1
             self.stats.transactions += 1
-            return self._peeker.rows(statement.compiled(self.engine.dialect), params)
+            try:
+                rows = self._peeker.rows(statement.compiled(self.engine.dialect), params)
+            except Exception as exc:
+                self._met(exc, "read")
+                raise
+            self.availability.read()
+            return rows
         async with self.read() as db:
             return (await statement.execute(db, params)).rows
 
@@ -373,7 +390,15 @@ class Database:
         its own snapshot)."""
         if self._peeker is not None:
             self.stats.transactions += 1
-            return await self._peeker.unit(lambda db: work(self._attach(db)), self.engine.dialect)
+            try:
+                value = await self._peeker.unit(
+                    lambda db: work(self._attach(db)), self.engine.dialect
+                )
+            except Exception as exc:
+                self._met(exc, "read")
+                raise
+            self.availability.read()
+            return value
         async with self.read() as db:
             await db.connection(execution_options={"isolation_level": "REPEATABLE READ"})
             return await work(db)
@@ -395,6 +420,20 @@ class Database:
         return await self._write(work, statements=True)
 
     async def _write(self, work: Work[T], *, statements: bool) -> T:
+        try:
+            value = await self._run_write(work, statements=statements)
+        except Exception as exc:
+            self._met(exc, "write")
+            raise
+        self.availability.written()
+        return value
+
+    def _met(self, exc: Exception, what: str) -> None:
+        """A unit of work raised `exc`: an outage when it is transient."""
+        if is_transient(exc):
+            self.availability.failed(exc, what)
+
+    async def _run_write(self, work: Work[T], *, statements: bool) -> T:
         async def unit_of_work(db: AsyncSession) -> T:
             value = await work(self._attach(db))
             await deferred.flush(db)

@@ -7,7 +7,9 @@ is offered to this process's readers at once and sent as a NOTIFY on `strata_liv
 process's id; the other processes' listeners offer it to their readers. Payloads over
 PostgreSQL's limit are sent as a bare "read again", which the durable events then answer.
 Neither loop ever ends on an error: a lost connection is reopened with growing pauses, and
-while it is away streams still read the table at each keep-alive interval.
+while it is away streams still read the table at each keep-alive interval. A database that
+cannot be reached is the process's outage, which the database's `Availability` logs once;
+a sending connection that died while idle (a server restart) is replaced at once.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
+from app.db.availability import Availability
 from app.db.engine import sync_url
 from app.services.live import LiveHub, LiveSignal
 
@@ -75,9 +78,13 @@ def decode(payload: str) -> tuple[str, LiveSignal] | None:
 
 
 class PgLiveBridge:
-    def __init__(self, database_url: str, hub: LiveHub) -> None:
+    def __init__(
+        self, database_url: str, hub: LiveHub, availability: Availability | None = None
+    ) -> None:
+        """`availability` hears of the database being unreachable."""
         self.url = libpq_url(database_url)
         self.hub = hub
+        self.availability = availability
         self.origin = uuid.uuid4().hex
         self._outbox: asyncio.Queue[LiveSignal] = asyncio.Queue(maxsize=_OUTBOX)
         self.listening = asyncio.Event()  # set while the listener's LISTEN is in force
@@ -102,9 +109,18 @@ class PgLiveBridge:
                 pause = 0.1
             except Exception as exc:
                 self.listening.clear()
-                logger.warning("%s connection lost (%s); retrying", CHANNEL, type(exc).__name__)
+                self._lost(exc)
                 await _until(stop, asyncio.sleep(pause))
                 pause = min(pause * 2, _MAX_PAUSE)
+
+    def _lost(self, exc: Exception) -> None:
+        import psycopg
+
+        if isinstance(exc, psycopg.OperationalError) and self.availability is not None:
+            self.availability.failed(exc, f"{CHANNEL} connection")
+            logger.debug("%s connection lost (%s); retrying", CHANNEL, type(exc).__name__)
+        else:
+            logger.warning("%s connection lost (%s); retrying", CHANNEL, type(exc).__name__)
 
     async def _listen(self) -> None:
         import psycopg
@@ -120,7 +136,8 @@ class PgLiveBridge:
     async def _send(self) -> None:
         import psycopg
 
-        async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
+        conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+        try:
             while True:
                 batch = [await self._outbox.get()]
                 while len(batch) < _BATCH and not self._outbox.empty():
@@ -132,7 +149,14 @@ class PgLiveBridge:
                 # one round trip for all that queued up meanwhile, delivered in this order
                 calls = ", ".join(["pg_notify(%s, %s)"] * len(payloads))
                 params = [value for payload in payloads for value in (CHANNEL, payload)]
-                await conn.execute(f"SELECT {calls}", params)
+                try:
+                    await conn.execute(f"SELECT {calls}", params)
+                except psycopg.OperationalError:  # died while idle: once more on a new one
+                    await conn.close()
+                    conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+                    await conn.execute(f"SELECT {calls}", params)
+        finally:
+            await conn.close()
 
 
 async def _until(stop: asyncio.Event, work: Any) -> None:

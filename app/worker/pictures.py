@@ -10,8 +10,10 @@ only its new items' (`app.engine.requests.Conversation`).
 
 A picture is taken, not shared: its one owner changes its task list in place. It is
 kept `STRATA_JOB_SESSION_CACHE_SECONDS` at most, and at most
-`STRATA_JOB_SESSION_CACHE_ENTRIES` of them (a segment's items can be large); a miss only
-costs the read it saves.
+`STRATA_JOB_SESSION_CACHE_ENTRIES` of them holding `STRATA_JOB_SESSION_CACHE_ITEMS` items
+in all, the oldest going first (a session's segment grows with every turn until it is
+compacted, so a bound on entries alone lets the pictures grow with the sessions); a miss
+only costs the read it saves.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ class SessionPictures:
             settings.job_session_cache_seconds,
             max_entries=settings.job_session_cache_entries,
             clock=clock,
+            weigh=_items_held,
+            max_weight=settings.job_session_cache_items,
         )
 
     def take(self, session_id: str) -> Picture | None:
@@ -40,3 +44,15 @@ class SessionPictures:
     def keep(self, session_id: str, picture: Picture | None) -> None:
         if picture is not None:
             self._kept.put(session_id, picture, self._kept.stamp())
+
+    @property
+    def items(self) -> int:
+        """The items the kept pictures hold in all."""
+        return self._kept.weight
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+
+def _items_held(picture: Picture) -> int:
+    return len(picture.items)

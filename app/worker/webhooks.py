@@ -16,7 +16,7 @@ import time
 import httpx
 
 import app as app_package
-from app.db.engine import Database
+from app.db.engine import Database, is_transient
 from app.db.types import utcnow
 from app.domain.webhook_signing import signed_headers
 from app.observability.metrics import WEBHOOK_ATTEMPTS
@@ -89,8 +89,9 @@ class WebhookDispatcher:
         Idempotency-Key rows; a failure waits for the next round."""
         try:
             purged = await self.database.write(purge_expired_keys)
-        except Exception as exc:
-            logger.warning("could not purge expired idempotency keys: %s", type(exc).__name__)
+        except Exception as exc:  # a transient error is the outage the database logs
+            level = logging.DEBUG if is_transient(exc) else logging.WARNING
+            logger.log(level, "could not purge expired idempotency keys: %s", type(exc).__name__)
             return
         if purged:
             logger.info("purged %d expired idempotency keys", purged)

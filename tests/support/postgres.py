@@ -247,10 +247,18 @@ class EmbeddedPostgres:
     def restart(self, down_seconds: float) -> None:
         """Stop the server (fast shutdown, data kept), stay down a while, start it again on
         the same port: what clients see of a database server restart."""
+        self.pause()
+        time.sleep(down_seconds)
+        self.resume()
+
+    def pause(self) -> None:
+        """Stop the server (fast shutdown, data kept) until `resume`."""
         assert self.process is not None
         self.process.send_signal(signal.SIGINT)
         self.process.wait(STOP_WITHIN)
-        time.sleep(down_seconds)
+
+    def resume(self) -> None:
+        """Start the paused server again, on the same port."""
         self._launch()
 
     def log(self) -> str:

@@ -4,6 +4,7 @@ is the read it would have saved."""
 
 from __future__ import annotations
 
+from app.domain.items import TextBlock, UserMessage
 from app.domain.tasks import TaskStore
 from app.settings import Settings
 from app.worker.job_session import Picture
@@ -57,3 +58,42 @@ def test_past_the_entries_setting_the_oldest_picture_goes_first() -> None:
         clock.advance(1.0)
 
     assert [kept.take(s) is not None for s in ("s1", "s2", "s3")] == [False, True, True]
+
+
+def test_past_the_items_setting_the_oldest_pictures_go_until_the_kept_items_fit() -> None:
+    clock = ManualClock()
+    settings = Settings(_env_file=None, job_session_cache_items=10)
+    kept = SessionPictures(settings, clock=clock)
+    for n in range(50):
+        kept.keep(f"s{n}", picture_of(items=4))
+
+    assert kept.items <= 10
+    assert len(kept) == 2
+    assert kept.take("s49") is not None
+
+
+def test_a_picture_holding_more_items_than_the_setting_is_not_kept() -> None:
+    kept = SessionPictures(Settings(_env_file=None, job_session_cache_items=10))
+    kept.keep("s1", picture_of(items=11))
+
+    assert kept.take("s1") is None
+    assert kept.items == 0
+
+
+def test_taken_and_expired_pictures_no_longer_count_against_the_items_setting() -> None:
+    clock = ManualClock()
+    settings = Settings(_env_file=None, job_session_cache_items=10, job_session_cache_seconds=60.0)
+    kept = SessionPictures(settings, clock=clock)
+    kept.keep("s1", picture_of(items=6))
+    kept.take("s1")
+    kept.keep("s2", picture_of(items=6))
+    clock.advance(60.0)
+    kept.keep("s3", picture_of(items=6))
+
+    assert kept.items == 6
+    assert kept.take("s3") is not None
+
+
+def picture_of(items: int) -> Picture:
+    item = UserMessage(content=[TextBlock(text="hello")])
+    return Picture(segment=0, last_seq=items, items=[item] * items, tasks=TaskStore())

@@ -56,11 +56,14 @@ async def healthz() -> Health:
 )
 async def readyz(request: Request, settings: SettingsDep, credentials: BearerDep) -> object:
     head = head_revision()
+    database = await get_database(request)
     try:
-        async with (await get_database(request)).read() as db:
+        async with database.read() as db:
             current = await current_revision(db)
     except Exception as exc:
-        logger.warning("readiness check: database unreachable: %s", type(exc).__name__)
+        # an outage the read met is logged once, by the database's `availability`
+        level = logging.DEBUG if database.availability.down else logging.WARNING
+        logger.log(level, "readiness check: database unreachable: %s", type(exc).__name__)
         return problem_response(503, "the database is unreachable", slug="database-unavailable")
     if current != head:
         # the key table may not exist yet, so no caller is known: the ids go to the log
