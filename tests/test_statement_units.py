@@ -1,7 +1,7 @@
 """Statement units (`Database.write_statements`): the writes a running job makes on every
-step, run as prepared statements only. On SQLite they run on the writer's direct
-connection without an ORM session; callers see what `Database.write` would tell them,
-on both backends."""
+step, prepared statements on the hot path. On SQLite they run on the writer's direct
+connection, and what a unit asks of the ORM runs on a connection joined to its
+transaction; callers see what `Database.write` would tell them, on both backends."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import bindparam, insert, select
-from sqlalchemy.exc import IntegrityError, InvalidRequestError, UnboundExecutionError
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import select as select_models
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -89,20 +89,29 @@ async def test_a_driver_error_in_a_statement_unit_is_raised_as_sqlalchemy_raises
         await database.write_statements(adding("ses_twice"))
 
 
-@pytest.mark.sqlite_only
-async def test_a_statement_unit_cannot_run_anything_but_prepared_statements(
+async def test_a_statement_units_query_runs_in_its_transaction(database: Database) -> None:
+    """The ORM part of a statement unit sees what its statements wrote before it."""
+
+    async def reads_back(db: AsyncSession) -> list[str]:
+        await ADD.execute(db, _row("ses_seen"))
+        return list((await db.exec(select_models(Session.id))).all())
+
+    assert await database.write_statements(reads_back) == ["ses_seen"]
+
+
+async def test_a_statement_unit_that_fails_after_its_query_writes_nothing(
     database: Database,
 ) -> None:
-    """It has no ORM transaction: a query would run beside the unit's, not in it."""
-
-    async def wanders_off(db: AsyncSession) -> None:
+    async def fails(db: AsyncSession) -> None:
         await ADD.execute(db, _row("ses_half"))
         await db.exec(select_models(Session))
+        raise Conflict("refused")
 
-    with pytest.raises(UnboundExecutionError):
-        await database.write_statements(wanders_off)
+    with pytest.raises(Conflict):
+        await database.write_statements(fails)
 
     assert not await stored(database, "ses_half")
+    assert await database.write_statements(adding("ses_after")) == "ses_after"
 
 
 async def test_statement_units_queued_with_orm_units_fail_alone(database: Database) -> None:
@@ -206,20 +215,18 @@ async def test_a_connection_broken_between_units_is_replaced_after_one_failure(
     assert await stored(database, "ses_after")
 
 
-@pytest.mark.sqlite_only
-async def test_a_statement_unit_that_only_stages_an_orm_change_is_refused(
+async def test_an_orm_row_a_statement_unit_only_staged_is_written_with_it(
     database: Database,
 ) -> None:
-    """Without a flush nothing would raise, and the change would be lost without a word."""
+    """Staged without a flush, it is flushed in the unit, not lost."""
 
     async def stages(db: AsyncSession) -> None:
         await ADD.execute(db, _row("ses_half"))
         db.add(Session(id="ses_staged", tenant="acme"))
 
-    with pytest.raises(InvalidRequestError):
-        await database.write_statements(stages)
+    await database.write_statements(stages)
 
-    assert not await stored(database, "ses_half")
+    assert await stored(database, "ses_half") and await stored(database, "ses_staged")
 
 
 @pytest.mark.sqlite_only

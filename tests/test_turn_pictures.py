@@ -66,12 +66,12 @@ async def test_a_turn_whose_end_did_not_commit_leaves_no_picture(
     assert runner.deps.pictures.take(job.session_id) is None
 
 
-async def test_a_turn_whose_end_runs_again_through_the_orm_hands_on_the_answer_it_wrote(
+async def test_a_turn_whose_end_takes_the_orm_hands_on_the_answer_it_wrote(
     make_settings: Any, fake_llm: FakeMessagesAPI
 ) -> None:
     """Past the memory's L2 window a turn's end also queues the chain's summary job, which
-    takes the ORM: the end's statement unit is rolled back and runs again as an ORM unit.
-    The picture it hands on holds the answer where that second run put it."""
+    takes the ORM in the end's unit. The picture it hands on holds the answer where that
+    unit put it."""
     settings = agent_settings(make_settings, fake_llm, memory_l2_window_turns=1)
     fake_llm.always(lambda body: reply("Done."))  # the turns, and the summary
     async with runtime(settings, with_runner=False) as parts:

@@ -412,10 +412,11 @@ class Database:
         return await self._write(work, statements=False)
 
     async def write_statements(self, work: Work[T]) -> T:
-        """`write` for a unit that runs prepared statements only (`app.db.prepared`): what
-        a running job writes on every step. On SQLite it runs on the writer's direct
-        connection without an ORM session (`SqliteWriter`), and anything but a prepared
-        statement raises there; on PostgreSQL it is an ordinary write unit on the pool."""
+        """`write` for a unit of prepared statements (`app.db.prepared`): what a running
+        job writes on every step, and its end. On SQLite it runs on the writer's direct
+        connection without an ORM transaction (`SqliteWriter`); what the unit asks of the
+        ORM runs there too, in the same transaction, checked out only when asked. On
+        PostgreSQL it is an ordinary write unit on the pool."""
         return await self._write(work, statements=True)
 
     async def _write(self, work: Work[T], *, statements: bool) -> T:

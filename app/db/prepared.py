@@ -19,13 +19,14 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Table
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql.elements import ClauseElement
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -178,16 +179,29 @@ class Prepared:
         return compiled.processed(outcome)
 
 
+class Peeks(Protocol):
+    """What runs one read statement outside any unit of work (`Database.peek`): the
+    repositories' probes take it, so that their statements stay theirs."""
+
+    async def peek(
+        self, statement: Prepared, params: Mapping[str, Any]
+    ) -> list[tuple[Any, ...]]: ...
+
+
 _DRIVER = "strata.prepared.driver"
 _DIRECT = "strata.prepared.direct"
 
 
-def statement_session(driver: Any, dialect: Dialect) -> AsyncSession:
+def statement_session(
+    driver: Any, dialect: Dialect, orm: AsyncEngine | None = None
+) -> AsyncSession:
     """The unit of work of a statement unit (`Database.write_statements`): an ORM session
-    bound to no engine, whose prepared statements run on `driver`, in the transaction its
-    caller opened there. Anything else asked of it (a query, a flush) raises
-    `UnboundExecutionError` instead of running outside that transaction."""
-    db = AsyncSession(expire_on_commit=False)
+    whose prepared statements run on `driver`, in the transaction its caller opened
+    there. `orm` is an engine whose connection joins that same transaction
+    (`app.db.sqlite_direct.JoinedConnection`): a query or a flush of the unit runs there,
+    checked out only when the unit first asks. Without it anything but a prepared
+    statement raises `UnboundExecutionError` instead of running outside that transaction."""
+    db = AsyncSession(bind=orm, expire_on_commit=False)
     db.info[_DIRECT] = (driver, dialect)
     return db
 

@@ -116,6 +116,24 @@ class DirectConnection:
         self._connection = None
 
 
+class JoinedConnection(DirectConnection):
+    """A direct connection's `sqlite3` connection, for an ORM session that joins the
+    transaction its owner (the writer) opened there: committing, rolling back and closing
+    it are the owner's, so here they do nothing."""
+
+    async def commit(self) -> None:
+        return None
+
+    async def rollback(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        self._connection = None
+
+    def stop(self) -> None:
+        self._connection = None
+
+
 def direct_connector(path: str, setup: Callable[[sqlite3.Connection], None]) -> Callable[[], Any]:
     """An `async_creator` for `create_async_engine`: a new direct connection to `path`.
 

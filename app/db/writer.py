@@ -14,11 +14,13 @@ been told alone. A caller that stops waiting (cancelled) does not stop its unit:
 a transaction is never cut in the middle.
 
 Statement units (`statements=True`, what a running job writes on every step) run
-only prepared statements (`app.db.prepared`) and need no ORM session: they run on a
+prepared statements (`app.db.prepared`) without an ORM transaction: they run on a
 direct connection of the writer's own, begun and committed with SQLite's own
 statements. Through the session's machinery (a pool checkout, the transaction's
 bookkeeping and the greenlet bridge, both ways) a unit cost ~0.4 ms more than the
-SQLite work it held.
+SQLite work it held. What such a unit does ask of the ORM (a job's end that queues a
+summary job) runs in the same unit, once, on a connection joined to its transaction
+(`JoinedConnection`), checked out only then.
 
 The thread waits on a queue, not in an event loop, and a batch of statement units
 runs without one: everything such a unit awaits returns at once (the direct
@@ -34,18 +36,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import queue
+import sqlite3
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy.exc import InvalidRequestError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import StaticPool
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db import signals
 from app.db.prepared import as_sqlalchemy_error, statement_session
-from app.db.sqlite_direct import DirectConnection
+from app.db.sqlite_direct import DirectConnection, JoinedConnection
 from app.db.stats import DbStats
 from app.observability import tracing
 
@@ -85,13 +89,17 @@ class _Unit:
             self.future.set_result(value)
 
 
-async def _statements_only(unit: _Unit, db: AsyncSession) -> Any:
-    """Run a statement unit's work. Its session is bound to nothing, so a query or a
-    flush raises; an ORM change it only staged (`add` without a flush) would be lost
-    without a word, so it is refused too."""
-    value = await unit.work(db)
-    if db.new or db.dirty or db.deleted:
-        raise InvalidRequestError("a statement unit staged ORM changes; use Database.write")
+async def _statement_unit(unit: _Unit, db: AsyncSession) -> Any:
+    """Run a statement unit's work, once. What it asked of the ORM (a query, a row to
+    add) ran on a connection joined to the unit's transaction; what it staged is flushed
+    there before the unit ends, and the session lets go of that connection (its commit
+    and rollback are the writer's, `JoinedConnection`)."""
+    try:
+        value = await unit.work(db)
+        if db.new or db.dirty or db.deleted or db.in_transaction():
+            await db.commit()  # the flush; the transaction is the writer's to end
+    finally:
+        await db.close()
     return value
 
 
@@ -145,6 +153,8 @@ class SqliteWriter:
         self._make_engine = make_engine
         self._make_connection = make_connection
         self._direct: DirectConnection | None = None
+        # by `sqlite3` connection: the engines of the ORM parts of statement units
+        self._joined_engines: dict[sqlite3.Connection, AsyncEngine] = {}
         self._stats = stats
         self._batch = batch
         self._on_commit = on_commit
@@ -160,7 +170,7 @@ class SqliteWriter:
     async def submit(self, work: Work[T], fire: Fire, *, statements: bool = False) -> T:
         """Run `work` as (part of) one write transaction on the writer thread; `fire`
         gets its signals on this loop once it committed. A statement unit's `work` gets
-        a session that runs prepared statements only (`statement_session`)."""
+        a session whose prepared statements run past the ORM (`statement_session`)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         with self._guard:
@@ -191,6 +201,8 @@ class SqliteWriter:
         finally:
             if self._direct is not None:
                 self._direct.stop()
+            for joined in self._joined_engines.values():
+                loop.run_until_complete(joined.dispose())
             loop.run_until_complete(engine.dispose())
             loop.close()
 
@@ -350,16 +362,16 @@ class SqliteWriter:
     ) -> None:
         """One statement unit inside the open transaction. In a `savepoint` of its own, a
         unit that fails is undone alone and told so; without one its failure is raised."""
-        db = statement_session(direct, engine.dialect)
+        db = statement_session(direct, engine.dialect, self._joined(direct))
         if not savepoint:
             with tracing.attached(unit.trace):
-                value = await _statements_only(unit, db)
+                value = await _statement_unit(unit, db)
             done.append((unit, value, signals.take(db)))
             return
         self._raw(direct, "SAVEPOINT strata_unit")
         try:
             with tracing.attached(unit.trace):
-                value = await _statements_only(unit, db)
+                value = await _statement_unit(unit, db)
         except Exception as exc:
             self._raw(direct, "ROLLBACK TO strata_unit")
             self._raw(direct, "RELEASE strata_unit")
@@ -367,6 +379,27 @@ class SqliteWriter:
             return
         self._raw(direct, "RELEASE strata_unit")
         done.append((unit, value, signals.take(db)))
+
+    def _joined(self, direct: DirectConnection) -> AsyncEngine:
+        """An engine whose one connection is `direct`'s, in whatever transaction the writer
+        opened there: the ORM part of a statement unit runs on it, inside the unit."""
+        raw = direct.raw
+        found = self._joined_engines.get(raw)
+        if found is None:
+
+            async def connect() -> JoinedConnection:
+                return JoinedConnection(raw)
+
+            found = create_async_engine(
+                "sqlite+aiosqlite://", async_creator=connect, poolclass=StaticPool
+            )
+
+            @event.listens_for(found.sync_engine, "before_cursor_execute")
+            def _statement(*_args: Any) -> None:
+                self._stats.statements += 1
+
+            self._joined_engines[raw] = found
+        return found
 
     def _raw(self, direct: DirectConnection, sql: str, *, counted: bool = True) -> None:
         if counted:
@@ -384,5 +417,6 @@ class SqliteWriter:
                 direct.raw.rollback()
         except Exception:
             logger.warning("the writer's direct connection failed; opening a new one")
+            self._joined_engines.pop(direct.raw, None)
             direct.stop()
             self._direct = None

@@ -68,7 +68,7 @@ async def create_key(
         expires_at=expires_at,
     )
     caches.forget(db, caches.API_KEYS)
-    return await ApiKeyRepository(db).add(row), key
+    return await ApiKeyRepository(db).save(row), key
 
 
 async def list_keys(db: AsyncSession) -> list[ApiKey]:

@@ -26,6 +26,7 @@ from app.db.engine import UnitsOfWork
 from app.db.models import Session
 from app.db.repositories.items import ItemRepository
 from app.db.repositories.memory import ChainRepository
+from app.db.repositories.rows import RowRepository
 from app.db.writer import Work
 from app.domain.errors import InvalidInput
 from app.domain.items import (
@@ -118,8 +119,7 @@ async def mirrored_session(
     )
     if parent is not None:
         session.parent_session_id = parent.id
-        db.add(session)
-        await db.flush()
+        await RowRepository(db).save(session)
     return session
 
 
@@ -298,7 +298,7 @@ async def import_chunk(
     # the row lock (PostgreSQL; SQLite's writer is alone anyway) makes a concurrent post of
     # the same lines wait here, and then see what this chunk appended
     session_id = mirror.session_id
-    session = await db.get(Session, session_id, with_for_update=True, populate_existing=True)
+    session = await RowRepository(db).by_id(Session, session_id, locked=True)
     if session is None:
         raise InvalidInput(f"session {session_id!r} does not exist")
     open_before = session.current_turn

@@ -34,7 +34,7 @@ async def add_comment(
 
 
 async def post_comment(db: AsyncSession, job: Job, body: str, author: Author) -> Comment:
-    comment = await CommentRepository(db).add(
+    comment = await CommentRepository(db).save(
         Comment(job_id=job.id, author=author.value, body=body)
     )
     await record_event(

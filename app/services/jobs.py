@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db import signals
@@ -74,7 +73,7 @@ async def enqueue(db: AsyncSession, job: Job, *, start: bool = True) -> Job:
     """Every new job enters here, queued (or, with `start=False`, as a draft that waits
     for `start_job`), so each one is also a `job.status` event."""
     job.status = JobStatus.queued if start else JobStatus.draft
-    await JobRepository(db).add(job)
+    await JobRepository(db).save(job)
     if start:
         signals.emit(db, signals.WakeRunner())
     await record_event(db, job.session_id, "job.status", job_status_data(job), job_id=job.id)
@@ -162,7 +161,7 @@ async def give_back_segment(db: AsyncSession, job: Job) -> None:
     state["chat_segment"] = None
     state["open"] = None  # a new start (after ASK, a comment) builds a new prompt
     job.state = state
-    db.add(job)
+    await JobRepository(db).save(job)
 
 
 async def _wake_parent(db: AsyncSession, parent_id: str) -> None:
@@ -170,8 +169,7 @@ async def _wake_parent(db: AsyncSession, parent_id: str) -> None:
 
     The parent row is locked (PostgreSQL): a parent entering waiting_subtasks in a
     concurrent transaction is seen here once it committed, so no wake-up is lost."""
-    query = select(Job).where(Job.id == parent_id).with_for_update()
-    parent = (await db.exec(query)).first()
+    parent = await JobRepository(db).locked(parent_id)
     if parent is None or parent.status != JobStatus.waiting_subtasks:
         return
     await _requeue_if_children_ended(db, parent)
@@ -243,8 +241,7 @@ async def _cancel(db: AsyncSession, job: Job) -> None:
         return
     job.cancel_requested = True
     job.updated_at = utcnow()
-    db.add(job)
-    await db.flush()
+    await JobRepository(db).save(job)
     signals.emit(db, signals.Notify(job.session_id, job.id))
     signals.emit(db, signals.CancelJob(job.id))
 

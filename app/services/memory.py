@@ -19,6 +19,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.db.models import MemoryDetail, Session
 from app.db.repositories.items import ItemRepository
 from app.db.repositories.memory import ChainRepository, MemoryRepository, NewestText, TurnBody
+from app.db.repositories.rows import RowRepository
 from app.db.types import utcnow
 from app.domain.errors import Conflict, InvalidInput, NotFound
 from app.domain.items import load_payload
@@ -286,9 +287,7 @@ async def merge_sessions(
         target.continues_from = source.continues_from
     source.merged_into = target.id
     source.updated_at = target.updated_at = utcnow()
-    db.add(source)
-    db.add(target)
-    await db.flush()
+    await RowRepository(db).save_all(source, target)
     return target, await MemoryRepository(db).move_turns(source.id, target.id, chunk)
 
 

@@ -8,6 +8,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Job
 from app.db.repositories.jobs import JobRepository
+from app.db.repositories.rows import RowRepository
 from app.domain.errors import SubtaskLimit
 from app.domain.ids import new_id
 from app.domain.jobs import JobKind
@@ -41,7 +42,7 @@ async def submit_job(
         session = await create_session(db, tenant, title=_title(instruction))
         if parent is not None:
             session.parent_session_id = parent.session_id
-            db.add(session)
+            await RowRepository(db).save(session)
     return await enqueue(
         db,
         Job(

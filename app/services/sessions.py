@@ -52,7 +52,7 @@ async def create_session(
         external_id=external_id,
         project=project,
     )
-    return await SessionRepository(db).add(row)
+    return await SessionRepository(db).save(row)
 
 
 def check_tools(tools: list[str] | None, known: Collection[str]) -> list[str] | None:
@@ -145,6 +145,4 @@ async def update_session(
     if "metadata" in changes:
         row.metadata_ = changes["metadata"] or {}
     row.updated_at = utcnow()
-    db.add(row)
-    await db.flush()
-    return row
+    return await SessionRepository(db).save(row)

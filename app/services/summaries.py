@@ -19,6 +19,7 @@ from app.db.engine import UnitsOfWork
 from app.db.models import Job, MemoryTurn, Session
 from app.db.repositories.jobs import JobRepository
 from app.db.repositories.memory import MemoryRepository
+from app.db.repositories.rows import RowRepository
 from app.domain.ids import new_id
 from app.domain.jobs import JobKind
 from app.engine.context import DEFAULT_CHARS_PER_TOKEN, estimate_request_tokens
@@ -88,7 +89,7 @@ async def summarize_backlog(settings: Settings, database: UnitsOfWork, llm: LLM,
     written = 0
     while True:
         async with database.read() as db:
-            session = await db.get(Session, job.session_id)
+            session = await RowRepository(db).by_id(Session, job.session_id)
             if session is None:
                 return written
             pending = await pending_turns(db, session, settings.memory_l2_window_turns)

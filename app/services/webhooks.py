@@ -18,7 +18,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.db import caches, signals
 from app.db.engine import UnitsOfWork
 from app.db.models import Job, WebhookAttempt, WebhookDelivery, WebhookSubscription
-from app.db.repositories.webhooks import ANY_DUE, WebhookRepository
+from app.db.repositories.webhooks import WebhookRepository, any_due
 from app.db.types import utcnow
 from app.domain.errors import Conflict, InvalidInput, NotFound
 from app.domain.ids import new_id
@@ -79,7 +79,7 @@ async def create_subscription(
         secret=generate_secret(),
     )
     caches.forget(db, caches.WEBHOOKS, tenant)
-    return await WebhookRepository(db).add(row)
+    return await WebhookRepository(db).save(row)
 
 
 async def get_subscription(
@@ -119,8 +119,7 @@ async def update_subscription(
             row.failing_since = None
         row.enabled = bool(changes["enabled"])
     row.updated_at = utcnow()
-    db.add(row)
-    await db.flush()
+    await WebhookRepository(db).save(row)
     caches.forget(db, caches.WEBHOOKS, tenant)
     return row
 
@@ -319,7 +318,7 @@ async def due_deliveries_exist(units: UnitsOfWork, settings: Settings) -> bool:
     """One small read outside any unit of work (`UnitsOfWork.peek`): an idle dispatcher
     asks every poll."""
     now, first_due = _due_window(settings)
-    return bool(await units.peek(ANY_DUE, {"now": now, "first_due": first_due}))
+    return await any_due(units, now, first_due)
 
 
 async def claim_deliveries(
@@ -357,7 +356,7 @@ async def record_attempt(
     if delivery.lease_until != claimed.lease_until:
         return
     now = utcnow()
-    await repo.add_attempt(
+    await repo.save(
         WebhookAttempt(
             delivery_id=delivery.id,
             attempted_at=result.started_at,
@@ -372,7 +371,7 @@ async def record_attempt(
     if result.ok:
         delivery.status = "succeeded"
         delivery.delivered_at = now
-        await repo.save_delivery(delivery)
+        await repo.save(delivery)
         await repo.mark_healthy(claimed.subscription_id)
         return
     delays = settings.webhook_retry_delays
@@ -380,7 +379,7 @@ async def record_attempt(
         delivery.next_attempt_at = now + timedelta(seconds=delays[delivery.attempts])
     else:
         delivery.status = "failed"
-    await repo.save_delivery(delivery)
+    await repo.save(delivery)
     await repo.mark_failing(claimed.subscription_id, now)
     if delivery.status == "failed":
         await _disable_if_failing_long(repo, settings, claimed.subscription_id, result, now)

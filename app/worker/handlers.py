@@ -16,7 +16,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
 from app.db.models import Job, Session
-from app.db.repositories.sessions import SESSION_ROW, probe_from
+from app.db.repositories.sessions import SessionRepository, peek_session_row, probe_from
 from app.domain.errors import PROBLEM_PREFIX
 from app.domain.items import ItemPayload
 from app.domain.jobs import JobStatus
@@ -115,7 +115,7 @@ def remember_turn(deps: Deps, job: Job, session: Session | None = None) -> Also:
         await project_turns(db, job.session_id, [job.turn])
         chain = session
         if chain is None:
-            rows = (await SESSION_ROW.execute(db, {"s_id": job.session_id})).rows
+            rows = await SessionRepository(db).session_row(job.session_id)
             chain = session_from(rows, job.tenant, job.session_id)
         await enqueue_if_needed(db, chain, deps.settings.memory_l2_window_turns)
 
@@ -146,7 +146,7 @@ async def _start_turn(deps: Deps, job: Job) -> Session:
     without the jobs' starts."""
     if turn_input(job) is None:
         await job_database(deps, job).write_statements(lambda db: append_turn_input(db, job))
-    rows = await deps.database.peek(SESSION_ROW, {"s_id": job.session_id})
+    rows = await peek_session_row(deps.database, job.session_id)
     return session_from(rows, job.tenant, job.session_id)
 
 

@@ -27,7 +27,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import UnitsOfWork
 from app.db.models import Job
-from app.db.repositories.sessions import PROBE, Probe, probe_of, probe_params
+from app.db.repositories.sessions import Probe, peek_probe
 from app.db.repositories.task_checkpoints import CheckpointRow
 from app.domain.items import ItemPayload
 from app.domain.reminder import ReminderState
@@ -103,8 +103,7 @@ class JobSession:
         """The step's one probe, and a read of whatever moved since the last one."""
         probe, self._probed = self._probed, None
         if probe is None:
-            rows = await self.database.peek(PROBE, probe_params(self.job.session_id, self.job.id))
-            probe = probe_of(rows)
+            probe = await peek_probe(self.database, self.job.session_id, self.job.id)
         if probe is None:  # the session or the job is gone: stop
             self.cancel_requested = True
             return

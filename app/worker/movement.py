@@ -17,6 +17,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Job, Session
 from app.db.repositories.jobs import JobRepository
+from app.db.repositories.rows import RowRepository
 from app.db.repositories.sessions import SessionRepository
 from app.db.types import utcnow
 from app.domain.errors import SubtaskLimit
@@ -121,7 +122,7 @@ async def _store_state(db: AsyncSession, job: Job, state: PieceState) -> None:
         return
     current.state = state.dump()
     current.updated_at = utcnow()
-    db.add(current)
+    await JobRepository(db).save(current)
     job.state = current.state
 
 
@@ -165,7 +166,7 @@ async def begin(
     the budget of the job's tree; the job is aborted (the Outcome) when that is spent."""
     if state.open is not None and state.open.movement == movement.name:
         async with deps.database.read() as db:
-            session = await db.get(Session, job.session_id)
+            session = await RowRepository(db).by_id(Session, job.session_id)
         if session is not None and session.current_segment == state.open.segment:
             return MovementStart(system_prompt(piece, session), "")
     start = await movement_start(deps, job, piece, movement, state, workspace)

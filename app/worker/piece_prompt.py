@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from app.db.models import Job, Session
 from app.db.repositories.jobs import JobRepository
+from app.db.repositories.rows import RowRepository
 from app.db.types import utcnow
 from app.domain.jobs import TERMINAL
 from app.domain.tasks import render_snapshot
@@ -77,7 +78,7 @@ async def movement_start(
 ) -> MovementStart:
     settings = deps.settings
     async with deps.database.read() as db:
-        session = await db.get(Session, job.session_id)
+        session = await RowRepository(db).by_id(Session, job.session_id)
         comments = await comments_of(db, job.id)
         store = await load_store(db, job.session_id)
         snapshot = render_snapshot(store, settings.task_snapshot_max_chars)

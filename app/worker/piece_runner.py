@@ -210,7 +210,7 @@ async def _save(deps: Deps, job: Job, movement: str | None, state: PieceState) -
         current.movement = movement
         current.state = state.dump()
         current.updated_at = utcnow()
-        db.add(current)
+        await JobRepository(db).save(current)
 
     await job_database(deps, job).write(save)
     job.movement = movement

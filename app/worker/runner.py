@@ -24,12 +24,11 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal, TypeVar
 
-from sqlalchemy.exc import InvalidRequestError
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database, is_transient
 from app.db.models import Job
-from app.db.repositories.jobs import CLAIMABLE, JobRepository
+from app.db.repositories.jobs import JobRepository, any_claimable
 from app.db.types import utcnow
 from app.domain.ids import new_id
 from app.domain.jobs import WAITING, JobStatus
@@ -164,7 +163,7 @@ class Runner:
         A read looks first, so an idle runner's polls never queue for the writer; not
         after a claim that took all it asked for (a busy runner, a job's end freeing a
         slot), where the look would mostly say yes."""
-        if not self._claimed_full and not await self.database.peek(CLAIMABLE, {"now": utcnow()}):
+        if not self._claimed_full and not await any_claimable(self.database, utcnow()):
             return []
 
         async def claim(db: AsyncSession) -> list[Job]:
@@ -333,15 +332,12 @@ class Runner:
         await self._closing_write(hand_back)
 
     async def _closing_write(self, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
-        """A job's closing write as a statement unit, which is what most are: a chat turn's
-        end (its lease, its status, its memory, its events and webhook deliveries) is
-        prepared statements. One that reaches for the ORM (a piece job's state, a chain's
-        walk, a summary job to queue) is rolled back whole and runs again as a unit with
-        an ORM session."""
-        try:
-            return await self.database.write_statements(work)
-        except InvalidRequestError:  # a query, a flush or a staged change: see writer
-            return await self.database.write(work)
+        """A job's closing write, one statement unit: a chat turn's end (its lease, its
+        status, its memory, its events and webhook deliveries) is prepared statements; what
+        reaches for the ORM (a piece job's state, a chain's walk, a summary job to queue)
+        runs in the same unit, on a connection joined to its transaction
+        (`app.db.writer`)."""
+        return await self.database.write_statements(work)
 
     async def _finish(self, job: Job, outcome: Outcome) -> None:
         async def finish(db: AsyncSession) -> JobStatus:

@@ -214,7 +214,7 @@ async def test_an_expired_key_left_is_no_valid_key(
         id=new_id("key"), tenant="initech", key_hash=hash_key("sk_strata_expired"),
         prefix="sk_strata_expi", expires_at=utcnow() - timedelta(seconds=1),
     )  # fmt: skip
-    await app.state.database.write(lambda db: ApiKeyRepository(db).add(expired))
+    await app.state.database.write(lambda db: ApiKeyRepository(db).save(expired))
 
     done = await other_process.write(lambda db: revoke_key(db, key_id))
 

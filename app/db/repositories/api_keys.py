@@ -4,20 +4,12 @@ from datetime import datetime
 
 from sqlalchemy import or_, update
 from sqlmodel import col, select
-from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import ApiKey
+from app.db.repositories.rows import RowRepository
 
 
-class ApiKeyRepository:
-    def __init__(self, db: AsyncSession) -> None:
-        self.db = db
-
-    async def add(self, row: ApiKey) -> ApiKey:
-        self.db.add(row)
-        await self.db.flush()
-        return row
-
+class ApiKeyRepository(RowRepository):
     async def grant_for_hash(self, key_hash: str) -> tuple[str, datetime | None] | None:
         """(tenant, expires_at) of a key that was not revoked, None for any other."""
         query = select(ApiKey.tenant, ApiKey.expires_at).where(

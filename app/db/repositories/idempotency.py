@@ -2,24 +2,17 @@ from __future__ import annotations
 
 from sqlalchemy import delete
 from sqlmodel import col, select
-from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import IdempotencyKey
+from app.db.repositories.rows import RowRepository
 
 
-class IdempotencyRepository:
-    def __init__(self, db: AsyncSession) -> None:
-        self.db = db
-
+class IdempotencyRepository(RowRepository):
     async def get(self, tenant: str, key: str) -> IdempotencyKey | None:
         query = select(IdempotencyKey).where(
             IdempotencyKey.tenant == tenant, IdempotencyKey.key == key
         )
         return (await self.db.exec(query)).first()
-
-    async def add(self, row: IdempotencyKey) -> None:
-        self.db.add(row)
-        await self.db.flush()
 
     async def remove(self, row: IdempotencyKey) -> None:
         await self.db.delete(row)

@@ -18,10 +18,10 @@ from sqlalchemy import (
 )
 from sqlalchemy import select as core_select
 from sqlmodel import col, select
-from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Job
-from app.db.prepared import Prepared
+from app.db.prepared import Peeks, Prepared
+from app.db.repositories.rows import RowRepository
 from app.db.repositories.sessions import usage_params
 from app.db.rows import columns_of, detached
 from app.db.types import utcnow
@@ -111,6 +111,12 @@ CLAIMABLE = Prepared(_claimable(bindparam("now"), 1))
 `Database.peek`, before it queues a claim for the writer; an idle runner asks it every
 poll."""
 
+
+async def any_claimable(units: Peeks, now: datetime) -> bool:
+    """`CLAIMABLE` outside any unit of work: whether a runner's claim would take a job."""
+    return bool(await units.peek(CLAIMABLE, {"now": now}))
+
+
 _NOW = bindparam("now", type_=_J.c.updated_at.type)
 _CLAIM = Prepared(
     _J.update()
@@ -144,15 +150,7 @@ _SAVE_STATUS = Prepared(
 )
 
 
-class JobRepository:
-    def __init__(self, db: AsyncSession) -> None:
-        self.db = db
-
-    async def add(self, row: Job) -> Job:
-        self.db.add(row)
-        await self.db.flush()
-        return row
-
+class JobRepository(RowRepository):
     async def get(self, job_id: str) -> Job | None:
         result = await self.db.exec(select(Job).where(Job.id == job_id))
         return result.first()

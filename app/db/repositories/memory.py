@@ -29,6 +29,7 @@ from sqlmodel.sql.expression import SelectOfScalar
 from app.db import deferred
 from app.db.models import MemoryDetail, MemoryTurn, Session
 from app.db.prepared import DialectInsert, Prepared
+from app.db.repositories.rows import RowRepository
 from app.db.types import UTCDateTime, utcnow
 from app.memory.timeref import second_of_day
 
@@ -254,10 +255,7 @@ _COUNT_WITHOUT_L1_ALONE = Prepared(
 )
 
 
-class MemoryRepository:
-    def __init__(self, db: AsyncSession) -> None:
-        self.db = db
-
+class MemoryRepository(RowRepository):
     async def turn_id(self, origin_session_id: str, turn: int) -> int:
         """The row of a turn (`origin_session_id`, `turn`) that has one."""
         params = {"m_origin": origin_session_id, "m_turn": turn}
@@ -286,10 +284,6 @@ class MemoryRepository:
         }
         rows = (await _STORE_TURN.execute(self.db, params)).rows
         return int(rows[0][0]) if rows else None
-
-    async def add(self, row: MemoryTurn | MemoryDetail) -> None:
-        self.db.add(row)
-        await self.db.flush()
 
     async def add_details(self, rows: Sequence[MemoryDetail]) -> None:
         """Insert a turn's new L3 rows with the unit's end, in one multi-row INSERT

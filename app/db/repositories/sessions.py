@@ -8,10 +8,10 @@ from sqlalchemy import Boolean, bindparam, case, exists, func, true, update
 from sqlalchemy import select as core_select
 from sqlalchemy.exc import NoResultFound
 from sqlmodel import col, select
-from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Item, Job, Session
-from app.db.prepared import Prepared
+from app.db.prepared import Peeks, Prepared
+from app.db.repositories.rows import RowRepository
 from app.db.rows import columns_of, detached
 from app.db.types import utcnow
 from app.domain.jobs import ACTIVE, WAITING
@@ -53,6 +53,11 @@ def _when(flag: str, then: Any, otherwise: Any) -> Any:
 _COLUMNS = columns_of(Session)
 SESSION_ROW = Prepared(core_select(*_S.c).where(_S.c.id == bindparam("s_id")))
 """The session's whole row (`{"s_id": …}`), read by `session_of`: what a turn starts from."""
+
+
+async def peek_session_row(units: Peeks, session_id: str) -> list[tuple[Any, ...]]:
+    """`SESSION_ROW` outside any unit of work (`session_of` makes the row a model)."""
+    return await units.peek(SESSION_ROW, {"s_id": session_id})
 
 
 def session_of(rows: list[tuple[Any, ...]]) -> Session | None:
@@ -175,6 +180,11 @@ PROBE = _PROBE
 flag. A running job asks it once per step, through `Database.peek`."""
 
 
+async def peek_probe(units: Peeks, session_id: str, job_id: str) -> Probe | None:
+    """`PROBE` outside any unit of work; None when the session or the job is gone."""
+    return probe_of(await units.peek(PROBE, probe_params(session_id, job_id)))
+
+
 def probe_of(rows: list[tuple[Any, ...]]) -> Probe | None:
     if not rows or rows[0][5] is None:  # the session or the job is gone
         return None
@@ -201,14 +211,10 @@ def _slot_of(rows: list[tuple[Any, ...]], session_id: str) -> SeqSlot:
     return SeqSlot(seq=seq, turn=turn, segment=segment, tenant=tenant)
 
 
-class SessionRepository:
-    def __init__(self, db: AsyncSession) -> None:
-        self.db = db
-
-    async def add(self, row: Session) -> Session:
-        self.db.add(row)
-        await self.db.flush()
-        return row
+class SessionRepository(RowRepository):
+    async def session_row(self, session_id: str) -> list[tuple[Any, ...]]:
+        """`SESSION_ROW` in this unit of work (`session_of` makes the row a model)."""
+        return (await SESSION_ROW.execute(self.db, {"s_id": session_id})).rows
 
     async def get(self, tenant: str, session_id: str) -> Session | None:
         row = await self.db.get(Session, session_id)

@@ -9,10 +9,10 @@ from typing import Any
 from sqlalchemy import and_, bindparam, func, insert, or_, true, update
 from sqlalchemy import select as core_select
 from sqlmodel import col, select
-from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import WebhookAttempt, WebhookDelivery, WebhookSubscription
-from app.db.prepared import Prepared
+from app.db.prepared import Peeks, Prepared
+from app.db.repositories.rows import RowRepository
 from app.db.rows import columns_of
 from app.db.types import utcnow
 
@@ -28,15 +28,8 @@ _DELIVERY_COLUMNS = columns_of(WebhookDelivery)
 _ADD_DELIVERY = Prepared(insert(_DELIVERY), column_keys=_DELIVERY_COLUMNS)
 
 
-class WebhookRepository:
-    def __init__(self, db: AsyncSession) -> None:
-        self.db = db
-
+class WebhookRepository(RowRepository):
     # --- subscriptions --------------------------------------------------------
-    async def add(self, row: WebhookSubscription) -> WebhookSubscription:
-        self.db.add(row)
-        await self.db.flush()
-        return row
 
     async def get(self, tenant: str, subscription_id: str) -> WebhookSubscription | None:
         row = await self.db.get(WebhookSubscription, subscription_id)
@@ -185,15 +178,6 @@ class WebhookRepository:
             col(WebhookSubscription.enabled).is_(True),
         )
 
-    async def add_attempt(self, row: WebhookAttempt) -> WebhookAttempt:
-        self.db.add(row)
-        await self.db.flush()
-        return row
-
-    async def save_delivery(self, row: WebhookDelivery) -> None:
-        self.db.add(row)
-        await self.db.flush()
-
 
 _WHEN = WebhookDelivery.__table__.c.next_attempt_at.type  # type: ignore[attr-defined]
 ANY_DUE = Prepared(
@@ -206,3 +190,8 @@ ANY_DUE = Prepared(
 """Whether a delivery is due (`{"now": …, "first_due": …}`, as `claim_due` decides): what
 the webhook dispatcher asks, through `Database.peek`, every poll before it queues a claim
 for the writer."""
+
+
+async def any_due(units: Peeks, now: datetime, first_due: datetime) -> bool:
+    """`ANY_DUE` outside any unit of work."""
+    return bool(await units.peek(ANY_DUE, {"now": now, "first_due": first_due}))

@@ -1,0 +1,102 @@
+"""One write path: every statement a module outside `app/db` runs goes through a
+repository. No ORM session call (`db.add`, `db.exec`, `db.get` …) outside `app/db`, and no
+module there imports a repository's prepared statement to run it itself."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+from app.db.prepared import Prepared
+
+APP = Path(__file__).resolve().parent.parent / "app"
+SESSION_CALLS = frozenset(
+    {
+        "add",
+        "add_all",
+        "execute",
+        "get",
+        "exec",
+        "delete",
+        "flush",
+        "merge",
+        "refresh",
+        "scalar",
+        "scalars",
+    }
+)
+SESSION_TYPES = frozenset({"AsyncSession", "SessionDep"})
+SESSION_NAME = "db"  # what the code calls a unit of work's session, annotated or not
+
+
+def _outside_db() -> list[Path]:
+    return sorted(p for p in APP.rglob("*.py") if (APP / "db") not in p.parents)
+
+
+def _session_names(tree: ast.AST) -> set[str]:
+    """The names the module gives sessions: parameters annotated `AsyncSession`, and
+    what `async with ….read() as name` binds."""
+    names = {SESSION_NAME}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg) and node.annotation is not None:
+            if any(
+                (isinstance(part, ast.Name) and part.id in SESSION_TYPES)
+                or (isinstance(part, ast.Attribute) and part.attr in SESSION_TYPES)
+                for part in ast.walk(node.annotation)
+            ):
+                names.add(node.arg)
+        if isinstance(node, ast.AsyncWith):
+            for item in node.items:
+                call = item.context_expr
+                if (
+                    isinstance(call, ast.Call)
+                    and isinstance(call.func, ast.Attribute)
+                    and call.func.attr == "read"
+                    and isinstance(item.optional_vars, ast.Name)
+                ):
+                    names.add(item.optional_vars.id)
+    return names
+
+
+def session_calls() -> list[str]:
+    found = []
+    for path in _outside_db():
+        tree = ast.parse(path.read_text(), str(path))
+        names = _session_names(tree)
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in SESSION_CALLS
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id in names
+            ):
+                where = f"{path.relative_to(APP.parent)}:{node.lineno}"
+                found.append(f"{where} {node.func.value.id}.{node.func.attr}")
+    return found
+
+
+def prepared_imports() -> list[str]:
+    found = []
+    for path in _outside_db():
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom) or node.module is None:
+                continue
+            if not node.module.startswith("app.db"):
+                continue
+            module = importlib.import_module(node.module)
+            for alias in node.names:
+                if isinstance(getattr(module, alias.name, None), Prepared):
+                    where = f"{path.relative_to(APP.parent)}:{node.lineno}"
+                    found.append(f"{where} {node.module}.{alias.name}")
+    return found
+
+
+def test_no_orm_session_call_outside_the_repositories() -> None:
+    assert session_calls() == []
+
+
+def test_no_prepared_statement_is_run_outside_the_repositories() -> None:
+    assert prepared_imports() == []
