@@ -166,5 +166,12 @@ async def run(ctx: Context) -> Section:
         "Bounded by entries alone (`STRATA_JOB_SESSION_CACHE_ENTRIES`, 1,000), the pictures "
         f"of {SESSIONS} sessions grew with every turn. `STRATA_JOB_SESSION_CACHE_ITEMS` "
         f"(default {default_items:,}) bounds the items they hold in all; the second row lifts it.",
+        "**What is left is the allocator's.** Traced through 4,800 turns (the same shape, a hook "
+        "reading the server every 400 turns): Python's live data grew 91.6 → 103.8 MiB until the "
+        "pictures' bound filled (about 2,800 turns) and then stayed at 104.0–104.3 MiB; SQLite's "
+        "own memory stayed at 2.2–4.9 MiB and its cached statements at 258–262. What RSS gains "
+        "after the bound fills is memory glibc keeps after it is freed and pymalloc's pools "
+        "fragmenting (`malloc_trim(0)` gave back 1.2–4.4 MiB at each checkpoint), not data the "
+        "server holds.",
     ]
     return section
