@@ -194,7 +194,7 @@ def _cut(body: bytearray, low: int, cut: int, end: int) -> int:
                 continue
             if body[at + 1] != _U:
                 split = at + 2 > cut  # a two-character escape split
-            else:  # inside \uXXXX, or a high surrogate whose low half follows
+            else:  # inside a \u escape, or a high surrogate whose low half follows
                 split = at + 6 > cut or _high_surrogate(body, at)
             if split:
                 cut = at
