@@ -1,6 +1,20 @@
-"""One write path: every statement a module outside `app/db` runs goes through a
+"""The house's rules, as tests.
+
+One write path: every statement a module outside `app/db` runs goes through a
 repository. No ORM session call (`db.add`, `db.exec`, `db.get` …) outside `app/db`, and no
-module there imports a repository's prepared statement to run it itself."""
+module there imports a repository's prepared statement to run it itself.
+
+Tests mirror the house: a test lives in the folder of the package it tests (`tests/db`
+for `app/db`, `tests/worker/gitdata` for `app/worker/gitdata` …), or in one of a few
+folders that are not `app/`'s (`NOT_APP_FOLDERS`); the `tests/` root holds at most
+`MAX_ROOT_TEST_FILES` files, the whole project's rules and `app/`'s own root modules.
+
+The house's other rules are tested where their package's tests live:
+- the engine imports nothing of what drives it: `tests/engine/test_import_boundary.py`;
+- the problem-type prefix is spelled in the domain only: `tests/api/test_problem_types.py`;
+- one statement budget per agent step and per one-request turn, counted, not timed:
+  `tests/worker/test_statement_budget.py`.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +24,8 @@ from pathlib import Path
 
 from app.db.prepared import Prepared
 
-APP = Path(__file__).resolve().parent.parent / "app"
+TESTS = Path(__file__).resolve().parent
+APP = TESTS.parent / "app"
 SESSION_CALLS = frozenset(
     {
         "add",
@@ -100,3 +115,43 @@ def test_no_orm_session_call_outside_the_repositories() -> None:
 
 def test_no_prepared_statement_is_run_outside_the_repositories() -> None:
     assert prepared_imports() == []
+
+
+MAX_ROOT_TEST_FILES = 8
+NOT_APP_FOLDERS = frozenset(
+    {
+        "bench",  # bench/, the benchmarks' harness
+        "clients",  # clients/, the generated API clients
+        "e2e",  # real processes end to end
+        "fakes",  # the fake Messages API
+        "fixtures",  # recorded data the tests read
+        "fuzz",  # the OpenAPI document fuzzed
+        "integrations",  # integrations/, the Claude Code kit
+        "support",  # helpers the tests share
+    }
+)
+
+
+def misplaced_test_folders() -> list[str]:
+    """Folders holding tests that are neither one of `app/`'s packages, at the same path,
+    nor inside one of `NOT_APP_FOLDERS`."""
+    folders = {path.parent.relative_to(TESTS) for path in TESTS.rglob("test_*.py")}
+    folders |= {path.relative_to(TESTS) for path in TESTS.iterdir() if path.is_dir()}
+    found = []
+    for folder in sorted(folders):
+        if folder == Path(".") or folder.name == "__pycache__":
+            continue
+        if folder.parts[0] in NOT_APP_FOLDERS:
+            continue
+        if not (APP / folder / "__init__.py").is_file():
+            found.append(f"tests/{folder}")
+    return found
+
+
+def test_the_tests_root_holds_a_handful_of_files() -> None:
+    root = sorted(path.name for path in TESTS.glob("test_*.py"))
+    assert len(root) <= MAX_ROOT_TEST_FILES, root
+
+
+def test_every_test_folder_is_a_package_of_app_or_named_as_another_kind() -> None:
+    assert misplaced_test_folders() == []

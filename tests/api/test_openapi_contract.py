@@ -22,7 +22,7 @@ from tests.support.apps import serve
 from tests.support.chat import new_session
 
 DOCUMENT: dict[str, Any] = json.loads(
-    (Path(__file__).resolve().parents[1] / "openapi" / "openapi.json").read_text("utf-8")
+    (Path(__file__).resolve().parents[2] / "openapi" / "openapi.json").read_text("utf-8")
 )
 SCHEMAS: dict[str, Any] = DOCUMENT["components"]["schemas"]
 

@@ -10,7 +10,7 @@ from pydantic import AliasChoices, SecretStr, ValidationError
 
 from app.settings import ConfiguredKey, Settings, is_loopback_host
 
-ENV_EXAMPLE = Path(__file__).resolve().parents[2] / ".env.example"
+ENV_EXAMPLE = Path(__file__).resolve().parents[1] / ".env.example"
 _ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 SECRET = "sk-ant-api03-not-a-real-key-0123456789"
 

@@ -21,7 +21,7 @@ from app.db.engine import Database
 from app.db.models import Session
 from app.db.prepared import Prepared
 from app.domain.errors import Conflict
-from tests.test_db_writer import add_session
+from tests.db.test_writer import add_session
 
 _S = Session.__table__  # type: ignore[attr-defined]
 ADD = Prepared(

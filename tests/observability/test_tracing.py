@@ -13,7 +13,7 @@ from app.settings import Settings
 from tests.fakes.messages_api import FakeMessagesAPI, tool_use
 from tests.support.apps import serve
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = """
 import asyncio, json, sys
