@@ -85,9 +85,9 @@ class Settings(BaseSettings):
     # read an arbitrary file of its machine.
     hook_transcript_roots: str = "~/.claude/projects"
     # A Claude Code transcript is imported in write transactions of at most this many
-    # items: 20 took 32-45 ms on the writer thread (2 shared cores, the 437-item fixture
-    # transcript claude-code-viewer__fe5e1c67), plus 5-50 ms in the chunk that completes a
-    # turn for projecting it; so no import holds SQLite's write lock for long.
+    # items, so no import holds SQLite's write lock for long: a chunk of 20 real transcript
+    # items is tens of milliseconds on the writer thread, and the chunk that completes a turn
+    # also projects it.
     import_chunk_items: int = Field(default=20, ge=1)
     idempotency_ttl_seconds: float = 24 * 3600
     page_limit_default: int = 50
@@ -165,12 +165,12 @@ class Settings(BaseSettings):
     # that long recent turns cannot crowd out every older turn's summary line.
     memory_block_l2_ratio: float = Field(default=0.7, gt=0, le=1)
     # One page of a detail look-up (GET /sessions/{id}/detail/{time}), in characters, when
-    # the request names no `max_chars`: one turn's detail reached 250-590 KB on real
+    # the request names no `max_chars`: one turn's detail is 250-590 KB on some real
     # transcripts.
     detail_page_max_chars: int = Field(default=8_000, ge=1_000)
     # A merge's turns move in write transactions of at most this many turns, after one
-    # small transaction has decided the merge: 1000 took 17-38 ms each, commit included
-    # (SQLite, 2 shared cores, turns of 1 KB).
+    # small transaction has decided the merge: a chunk of 1,000 turns of 1 KB holds SQLite's
+    # write lock for tens of milliseconds, commit included.
     merge_chunk_turns: int = Field(default=1000, ge=1)
     summary_target_ratio: float = 0.2  # 1/5 of the L2 length
     # An L1 request's `max_tokens` per character of the summary's target length: a line
@@ -260,7 +260,7 @@ class Settings(BaseSettings):
     # how often an open event stream asks again whether its key is still valid
     sse_key_check_seconds: float = Field(default=5.0, gt=0)
 
-    # --- browsers and operations (issue 16) --------------------------------
+    # --- browsers and operations --------------------------------------------
     # Origins allowed to call the API from a browser (CORS), comma-separated, e.g.
     # `http://localhost:5173`; `*` allows any origin. Empty: no CORS headers at all.
     cors_origins: str = ""
@@ -286,7 +286,7 @@ class Settings(BaseSettings):
     # `strata[otel]`; the exporter is configured by the standard OTEL_* variables).
     otel_enabled: bool = False
 
-    # --- outbound webhooks (issue 7) -----------------------------------------
+    # --- outbound webhooks --------------------------------------------------
     # Let subscriptions target private, loopback, link-local or reserved addresses.
     webhook_allow_private: bool = False
     webhook_timeout_seconds: float = 10.0

@@ -9,7 +9,7 @@ alike.
 
 The figure is the server process's CPU time over a wrk run divided by the requests it
 completed: what a request costs the server, whatever the machine's other load. Requests
-per second on a 2-core machine shared with the load generator mostly measured who got
+per second on a 2-core machine shared with the load generator mostly measure who gets
 the cores. So the servers are pinned to one core and wrk to another (`taskset`), and a
 run whose baseline was starved (less than STARVED_UTILISATION of its core busy while
 wrk kept every connection waiting, or far below the best rate it reached in this

@@ -8,7 +8,7 @@ as many sessions as the concurrency, and more when a session would otherwise hol
 than SESSION_TURNS of them (a session's turns run one after another): at every level a
 turn is then the same work, one request on a short conversation, and none of them ends
 past the memory's L2 window, where each turn's end would also queue an L1 summary, an
-LLM call of its own (at 10 concurrent, sessions of 60 turns made 400 of those). The
+LLM call of its own, whose CPU would count in the turn's. The
 worker is warmed first (a round of turns, not measured). Then the work arrives either
 as a burst (one transaction queues it all) or staggered (in batches every 50 ms, at
 the rate an ideal runner would finish it: concurrency ÷ 200 ms). The clock runs from
@@ -71,12 +71,12 @@ MAX_CPU_RATIO = 2.0
 BOUND_SECONDS = 600.0  # the generous bound on one run's fixed work
 STAGGER_EVERY = 0.05
 WARM_TURNS = 100
-# The fixed work of a run (the 2,000 one-request turns; with PAIRS runs per row
+# The fixed work of a run (the target's 2,000 one-request turns; with PAIRS runs per row
 # the section takes about 12 minutes, most of it at 10 concurrent, where 2,000 turns of
 # 200 ms take 40 s). A level never runs fewer turns than it has concurrent sessions.
 TURNS = 2000
 # pairs of runs (Strata's, then the bare loop's) per row; a row gives their median: one
-# pair's ratio moved by up to ±5% with the machine's speed
+# pair's ratio moves by up to ±5% with the machine's speed
 PAIRS = 3
 # turns a session holds at most (its warm-up turn included), under the L2 window (20)
 SESSION_TURNS = 7

@@ -5,7 +5,7 @@
 Benchmarks run it apart from what they measure, so its work never shares a GIL with
 Strata's: the SDK talks to it over loopback exactly as it would to the real API. Its
 sockets send without delay (TCP_NODELAY, see `FakeMessagesAPI.start`): with Nagle on,
-every answer on a reused connection arrived ~40 ms late, in every figure.
+every answer on a reused connection would arrive ~40 ms late, in every figure.
 
 The parent reads the fake's view of the conversation over the child's stdin/stdout:
 a line `take` is answered by one JSON line, the (request arrived, answer written)

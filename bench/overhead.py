@@ -18,8 +18,7 @@ holds 10,000 items, and one whose log holds 10,000 task operations (the task lis
 rebuilt from the log). They differ only in what lies before the segment: a step that
 reads the whole log grows with it, and the target asks it to stay within 10% of the
 fresh session's. A fourth, fresh session of 100 items is there for scale: a step's
-work also grows with the conversation it sends (the SDK's, and Strata's), and the
-first runs of this benchmark compared the long sessions with it.
+work also grows with the conversation it sends (the SDK's, and Strata's).
 
 The transactions, statements and thread hand-offs of a step and of a one-request
 chat turn are counted in process (`Database.stats` plus aiosqlite's hand-offs,
@@ -209,7 +208,7 @@ class _Condition:
 def in_turns(conditions: Sequence[T], runs: int) -> Iterator[tuple[int, T]]:
     """(run number, condition): the conditions take turns run by run. The machine's speed
     drifts over minutes; a condition measured in a block of its own would carry that
-    drift, and the rows compared with each other differed by as much as the bound."""
+    drift, which can be as large as the difference the target bounds."""
     for run_no in range(runs):
         for condition in conditions:
             yield run_no, condition

@@ -102,7 +102,7 @@ def _converter(column_type: Any) -> Callable[[Any], Any] | None:
 def bulk_insert(engine: Engine, table: Table, rows: Iterable[dict[str, Any]]) -> int:
     """Insert rows with the driver's `executemany` in one transaction; returns the count.
 
-    SQLAlchemy's per-value bind processing was most of the filling time, so each column's
+    SQLAlchemy's per-value bind processing is most of the filling time, so each column's
     values go through one plain converter; on the first row, every column is checked to
     come out exactly as SQLAlchemy's own processors would bind it.
     """

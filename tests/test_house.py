@@ -20,6 +20,9 @@ from __future__ import annotations
 
 import ast
 import importlib
+import io
+import re
+import tokenize
 from pathlib import Path
 
 from app.db.prepared import Prepared
@@ -109,6 +112,44 @@ def prepared_imports() -> list[str]:
     return found
 
 
+# Markers a comment or docstring uses only to tell history: what the code was ("used to
+# be", "previously", "formerly"), an issue or defect by number, a commit by its hash (7 to
+# 40 hex digits, letters and digits both). Figures of past runs live in bench/RESULTS.md
+# and the story of a change in its commit.
+HISTORY = re.compile(
+    r"used to be|\bpreviously\b|\bformerly\b|\bissue #?\d+|\bdefect \d+|(?<![\w-])#\d+\b"
+    r"|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b",
+    re.IGNORECASE,
+)
+
+
+def _prose(source: str) -> list[tuple[int, str]]:
+    """(line, text) of every comment and every string that stands as a statement (the
+    docstrings) of `source`."""
+    found = [
+        (token.start[0], token.string)
+        for token in tokenize.generate_tokens(io.StringIO(source).readline)
+        if token.type == tokenize.COMMENT
+    ]
+    for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
+            found.append((node.lineno, node.value.value))
+    return found
+
+
+def history_in_prose() -> list[str]:
+    found = []
+    for path in sorted(APP.rglob("*.py")):
+        for line, text in _prose(path.read_text()):
+            for match in HISTORY.finditer(text):
+                found.append(f"{path.relative_to(APP.parent)}:{line} {match.group()!r}")
+    return found
+
+
 def test_no_orm_session_call_outside_the_repositories() -> None:
     assert session_calls() == []
 
@@ -155,3 +196,8 @@ def test_the_tests_root_holds_a_handful_of_files() -> None:
 
 def test_every_test_folder_is_a_package_of_app_or_named_as_another_kind() -> None:
     assert misplaced_test_folders() == []
+
+
+def test_no_comment_or_docstring_in_app_tells_history() -> None:
+    """Comments and docstrings say what is and why; what was lives in git."""
+    assert history_in_prose() == []

@@ -178,7 +178,7 @@ def direct_engine(
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn: Any) -> None:
-        # straight to sqlite3: through SQLAlchemy's execution, a BEGIN cost ~0.1 ms
+        # straight to sqlite3: through SQLAlchemy's execution, a BEGIN costs ~0.1 ms
         stats.statements += 1
         try:
             conn.connection.driver_connection.raw.execute(begin)

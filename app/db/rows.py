@@ -5,7 +5,7 @@ A job's claim and a turn's start read whole rows with one prepared statement, ou
 any ORM session, and a job's end works on a copy of the runner's job (`clone`). What
 they hand on is the model the rest of the code knows, detached and clean, as if an ORM
 session had loaded it and let go: a later unit of work can take it in without reading it
-again. The values go straight into the instance's dict: the model's constructor took
+again. The values go straight into the instance's dict: the model's constructor costs
 more CPU than the statement that read the row.
 """
 

@@ -1,11 +1,11 @@
 """SQLite's one writer per process: a thread with its own connection.
 
-SQLite lets one transaction write at a time. When write transactions ran on the
-request's event loop, each held the write lock across every await of its unit of
-work (and behind whatever else the loop was doing): 6-12 ms per transaction for
-0.02 ms of SQLite work. Here a unit of work is handed to the writer thread once,
-runs whole there on a direct connection (`app.db.sqlite_direct`, no further
-hand-offs), and its result is handed back once.
+SQLite lets one transaction write at a time. A write transaction on the request's
+event loop would hold the write lock across every await of its unit of work (and
+behind whatever else the loop is doing): milliseconds per transaction for a few
+hundredths of a millisecond of SQLite work. So a unit of work is handed to the writer
+thread once, runs whole there on a direct connection (`app.db.sqlite_direct`, no
+further hand-offs), and its result is handed back once.
 
 Group commit: the units queued while a transaction ran are taken together and
 committed by one `COMMIT`, each inside a SAVEPOINT of its own, so a unit that
@@ -17,8 +17,8 @@ Statement units (`statements=True`, what a running job writes on every step) run
 prepared statements (`app.db.prepared`) without an ORM transaction: they run on a
 direct connection of the writer's own, begun and committed with SQLite's own
 statements. Through the session's machinery (a pool checkout, the transaction's
-bookkeeping and the greenlet bridge, both ways) a unit cost ~0.4 ms more than the
-SQLite work it held. What such a unit does ask of the ORM (a job's end that queues a
+bookkeeping and the greenlet bridge, both ways) a unit costs ~0.4 ms more than the
+SQLite work it holds. What such a unit does ask of the ORM (a job's end that queues a
 summary job) runs in the same unit, once, on a connection joined to its transaction
 (`JoinedConnection`), checked out only then.
 

@@ -47,7 +47,7 @@ def reminder_text(active: Sequence[Task], max_chars: int | None = None) -> str:
     """The reminder listing `active`; its task lines take at most `max_chars`.
 
     Lines are written only as far as the budget reaches: a session's list may hold
-    thousands of active tasks, and writing every line to keep forty cost ~0.5 ms of a
+    thousands of active tasks, and writing every line to keep forty costs ~0.5 ms of a
     step at a thousand."""
     every = (f"- taskid {t.taskid} [{t.status}] {subject_line(t.subject)}" for t in active)
     listed = list(every) if max_chars is None else fitted_lines(every, max_chars)

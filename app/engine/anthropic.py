@@ -38,7 +38,7 @@ class ClientPools:
 
     The pool of the SDK's HTTP client looks through its connections on every request
     (and checks each idle one's socket): with one pool for a thousand concurrent
-    requests that cost a worker ~1.3 ms of CPU per request more than at a hundred.
+    requests that costs a worker ~1.3 ms of CPU per request more than at a hundred.
     Filled in order, a process with at most `per_pool` requests at once keeps using
     one client and its warm connections."""
 
@@ -156,7 +156,7 @@ def _breakpoints(messages: list[dict[str, Any]], volatile: int) -> list[tuple[in
     * The end of the previous request: the last block of the user message before the
       last assistant message (the answer to that request). The API looks for an earlier
       entry only about 20 blocks back from a breakpoint; a response of 12 parallel tool
-      calls adds 24 blocks, and without this breakpoint the whole prefix was written
+      calls adds 24 blocks, and without this breakpoint the whole prefix would be written
       again at 1.25x instead of read at 0.1x.
     """
     points: list[tuple[int, int]] = []

@@ -123,8 +123,8 @@ class RequestSizer:
     A request shares its messages with the one before (`app.engine.requests.Conversation`
     adds only the new ones; messages are immutable) and its tools with every other, so
     the sizer keeps what it counted for the objects of the last request and counts only
-    those it has not seen: measuring every request of a turn no longer grows with the
-    segment (it serialized every tool input and schema again, ~1.7 ms per request of a
+    those it has not seen, so measuring every request of a turn does not grow with the
+    segment (serializing every tool input and schema again costs ~1.7 ms per request of a
     100-message segment). The count is the same as counting everything afresh."""
 
     def __init__(self) -> None:

@@ -48,8 +48,8 @@ class Message(BaseModel):
     def json_value(self) -> dict[str, Any] | None:
         """The message as a request carries it, made once per message. Read-only: shared by
         every request that sends this message (dumping every block of a long segment for
-        each request was most of the CPU of an agent step; filtering and wrapping them
-        again, ~0.5 µs a message). Its blocks as JSON values, without those a request
+        each request would be most of the CPU of an agent step; filtering and wrapping
+        them again, ~0.5 µs a message). Its blocks as JSON values, without those a request
         may not carry: thinking (valid only with extended thinking on) and text without
         visible text (a model may answer one). None when no block is left."""
         blocks = [

@@ -1,9 +1,9 @@
 """Claude Code's harness messages: text in `user` transcript entries that the user never typed.
 
 Claude Code writes several of its own messages as `user` entries. Taken as the user's words they
-became turns of their own (eating the 20-turn window), were injected into the next session and
-sent to the summary model: 22 such turns in 10 of 11 real transcripts. They are classified
-here (seed 003's noise table gains these rows):
+would become turns of their own (eating the 20-turn window), be injected into the next session
+and be sent to the summary model: 22 such turns in 10 of 11 real transcripts. They are
+classified here (seed 003's noise table gains these rows):
 
 | entry | is | kept |
 |---|---|---|

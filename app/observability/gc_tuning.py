@@ -1,7 +1,7 @@
 """The garbage collector of a long-running Strata process (`strata serve`, `strata worker`).
 
-Measured in the capacity benchmark, Python's cyclic collector took ~1.3 ms of a worker's
-CPU per one-request turn at default settings: its youngest generation is collected every
+At default settings Python's cyclic collector costs a worker ~1.3 ms of CPU per one-request
+turn (the capacity benchmark shows it): its youngest generation is collected every
 700 net allocations of container objects, and every full collection walks every object
 the process has, among them the ~300,000 that imports and start-up made and that live as
 long as the process (modules, functions, pydantic's and SQLAlchemy's schemas). So once the

@@ -1,11 +1,11 @@
 """A chain's turns newest first, read a batch at a time: what the memory block consumes.
 
 A chain's turns are owned by several sessions (its predecessors and the sessions merged into
-them). Reading them all to take the newest was the whole cost of the block for a long chain.
-`NewestTurns` merges one newest-first index range per owner instead, lazily: an owner is only
-read once its newest unread turn can be the next one overall (the owner's last end time, known
-beforehand, bounds it), so a chain whose sessions follow each other in time reads about as
-many rows as the block shows, from one or two sessions.
+them). Reading them all to take the newest would be the whole cost of the block for a long
+chain. `NewestTurns` merges one newest-first index range per owner instead, lazily: an owner
+is only read once its newest unread turn can be the next one overall (the owner's last end
+time, known beforehand, bounds it), so a chain whose sessions follow each other in time reads
+about as many rows as the block shows, from one or two sessions.
 """
 
 from __future__ import annotations

@@ -81,9 +81,9 @@ def task_op_of(kind: str, data: dict[str, Any], at: datetime) -> TaskOp | None:
     """The operation an item records: a REST event's, or a successful task tool call's.
 
     A rebuild reads every task item of the session on every request, and validating each
-    payload with its pydantic model (content included) was the largest cost per row. A
+    payload with its pydantic model (content included) is the largest cost per row. A
     payload already of the exact declared shape (every one Strata writes) is read directly;
-    anything else goes through the model as before, so both paths accept and refuse alike.
+    anything else goes through the model, so both paths accept and refuse alike.
     """
     if _plain_tool_result(kind, data):
         if data.get("is_error", False) or data.get("input") is None:

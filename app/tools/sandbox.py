@@ -12,7 +12,7 @@ Every command gets, whatever the machine:
   or when the server dies: the launcher stays alive as the group's leader, and the
   parent-death signal it asked for makes it kill the whole group (a parent-death signal
   reaches only the one process that asked for it, so an exec'd command's background
-  children used to outlive a crashed server). A process that leaves the group (`setsid`)
+  children would outlive a crashed server). A process that leaves the group (`setsid`)
   escapes both kills unless bwrap confines it.
 
 Where bubblewrap (`bwrap`) works, the command also runs in its own namespaces: it sees

@@ -327,7 +327,7 @@ def _read(workspace: Workspace, args: ReadInput, budget: int) -> str:
         if args.offset > 1:
             raise ToolError(f"{shown!r} has {args.offset - 1} lines; offset is past the end")
         return f"({shown} is empty)"
-    # the file's true totals, however little of it was collected (defect 10)
+    # the file's true totals, however little of it was collected
     file_chars = before + size + rest
     ends = ends_with_break if rest else content.endswith("\n")
     file_lines = args.offset - 1 + content.count("\n") + rest_breaks + (0 if ends else 1)

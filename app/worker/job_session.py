@@ -1,8 +1,6 @@
 """A running job's session, held in memory between its steps.
 
-Before, every step re-read the session row, read back the step's own appends,
-asked for the cancel flag twice and replayed the whole task log for the reminder.
-Now a job loads its segment and task list once, keeps them current from its own
+A job loads its segment and task list once, keeps them current from its own
 writes, and asks the database one question per step (`SessionRepository.probe`):
 has the log moved past what this job holds (a REST task change, a client's item),
 and was its cancel asked. Only when the log moved is anything else read.

@@ -1,10 +1,10 @@
 """The session pictures this process's chat turns hand to each other.
 
 A turn's job loads its session's segment and task list once and keeps them current
-(`app.worker.job_session`). Before, the next turn of the same session loaded both again
-from the log, parsing every item of the segment: at one-request turns that read was the
-largest part of a turn's own work. Now a turn that ends leaves what it held here, and the
-session's next turn in this process takes it and reads only what the log gained since;
+(`app.worker.job_session`). Loading both again from the log would parse every item of the
+segment, at one-request turns the largest part of a turn's own work; so a turn that ends
+leaves what it held here, and the session's next turn in this process takes it and
+reads only what the log gained since;
 with it go the request messages the turn built from that segment, so the next turn builds
 only its new items' (`app.engine.requests.Conversation`).
 

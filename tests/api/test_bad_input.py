@@ -1,5 +1,5 @@
-"""No value of a query, header or body gets a 500: each of these did, or was silently
-stored wrong, and is now a 422 that names what is wrong."""
+"""No value of a query, header or body gets a 500 or is stored wrong: each of these is a
+422 that names what is wrong."""
 
 from __future__ import annotations
 

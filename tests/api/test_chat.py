@@ -367,7 +367,7 @@ async def test_a_session_patched_to_no_tools_sends_its_tool_history_as_text(
 ) -> None:
     """A session that used a tool and then offers none: its requests define no tools, so
     the calls and results of its history travel as text (the API refuses tool blocks in a
-    request without tools, and every later turn failed)."""
+    request without tools, which would fail every later turn)."""
     fake_llm.reply(tool_use("add", {"a": 1, "b": 2}))
     fake_llm.reply(text("The sum is 3."))
     fake_llm.reply(text("No tools now."))

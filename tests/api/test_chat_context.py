@@ -1,6 +1,6 @@
 """Chat turns against the validating fake: the context check before every request,
 compaction that is valid in every session, the one result budget per response, and the
-reminder next to a compaction (issue #13's defects, each named in its test).
+reminder next to a compaction.
 
 The fake holds every request against the window these tests give Strata (see
 `make_settings`), so a request Strata should not have sent fails the test by itself.
@@ -57,8 +57,8 @@ async def say_failing(client: httpx.AsyncClient, session_id: str, message: str) 
 async def test_a_text_only_chat_compacts_before_a_request_would_pass_the_force_threshold(
     make_settings: Any, fake_llm: FakeMessagesAPI
 ) -> None:
-    """Defect 1: compaction ran only after a response that called a tool, so a chat of
-    text answers grew past its window ("prompt is too long")."""
+    """A chat of text answers compacts too, not only after a response that called a tool:
+    otherwise it grows past its window ("prompt is too long")."""
     window = 1_600
 
     def answer(body: dict[str, Any]) -> Step:
@@ -107,8 +107,8 @@ async def test_a_request_that_nothing_can_make_fit_fails_the_turn_context_exhaus
 async def test_compaction_in_a_session_without_tools_opens_without_a_tool_call(
     agent_client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
 ) -> None:
-    """Defect 3: the new segment opened with a `TaskList` call although the session's
-    requests define no tools — a request with tool blocks and no tools."""
+    """Where the session's requests define no tools, the new segment opens without a
+    `TaskList` call: a request with tool blocks and no tools is refused."""
     session_id = await new_session(agent_client, tools=[])
     await agent_client.post(f"/sessions/{session_id}/tasks", json={"subject": "keep me"})
     fake_llm.reply("Noted.")
@@ -146,8 +146,8 @@ async def test_compaction_with_an_empty_task_list_adds_no_task_list_call(
 async def test_a_reminder_due_right_after_a_compaction_is_not_a_third_copy_of_the_list(
     make_settings: Any, fake_llm: FakeMessagesAPI
 ) -> None:
-    """Defect 7: snapshot, `TaskList` result and reminder in one request. The reminder
-    is skipped there, and counts as shown."""
+    """Snapshot, `TaskList` result and reminder would be three copies of the list in one
+    request: the reminder is skipped there, and counts as shown."""
     settings = make_settings(
         anthropic_base_url=fake_llm.url,
         reminder_requests_since_task_write=0,
@@ -176,7 +176,7 @@ async def test_a_reminder_due_right_after_a_compaction_is_not_a_third_copy_of_th
 async def test_the_tool_calls_of_one_response_share_one_result_budget_in_chat(
     make_settings: Any, fake_llm: FakeMessagesAPI
 ) -> None:
-    """Defect 2 in chat: each of four parallel calls got the whole budget."""
+    """In chat too, four parallel calls share one result budget, not each the whole."""
     window = 8_000
     big = {"text": "y", "times": 20_000}  # 5,000 tokens each
     fake_llm.reply(*(tool_use("repeat", big) for _ in range(4)))
@@ -235,9 +235,9 @@ async def test_a_prompt_the_api_counts_longer_than_estimated_is_compacted_not_re
 async def test_a_window_set_above_the_apis_is_learnt_from_its_refusal_and_the_chat_compacts(
     make_settings: Any, fake_llm: FakeMessagesAPI
 ) -> None:
-    """STRATA_CONTEXT_WINDOW_TOKENS above the API's window: "prompt is too long: N tokens
-    > M maximum" left the request under 50% of the configured window, so it was sent
-    unchanged again and failed the turn. M becomes the window: the chat compacts (its
+    """STRATA_CONTEXT_WINDOW_TOKENS above the API's window: after "prompt is too long: N
+    tokens > M maximum" the request is under 50% of the configured window, and sent
+    unchanged again it would fail the turn. M becomes the window: the chat compacts (its
     summary held to M too), answers, and later turns are held to M without a refusal."""
     settings = make_settings(
         anthropic_base_url=fake_llm.url, context_window_tokens=40_000, llm_max_tokens=1_024

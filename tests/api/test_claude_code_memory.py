@@ -1,4 +1,4 @@
-"""Claude Code memory that reaches the model: regressions of issue 15 on real transcripts.
+"""Claude Code memory that reaches the model, on real transcripts.
 
 A chain that survives a missed SessionStart, harness messages that are no user turns, words
 typed while Claude worked, turns posted after a merge, empty turns and the summary model,
@@ -58,7 +58,7 @@ def _one_turn(cc_id: str, at: datetime, words: str, cwd: str = "/work/project") 
     return transcript.text()
 
 
-# --- defect 3: one missed SessionStart wipes the project's memory --------------------------
+# --- a missed SessionStart keeps the project's memory ---------------------------------------
 
 
 async def test_a_session_first_seen_by_its_stop_continues_the_projects_newest_session(
@@ -118,7 +118,7 @@ async def test_sessions_in_folders_of_one_git_root_share_a_chain(
     assert (await _session(client, later.headers["Strata-Session"]))["continues_from"] == first
 
 
-# --- defect 4: harness messages become user turns ------------------------------------------
+# --- harness messages are no user turns ----------------------------------------------------
 
 
 async def test_harness_messages_of_real_transcripts_open_no_turn_and_stay_in_l3(
@@ -164,7 +164,7 @@ async def test_a_local_command_caveat_is_kept_nowhere(
     assert "[user]" not in "".join(t.user_text for t in turns)
 
 
-# --- defect 5: what the user types while Claude works is lost ------------------------------
+# --- what the user types while Claude works is kept ----------------------------------------
 
 
 async def test_words_typed_while_claude_worked_are_the_users_in_their_turn(
@@ -194,7 +194,7 @@ async def test_a_queued_command_delivered_into_the_running_turn_joins_it(
     assert turn.assistant_text == "Done, both."
 
 
-# --- defect 7 ----------------------------------------------------------------------------
+# --- turns posted after a merge ------------------------------------------------------------
 
 
 async def test_turns_posted_after_a_merge_land_in_the_target(
@@ -296,7 +296,7 @@ async def test_transcript_paths_outside_the_configured_folders_are_refused_with_
         assert response.json()["type"].endswith("forbidden")
 
 
-# --- defect 2: one turn's detail is 250-590 KB, unfiltered and unpaged ---------------------
+# --- a turn's detail (250-590 KB on real transcripts) is filtered and paged ----------------
 
 
 async def _big_output_session(client: httpx.AsyncClient) -> tuple[str, str]:
@@ -358,7 +358,7 @@ async def test_a_dated_time_matches_only_that_day(client: httpx.AsyncClient) -> 
 async def test_a_turn_on_the_last_day_of_a_month_is_found_by_its_date(
     client: httpx.AsyncClient,
 ) -> None:
-    """The detail path's pattern once stopped at the 28th: `/sc-detail 2026-03-31 …` was a 422."""
+    """The detail path's pattern takes every day of a month: `/sc-detail 2026-03-31 …` too."""
     last_day = datetime(2026, 3, 31, 9, 0, 0, tzinfo=UTC)
     transcript = Transcript("cc-month-end")
     transcript.turn(last_day, "quarter close", "closed")

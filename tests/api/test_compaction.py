@@ -67,8 +67,8 @@ async def test_manual_compaction_opens_a_segment_with_summary_snapshot_and_task_
 async def test_the_compaction_summary_request_marks_no_cache_breakpoint(
     agent_client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
 ) -> None:
-    """Its prompt is a transcript no later request repeats: `cache_control` on it bought
-    a cache write (1.25x its input) that was never read."""
+    """Its prompt is a transcript no later request repeats: `cache_control` on it would buy
+    a cache write (1.25x its input) that is never read."""
     session_id = await new_session(agent_client)
     fake_llm.reply(text("Working on the parser."))
     await agent_client.post(

@@ -1,4 +1,4 @@
-"""The git excerpt after a verify movement runs nothing a workspace names (issue 38, 1).
+"""The git excerpt after a verify movement runs nothing a workspace names.
 
 Black-box, as a new user and as an attacker would go about it: a repository uploaded
 through the files API with a `[filter]` clean command in `input/.git/config`, and a

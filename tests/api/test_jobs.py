@@ -101,7 +101,8 @@ async def test_submitting_a_job_with_a_session_id_runs_it_there(api: httpx.Async
 async def test_an_internal_kind_is_not_a_piece_a_job_can_run(
     api: httpx.AsyncClient, name: str
 ) -> None:
-    """Defect 3: `piece: chat` (and the internal names) ran internal handlers."""
+    """`piece: chat` (and the internal kinds' names) name no piece: their handlers never
+    run as a piece job."""
     response = await api.post("/jobs", json={"instruction": "hello", "piece": name})
 
     assert response.status_code == 422
@@ -130,7 +131,7 @@ async def test_a_chat_turn_is_a_job_of_kind_chat_without_a_piece(api: httpx.Asyn
 async def test_a_job_created_with_start_false_is_a_draft_that_never_runs(
     running: tuple[FastAPI, httpx.AsyncClient], fake_llm: FakeMessagesAPI
 ) -> None:
-    """Defect 2: a job ran before its input file arrived."""
+    """A draft job runs only once started, so its input files arrive before it runs."""
     app, client = running
     draft = await submit_job(client, start=False)
     fake_llm.reply(transition("ABORT", "enough"))
@@ -435,7 +436,7 @@ async def test_a_comment_on_a_queued_job_leaves_it_queued(api: httpx.AsyncClient
 async def test_a_comment_on_an_ended_job_is_409_and_not_stored(
     quiet: tuple[FastAPI, httpx.AsyncClient], ending: str
 ) -> None:
-    """#38: a comment on an ended job answered 201 and was never read."""
+    """A comment on an ended job would never be read: it is refused, not stored."""
     app, client = quiet
     job = await submit_job(client)
 
@@ -507,7 +508,7 @@ async def test_a_user_comment_on_a_waiting_job_requeues_it(
 async def test_cancelling_a_job_cancels_its_subtasks_at_every_depth(
     quiet: tuple[FastAPI, httpx.AsyncClient],
 ) -> None:
-    """Defect 4: cancel did not reach subtasks (here a child and its own child)."""
+    """A cancel reaches every subtask (here a child and its own child)."""
     app, client = quiet
     runtime = app.state.runtime
     piece = runtime.pieces.get("default")

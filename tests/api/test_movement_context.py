@@ -1,6 +1,5 @@
 """Movements against the validating fake: one result budget per response, the reminder
-(seed 000) with its default counts, and each context event once per movement
-(issue #13's defects, each named in its test)."""
+(seed 000) with its default counts, and each context event once per movement."""
 
 from __future__ import annotations
 
@@ -52,8 +51,8 @@ async def test_parallel_reads_share_one_result_budget_and_each_says_how_to_read_
     fake_llm: FakeMessagesAPI,
     gate: threading.Event,
 ) -> None:
-    """Defect 2: four parallel Reads each got the whole budget (252,332 tokens into a
-    200,000-token window); together they get one."""
+    """Four parallel Reads get one result budget together: each getting the whole would
+    put 252,332 tokens into a 200,000-token window."""
     (pieces_dir / "reader.yaml").write_text(READER)
     window = 20_000
     content = "".join(f"line {i:06d} " + "z" * 60 + "\n" for i in range(1, 1501))  # ~105 KB
@@ -83,9 +82,8 @@ async def test_parallel_reads_share_one_result_budget_and_each_says_how_to_read_
 async def test_a_movement_offering_the_task_tools_gets_the_reminder_at_9_and_again_at_17(
     piece_settings: Callable[..., Settings], pieces_dir: Path, fake_llm: FakeMessagesAPI
 ) -> None:
-    """Defect 5: a movement offered the task tools ran 12 requests without a reminder.
-    With the seed's N = M = 8 it comes at request 9, then every 8 (17), and the counters
-    are the session's."""
+    """A movement offered the task tools gets the task reminder: with the seed's N = M = 8
+    it comes at request 9, then every 8 (17), and the counters are the session's."""
     (pieces_dir / "reader.yaml").write_text(READER)
     for _ in range(19):
         fake_llm.reply(tool_use("Read", {"path": "input/none.txt"}))
@@ -164,9 +162,9 @@ movements:
 async def test_a_movement_whose_first_request_overfills_the_window_fails_context_exhausted(
     piece_settings: Callable[..., Settings], pieces_dir: Path, fake_llm: FakeMessagesAPI
 ) -> None:
-    """A step whose own prompt cannot fit was forced on to its default_next, whose prompt
-    could not fit either, movement after movement up to max_movements. It fails the job
-    with `context-exhausted` at once, and no request over the window is ever sent."""
+    """A step whose own prompt cannot fit fails the job with `context-exhausted` at once,
+    rather than being forced on to its default_next, whose prompt cannot fit either,
+    movement after movement up to max_movements; no request over the window is sent."""
     window = 10_000
     system = "You follow the rules below exactly. " + "rule " * 12_000  # ~15,000 tokens
     (pieces_dir / "oversized.yaml").write_text(OVERSIZED.format(system=system))
@@ -194,9 +192,9 @@ async def test_a_movement_whose_first_request_overfills_the_window_fails_context
 async def test_the_subtask_outcomes_are_capped_and_the_rest_counted(
     piece_settings: Callable[..., Settings], fake_llm: FakeMessagesAPI
 ) -> None:
-    """A fan-out's outcomes went into the waiting movement's prompt whole, one line each
-    however many children there were; they are held to STRATA_SUBTASK_OUTCOMES_MAX_CHARS
-    with a line counting the rest."""
+    """A fan-out's outcomes, one line each however many children there are, are held to
+    STRATA_SUBTASK_OUTCOMES_MAX_CHARS in the waiting movement's prompt, with a line
+    counting the rest."""
     fruits = ["apples", "pears", "plums"]
 
     def script(body: dict[str, Any]) -> Step:
@@ -227,8 +225,8 @@ async def test_the_subtask_outcomes_are_capped_and_the_rest_counted(
 async def test_a_movements_file_list_holds_the_setting_and_counts_the_rest(
     piece_settings: Callable[..., Settings], fake_llm: FakeMessagesAPI
 ) -> None:
-    """Every file of input/ was listed (~9 tokens each: 22,000 files and the next movement
-    could not start); STRATA_JOB_FILES_IN_PROMPT of them are, then a line for Glob."""
+    """Not every file of input/ is listed (~9 tokens each: 22,000 files would leave the
+    next movement no room to start): STRATA_JOB_FILES_IN_PROMPT of them, then a line for Glob."""
     fake_llm.reply(transition("COMPLETE", "listed"))
     async with serve(piece_settings(job_files_in_prompt=2)) as (_, client):
         job_id = (await submit_job(client, piece="solo", start=False))["id"]
@@ -245,8 +243,8 @@ async def test_a_movements_file_list_holds_the_setting_and_counts_the_rest(
 async def test_the_movement_a_forced_transition_leads_to_is_told_so(
     piece_settings: Callable[..., Settings], fake_llm: FakeMessagesAPI
 ) -> None:
-    """Step work started as if plan had handed it a plan, though plan was forced on at 95%
-    of the window without a summary; its prompt now says so, and why."""
+    """When plan is forced on at 95% of the window without a summary, the prompt of the
+    step it leads to says so, and why, so work does not start as if handed a plan."""
     fake_llm.reply(tool_use("TaskList", {}), usage={"input_tokens": 9600, "output_tokens": 5})
     fake_llm.reply(transition("ABORT", "stopped in work"))
 
@@ -262,8 +260,8 @@ async def test_the_movement_a_forced_transition_leads_to_is_told_so(
 async def test_a_forced_transition_leaves_a_lessons_line(
     piece_settings: Callable[..., Settings], fake_llm: FakeMessagesAPI
 ) -> None:
-    """A forced move wrote nothing to the lessons (neither the prompt's nor
-    logs/lessons.jsonl): the job's record did not show that a step never finished."""
+    """A forced move is written to the lessons (the prompt's and logs/lessons.jsonl), so
+    the job's record shows that a step never finished."""
     fake_llm.reply(tool_use("TaskList", {}), usage={"input_tokens": 9600, "output_tokens": 5})
     fake_llm.reply(transition("ABORT", "stopped in work"))
 
@@ -282,8 +280,8 @@ async def test_a_forced_transition_leaves_a_lessons_line(
 async def test_a_window_set_above_the_apis_is_learnt_from_its_refusal_and_the_step_moves_on(
     piece_settings: Callable[..., Settings], pieces_dir: Path, fake_llm: FakeMessagesAPI
 ) -> None:
-    """STRATA_CONTEXT_WINDOW_TOKENS above the API's window: the request a big Read made
-    was refused ("> 10000 maximum") and, under 30% of the configured window, sent
+    """STRATA_CONTEXT_WINDOW_TOKENS above the API's window: the request a big Read makes is
+    refused ("> 10000 maximum") and, under 30% of the configured window, would be sent
     unchanged again, failing the job. The refusal's maximum becomes the window: the step
     is forced on to its default_next, whose requests are held to it."""
     settings = piece_settings(context_window_tokens=100_000)

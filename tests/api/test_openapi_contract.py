@@ -197,8 +197,8 @@ async def test_every_create_answers_with_a_location_that_reads_it(make_settings:
 
 
 def test_every_item_kind_is_described_in_the_document() -> None:
-    """A client reading only the document learns what each item kind is (`task_event` was
-    explained only in the README)."""
+    """A client reading only the document learns what each item kind is (`task_event`
+    included), without the README."""
     schemas = DOCUMENT["components"]["schemas"]
     for kind in schemas["ItemKind"]["enum"]:
         described = [
@@ -220,7 +220,7 @@ def _server_accepts(path: str) -> bool:
 def test_the_workspace_path_pattern_admits_exactly_the_paths_the_server_accepts() -> None:
     """Every string of up to six characters from an alphabet of the cases that matter
     (dots, `%` and hex digits, separators, NUL): the document's pattern and the server's
-    check agree on each (the schema once allowed a backslash the server refuses)."""
+    check agree on each (a backslash, say, is refused by both)."""
     operations = [(p, m, o) for p, m, o in _operations() if "/files/" in p]
     patterns = {
         parameter["schema"].get("pattern")
@@ -241,7 +241,7 @@ async def test_every_path_allows_the_methods_the_document_lists(
     client: httpx.AsyncClient,
 ) -> None:
     """`Allow` (on a 405, here to OPTIONS) names the methods the document has for that
-    path: a download under `/files/{area}/{path}` once answered `GET, PUT` for input/."""
+    path, a download under `/files/{area}/{path}` included, for input/ as elsewhere."""
     job_id = (await client.post("/jobs", json={"instruction": "x", "start": False})).json()["id"]
     values = {"job_id": job_id, "path": "a.txt", "time": "14:23", "taskid": "1"}
     for template, item in DOCUMENT["paths"].items():

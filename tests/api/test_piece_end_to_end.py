@@ -1,4 +1,4 @@
-"""A piece job from start to finish, as a user would run one (issue 14's acceptance run).
+"""A piece job from start to finish, as a user would run one.
 
 A draft job takes an input file, then starts. Its three movements read the file and
 hand the counting to a subtask, write a report after asking the user a question (answered

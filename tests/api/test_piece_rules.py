@@ -1,4 +1,4 @@
-"""The rules that make a piece job's answer trustworthy (issue 14), one test each, with the
+"""The rules that make a piece job's answer trustworthy, one test each, with the
 real runner and SDK against the fake Messages API.
 
 Only the model completes a job; loops are bounded; feedback goes where it is addressed;
@@ -124,7 +124,7 @@ def steps_of(fake: FakeMessagesAPI) -> list[str]:
 async def test_a_job_whose_review_never_transitions_fails_as_not_completed(
     app_client: Strata, fake_llm: FakeMessagesAPI
 ) -> None:
-    """Defect 1: a job that did nothing ended `succeeded` after its review was forced."""
+    """Only the model's COMPLETE succeeds: a job whose review was forced to end fails."""
     _, client = app_client
     fake_llm.reply(transition("work", "planned"))
     fake_llm.reply(transition("review", "worked"))
@@ -173,7 +173,7 @@ async def test_a_model_called_complete_succeeds(
 async def test_a_job_past_its_max_movements_is_aborted_saying_so(
     app_client: Strata, fake_llm: FakeMessagesAPI
 ) -> None:
-    """Defect 5: a work ↔ review loop ran 63 movements."""
+    """A work ↔ review loop is bounded: past its movements the job is aborted, saying so."""
     _, client = app_client
     for step in ("b", "a", "b"):
         fake_llm.reply(transition(step, f"go to {step}"))
@@ -204,7 +204,8 @@ async def test_the_movement_limit_defaults_to_the_setting(
 async def test_feedback_reaches_only_the_movement_sent_back_to_and_only_once(
     app_client: Strata, fake_llm: FakeMessagesAPI
 ) -> None:
-    """Defect 5: "Feedback for this step" collected forward summaries and never cleared."""
+    """The prompt's "Feedback for this step" holds what was sent back to this movement,
+    once: no forward summaries, and cleared when spent."""
     _, client = app_client
     fake_llm.reply(transition("work", "planned"))
     fake_llm.reply(transition("review", "FORWARD SUMMARY ONE"))
@@ -257,7 +258,7 @@ async def test_feedback_survives_a_question_its_movement_asks(
 async def test_a_movement_starts_from_the_pieces_system_prompt(
     app_client: Strata, fake_llm: FakeMessagesAPI
 ) -> None:
-    """Defect 6: movements had no system prompt."""
+    """Every movement's requests carry the piece's system prompt."""
     _, client = app_client
     fake_llm.reply(transition("COMPLETE", "done"))
 
@@ -318,8 +319,8 @@ async def test_a_movements_prompt_carries_a_long_task_list_within_its_budget(
 async def test_a_job_in_a_chat_session_leaves_the_next_turn_its_conversation(
     app_client: Strata, fake_llm: FakeMessagesAPI
 ) -> None:
-    """Defect 6: a job run in a chat session continued in the chat's segment, and the
-    next chat turn lost the earlier conversation."""
+    """A job run in a chat session works in a segment of its own and gives the chat's
+    back, so the next chat turn keeps the earlier conversation."""
     _, client = app_client
     session_id = await new_session(client)
     fake_llm.reply(text("EARLIER ANSWER"))
@@ -405,7 +406,7 @@ async def child_of(client: httpx.AsyncClient, parent_id: str) -> dict[str, Any]:
 async def test_a_child_waiting_on_a_human_shows_its_question_on_the_parent(
     app_client: Strata, fake_llm: FakeMessagesAPI
 ) -> None:
-    """Defect 4: a child waiting on ASK left its parent waiting with the question unseen."""
+    """A child waiting on ASK shows its question on its waiting parent."""
     app, client = app_client
     for _ in range(3):
         fake_llm.respond_with(fan_out(reply(transition("ASK", "Red or green apples?"))))
@@ -430,7 +431,7 @@ async def test_a_child_waiting_on_a_human_shows_its_question_on_the_parent(
 async def test_cancelling_a_parent_cancels_its_open_subtasks(
     app_client: Strata, fake_llm: FakeMessagesAPI
 ) -> None:
-    """Defect 4: cancel did not reach subtasks; the children kept running."""
+    """A cancel of the parent reaches its open subtasks: no child keeps running."""
     _, client = app_client
     for _ in range(3):
         fake_llm.respond_with(fan_out(reply(transition("ASK", "Which apples?"))))
@@ -451,8 +452,8 @@ async def test_a_cancel_asked_while_the_model_answers_stops_the_spawn(
     fake_llm: FakeMessagesAPI,
     gate: threading.Event,  # noqa: F811
 ) -> None:
-    """A cancel committed after the step's probe but before `spawn_subtask` ran made a
-    child nobody would cancel: the spawn now reads the parent row under a lock."""
+    """A cancel committed after the step's probe but before `spawn_subtask` runs makes no
+    child nobody would cancel: the spawn reads the parent row under a lock."""
     app, client = app_client
     spawn = tool_use("spawn_subtask", {"instruction": "Count the apples.", "piece": "solo"})
     fake_llm.enqueue(held(gate, reply(spawn)))
@@ -502,7 +503,7 @@ async def test_a_parent_that_ends_cancels_its_open_subtasks(
 async def test_a_parent_reads_its_childs_output_files(
     app_client: Strata, fake_llm: FakeMessagesAPI
 ) -> None:
-    """Defect 4: a parent could not read a child's output/."""
+    """A parent reads its child's output/."""
     _, client = app_client
     write = reply(tool_use("Write", {"path": "output/count.txt", "content": "12 apples\n"}))
 
@@ -537,7 +538,7 @@ async def test_a_parent_reads_its_childs_output_files(
 async def test_chat_is_not_a_piece_a_subtask_can_run(
     app_client: Strata, fake_llm: FakeMessagesAPI
 ) -> None:
-    """Defect 3: spawn_subtask(piece="chat") crashed the child with KeyError: 'text'."""
+    """spawn_subtask(piece="chat") is an error result: chat is a job kind, not a piece."""
     _, client = app_client
     spawn = tool_use("spawn_subtask", {"instruction": "Say hi.", "piece": "chat"})
     fake_llm.reply(spawn)

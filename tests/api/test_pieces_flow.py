@@ -219,7 +219,7 @@ async def test_an_invalid_piece_file_is_reported_and_the_valid_ones_load(
         "broken",
     )
     assert "unknown next step 'nowhere'" in problem["reason"]
-    assert str(pieces_dir) not in json.dumps(listed)  # defect 9: no server paths
+    assert str(pieces_dir) not in json.dumps(listed)  # no server paths
 
 
 async def test_a_custom_piece_from_the_folder_runs(
@@ -251,7 +251,7 @@ def sse_events(body: str) -> list[dict[str, Any]]:
 async def test_movements_start_and_end_as_events_of_the_job_and_its_webhooks(
     piece_settings: Callable[..., Settings], fake_llm: FakeMessagesAPI
 ) -> None:
-    """#38: a movement's start and end were seen only as items of the log."""
+    """A movement's start and end are events of the job and webhooks, not only log items."""
     fake_llm.reply(transition("b", "a done"))
     fake_llm.reply(transition("COMPLETE", "b done"))
     async with serve(piece_settings(webhook_allow_private=True)) as (_, client):
@@ -607,7 +607,7 @@ async def jobs_of(client: httpx.AsyncClient) -> list[dict[str, Any]]:
 async def test_a_subtask_past_the_most_one_job_may_start_is_an_error_result(
     piece_settings: Callable[..., Settings], fake_llm: FakeMessagesAPI
 ) -> None:
-    """#38: subtasks had no count limit."""
+    """Subtasks are bounded in number: one past the most a job may start is an error."""
 
     def script(body: dict[str, Any]) -> Step:
         prompt = prompt_of(body)
@@ -638,7 +638,7 @@ async def test_a_subtask_past_the_most_one_job_may_start_is_an_error_result(
 async def test_a_subtask_below_the_deepest_level_is_an_error_result(
     piece_settings: Callable[..., Settings], fake_llm: FakeMessagesAPI
 ) -> None:
-    """#38: subtasks had no depth limit (30 nested jobs in 3 s)."""
+    """Subtasks are bounded in depth: one below the deepest level is an error."""
 
     def script(body: dict[str, Any]) -> Step:
         prompt = prompt_of(body)
@@ -678,8 +678,9 @@ async def test_a_subtasks_movements_count_against_its_roots_budget(
     fake_llm: FakeMessagesAPI,
     pieces_dir: Path,
 ) -> None:
-    """#38: each subtask had a movement budget of its own. The root's is 3 here: its own
-    first movement and two of its child's spend it; the child's own piece allows 10."""
+    """A subtask has no movement budget of its own: it spends its root's. The root's is 3
+    here: its own first movement and two of its child's spend it; the child's own piece
+    allows 10."""
     (pieces_dir / "looper.yaml").write_text(LOOPER)
 
     def script(body: dict[str, Any]) -> Step:

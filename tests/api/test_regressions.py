@@ -25,8 +25,8 @@ async def _job_id(client: httpx.AsyncClient) -> str:
     return str(response.json()["id"])
 
 
-# An unknown id on an SSE stream failed after the 200 had been sent: the look-up ran
-# inside the stream's generator, so the client got a broken stream, not a 404.
+# An unknown id on an SSE stream is looked up before the 200 is sent: inside the stream's
+# generator, the client would get a broken stream, not a 404.
 async def test_events_of_an_unknown_session_are_a_404_problem(client: httpx.AsyncClient) -> None:
     response = await client.get(f"/sessions/{UNKNOWN_ID}/events")
 
@@ -107,8 +107,8 @@ async def test_an_input_file_under_a_file_is_a_422_problem(client: httpx.AsyncCl
 
 
 # At shutdown the runner cancels running jobs and hands each back to the queue; when
-# that write failed (SQLite still locked by the step the cancel cut short), the error
-# escaped the runner and the app's shutdown failed with it.
+# that write fails (SQLite still locked by the step the cancel cut short), the error
+# stays in the runner, and the app's shutdown goes on.
 async def test_shutdown_survives_a_job_it_cannot_hand_back(
     agent_settings: Settings,
     fake_llm: FakeMessagesAPI,

@@ -85,7 +85,7 @@ async def test_resuming_at_or_past_the_end_of_an_ended_job_answers_204(
         )
 
     # nothing to send and nothing to come: 204, which stops a browser's EventSource (an
-    # empty 200 made it reconnect every few seconds forever)
+    # empty 200 would make it reconnect every few seconds forever)
     assert response.status_code == 204, response.text
     assert response.text == ""
 

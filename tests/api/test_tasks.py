@@ -168,7 +168,7 @@ async def test_a_null_field_in_a_task_change_is_a_422_problem(
     client: httpx.AsyncClient, change: dict[str, object]
 ) -> None:
     """The document types each field as its value only (leave it out to keep it): a null
-    was taken as left out, a change the schema does not allow."""
+    is refused, not taken as left out, which the schema does not allow."""
     session_id = await new_session(client)
     await _create(client, session_id, "plan")
 

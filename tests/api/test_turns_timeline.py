@@ -116,7 +116,7 @@ async def test_a_cursor_past_the_year_9999_pages_from_the_newest_turn(
     client: httpx.AsyncClient,
 ) -> None:
     """The cursor's pattern admits 18 digits of microseconds, past what a datetime holds:
-    such a cursor is later than every turn (it was a 422, a schema-valid request refused)."""
+    such a cursor is later than every turn, not a 422 (the request is schema-valid)."""
     transcript, times = many_turns("cc-far", 2, START)
     session_id = await import_session(client, "cc-far", transcript.text())
 

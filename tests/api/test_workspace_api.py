@@ -226,7 +226,7 @@ async def test_a_chunked_upload_over_the_limit_is_413(
     assert not (workspace_root(quiet_settings, job_id) / "input" / "big.bin").exists()
 
 
-# ------------------------------------------------------------------ areas (defect 7)
+# ------------------------------------------------------------------------------ areas
 
 
 async def raw_request(app: Any, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
@@ -277,7 +277,7 @@ async def raw(quiet_settings: Settings) -> AsyncIterator[tuple[Any, httpx.AsyncC
 async def test_an_upload_through_input_into_logs_is_refused(
     raw: tuple[Any, httpx.AsyncClient], quiet_settings: Settings
 ) -> None:
-    """Defect 7: PUT …/files/input/../logs/lessons.jsonl answered 201."""
+    """PUT …/files/input/../logs/lessons.jsonl is refused: a path stays in its area."""
     app, client = raw
     job_id = (await client.post("/jobs", json={"instruction": "x"})).json()["id"]
 
@@ -293,7 +293,7 @@ async def test_an_upload_through_input_into_logs_is_refused(
 async def test_an_upload_with_encoded_dots_into_output_is_refused(
     api: httpx.AsyncClient, job_id: str, quiet_settings: Settings
 ) -> None:
-    """Defect 7: PUT …/input/%2e%2e/output/x answered 201."""
+    """PUT …/input/%2e%2e/output/x is refused: encoded dots leave no area either."""
     put = await api.put(f"/jobs/{job_id}/files/input/%2e%2e/output/x", content=b"FORGED")
 
     assert put.status_code == 422, put.text
@@ -303,7 +303,7 @@ async def test_an_upload_with_encoded_dots_into_output_is_refused(
 async def test_a_download_through_input_from_logs_is_refused(
     raw: tuple[Any, httpx.AsyncClient], quiet_settings: Settings
 ) -> None:
-    """Defect 7: GET …/input/../logs/… answered 200."""
+    """GET …/input/../logs/… is refused: a download stays in its area too."""
     app, client = raw
     job_id = (await client.post("/jobs", json={"instruction": "x"})).json()["id"]
     await client.get(f"/jobs/{job_id}/files")  # creates the layout
@@ -321,7 +321,7 @@ async def test_a_download_through_input_from_logs_is_refused(
 async def test_an_upload_into_input_subtasks_is_422(
     api: httpx.AsyncClient, job_id: str, quiet_settings: Settings, path: str
 ) -> None:
-    """#38: the runner owns input/subtasks/ (the copies of subtasks' outputs)."""
+    """The runner owns input/subtasks/ (the copies of subtasks' outputs): no upload there."""
     put = await api.put(f"/jobs/{job_id}/files/input/{path}", content=b"FORGED")
 
     assert put.status_code == 422, put.text

@@ -145,7 +145,7 @@ def browser() -> Iterator[Browser]:
 @pytest.fixture(scope="session")
 def artifacts(worker_id: str) -> Path:
     """This run's screenshots, in a folder per backend and xdist worker: the workers'
-    session fixtures start together, and two clearing one shared folder at once failed
+    session fixtures start together, and two clearing one shared folder at once would fail
     the setup of every console test of one of them (FileNotFoundError)."""
     folder = ARTIFACTS / os.environ.get("STRATA_TEST_DATABASE", "sqlite") / worker_id
     if folder.exists():

@@ -28,7 +28,8 @@ def _local_only(page: Page, console: Console) -> list[str]:
 
 
 def test_redoc_loads_nothing_from_another_host(page: Page, console: Console) -> None:
-    """ReDoc's attribution showed Redocly's logo from cdn.redoc.ly once the page ran."""
+    """ReDoc's page loads nothing from another host: its attribution link stays, without
+    the logo upstream ReDoc loads from cdn.redoc.ly (see app/static/README.md)."""
     elsewhere = _local_only(page, console)
 
     page.goto("/redoc")

@@ -74,8 +74,8 @@ def test_a_draft_job_takes_an_uploaded_file_starts_asks_and_completes_after_the_
 def test_a_list_the_live_stream_read_before_an_upload_never_replaces_the_uploads_answer(
     page: Page, console: Console
 ) -> None:
-    """The race that left `#files` empty: the stream's refresh of the list, read before the
-    upload committed, arrived after the upload's answer. The older list is not shown."""
+    """The stream's refresh of the list, read before the upload committed, may arrive
+    after the upload's answer: the older list is not shown (`#files` would be empty)."""
     sign_in(page, then="/console/jobs")
     page.get_by_label("Instruction").fill("Keep the notes.")
     page.get_by_label(re.compile("as a draft")).check()

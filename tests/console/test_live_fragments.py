@@ -101,9 +101,9 @@ async def test_a_compaction_is_marked_in_the_conversation_and_a_system_note_show
 
 
 async def test_a_region_the_api_could_not_read_for_a_moment_is_rendered_at_the_next_flush() -> None:
-    """A status event marks the job's regions for a read; before, a read that met the API
-    busy (503) dropped the region, which kept what it showed before the event, for good
-    if that was the job's last event."""
+    """A status event marks the job's regions for a read; a read that meets the API busy
+    (503) keeps the region marked, or it would show what it showed before the event, for
+    good if that was the job's last event."""
     answers = [(503, {"title": "Service Unavailable", "status": 503})]
 
     async def api(scope: Any, receive: Any, send: Any) -> None:

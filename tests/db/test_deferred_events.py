@@ -1,8 +1,8 @@
 """A unit of work's durable events are inserted by one statement when its work ends
 (`app.db.deferred`), and commit or vanish with it like its other writes.
 
-Before, every event was an INSERT of its own: a REST task write made two, a tool batch
-one per result, each a round trip on PostgreSQL."""
+An INSERT per event would make two for a REST task write and one per result for a tool
+batch, each a round trip on PostgreSQL."""
 
 from __future__ import annotations
 

@@ -162,8 +162,9 @@ async def test_the_claim_finds_an_earlier_active_job_by_status_not_by_the_sessio
     database: Database, settings: Settings
 ) -> None:
     """The check "has this session an earlier active job?" seeks the active statuses in the
-    session's jobs: through `(session_id, number)` alone it walked every job the session
-    ever ran (20,000 finished turns: 66 ms per claim, on the writer, holding the lock)."""
+    session's jobs: through `(session_id, number)` alone it would walk every job the
+    session ever ran, a cost that grows with the session's history, on the writer and
+    holding the lock."""
     compiled = _claim_statement().compile(dialect=sqlite.dialect())
     values = {"now": utcnow().isoformat(), "limit": 10, "owner": "w", "until": None}
     params = [values.get(name, compiled.params[name]) for name in compiled.positiontup]
@@ -226,9 +227,9 @@ async def _queue(database: Database, first: int, count: int) -> None:
 async def test_a_claim_reads_as_far_as_its_limit_not_the_whole_queue(
     database: Database, settings: Settings, probe: bool
 ) -> None:
-    """A burst of 2,000 queued turns made every claim read all of them before taking
-    ten (SQLite gathered the rows of `queued OR lease expired` and sorted them): 1.4 ms
-    of the writer per claim."""
+    """A claim of ten behind a burst of 2,000 queued turns reads ten, not all of them (as
+    SQLite would, gathering the rows of `queued OR lease expired` to sort them), so a
+    claim's cost on the writer does not grow with the queue."""
     statement = CLAIMABLE.statement if probe else _claim_statement()
     values = {"now": utcnow().isoformat(), "limit": 10, "owner": "w", "until": None}
     await _queue(database, 0, 20)

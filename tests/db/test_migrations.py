@@ -117,9 +117,9 @@ async def test_sqlite_connections_use_wal_foreign_keys_and_busy_timeout(tmp_path
 async def test_a_new_sqlite_file_is_in_wal_before_its_first_connection_opens(
     tmp_path: Path,
 ) -> None:
-    """Regression: each new connection switched the file to WAL, and the first connections
-    to a fresh file (the writer's, a read's) could fail each other at once with "database
-    is locked": the first `POST /sessions` after start did, now and then."""
+    """Were each new connection to switch the file to WAL, the first connections to a
+    fresh file (the writer's, a read's) could fail each other at once with "database is
+    locked", and with them the first `POST /sessions` after start, now and then."""
     path = tmp_path / "rollback.db"
     plain = sqlite3.connect(path)
     plain.execute("CREATE TABLE t (x INTEGER)")

@@ -162,7 +162,7 @@ async def test_reads_never_wait_behind_the_writer(database: Database) -> None:
 @pytest.mark.sqlite_only
 async def test_sqlite_keeps_its_read_connections_open_between_reads(make_settings: Any) -> None:
     """A runner of many jobs reads concurrently; with SQLAlchemy's pool of 5, every read
-    past the fifth opened a connection (and ran its pragmas) and closed it after use."""
+    past the fifth would open a connection (and run its pragmas) and close it after use."""
     database = Database(make_settings(sqlite_read_connections=12))
     release = asyncio.Event()
 

@@ -26,8 +26,8 @@ ANSWER_SECONDS = 2.0
 def _turn_step(body: dict[str, Any]) -> Step:
     """A tool call first, the answer once the tool result is back (whoever asks). The
     answer is slow: a turn that has sent its second request is still running seconds
-    later, whenever a loaded machine lets the test's kill land (0.3 s was too short: on a
-    busy machine worker A had finished its turns before the kill)."""
+    later, whenever a loaded machine lets the test's kill land (at 0.3 s a busy machine's
+    worker A can finish its turns before the kill)."""
     last = body["messages"][-1]["content"]
     answered = isinstance(last, list) and any(b.get("type") == "tool_result" for b in last)
     if answered:

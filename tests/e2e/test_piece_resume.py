@@ -1,10 +1,10 @@
-"""A piece job whose worker dies in the middle of a tool call (defect 11).
+"""A piece job whose worker dies in the middle of a tool call.
 
-Before, the job's step restarted from its prompt and the first tool call was left
-without a result, while the Bash child it had started finished its side effect anyway.
-Now the command dies with its worker, and the next worker continues the open movement
-from the log: the call gets the `interrupted` result and the model goes on from there,
-with the context thresholds it had already crossed still counted as fired.
+The command dies with its worker, and the next worker continues the open movement from
+the log: the call gets the `interrupted` result and the model goes on from there, with
+the context thresholds it had already crossed still counted as fired. (Restarting the
+step from its prompt would leave the first tool call without a result, while a Bash
+child it started could finish its side effect anyway.)
 """
 
 from __future__ import annotations

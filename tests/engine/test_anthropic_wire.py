@@ -144,15 +144,15 @@ def parallel_calls(count: int) -> list[Message]:
 
 def test_the_previous_requests_end_keeps_a_breakpoint_after_twelve_parallel_calls() -> None:
     """24 blocks since the previous request's breakpoint: more than the ~20 the API looks
-    back, so without a breakpoint there the whole prefix was written again."""
+    back, so without a breakpoint there the whole prefix would be written again."""
     params = wire_params(request(parallel_calls(12), tools=[ECHO]))
 
     assert list(cache_control_paths(params["messages"])) == ["[0].content[0]", "[2].content[11]"]
 
 
 def test_no_breakpoint_sits_on_a_volatile_block() -> None:
-    """The task reminder ends the request it rides on only: a breakpoint on it wrote an
-    entry no later request could read, and left the prefix before it unwritten."""
+    """The task reminder ends the request it rides on only: a breakpoint on it would write
+    an entry no later request could read, and leave the prefix before it unwritten."""
     *head, last = conversation()
     reminded = Message(role="user", content=(*last.content, TextBlock(text="reminder")))
 

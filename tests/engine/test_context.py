@@ -264,8 +264,8 @@ def test_after_a_refusal_the_estimate_counts_as_densely_as_the_api_did() -> None
 
 
 def test_a_refusal_naming_a_smaller_window_makes_it_the_window() -> None:
-    """A configured window above the API's: the refused request measured 43% of it and
-    went out again unchanged. Against the API's maximum it is over the force threshold."""
+    """A configured window above the API's: the refused request measures 43% of it and
+    would go out again unchanged. Against the API's maximum it is over the force threshold."""
     cm = manager(window=500_000)
     cm.refused(860_000, 215_000, window=200_000)
     check = cm.check(860_000)

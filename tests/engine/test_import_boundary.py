@@ -1,9 +1,9 @@
-"""The engine stays on its side of the boundary (issue 14's typed boundaries).
+"""The engine stays on its side of the boundary.
 
 `app.engine` is the agent loop, pieces, the tool registry and the workspace: it is
 driven by the worker and offered tools through its registry, and must not reach back
-into what drives it. Once it imported `app.tools`; a test keeps any such import from
-coming back, at module level or inside a function, and under `TYPE_CHECKING` too.
+into what drives it (`app.tools`, say). A test keeps any such import out, at module
+level or inside a function, and under `TYPE_CHECKING` too.
 """
 
 from __future__ import annotations

@@ -138,7 +138,7 @@ def test_each_folder_lists_at_most_max_files_then_counts_the_rest_for_glob() -> 
 
 
 def test_nothing_inside_a_git_folder_is_listed() -> None:
-    """A repository in input/ listed its thousands of `.git/objects/…` before its files."""
+    """A repository in input/ is listed by its files, not its thousands of `.git/…`."""
     paths = ["repo/.git/HEAD", "repo/.git/objects/ab/cdef", ".git/config", "repo/main.py"]
     text = render(input_files=paths, output_files=[".git/index"], max_files=1)
     assert "input/\n- input/repo/main.py\n\noutput/\n(empty)" in text

@@ -160,7 +160,7 @@ def test_the_builtin_pieces_load_without_problems() -> None:
 
 
 def test_chat_is_a_job_kind_not_a_piece_file() -> None:
-    """Defect 3: `chat.yaml` was listed as a piece but never read by anything."""
+    """`chat` is a job kind, not a piece: no `chat.yaml` is listed that nothing reads."""
     assert not (BUILTIN_DIR / "chat.yaml").exists()
     assert load_catalog([BUILTIN_DIR]).get("chat") is None
 
@@ -223,11 +223,11 @@ def test_a_broken_piece_file_is_reported_by_file_name_and_reason(tmp_path: Path)
     [problem] = catalog.problems
     assert (problem.file, problem.folder, problem.name) == ("broken.yaml", "pieces_dir", "broken")
     assert "unknown next step 'zz'" in problem.reason
-    assert str(tmp_path) not in repr(problem)  # defect 9: no server paths
+    assert str(tmp_path) not in repr(problem)  # no server paths
 
 
 def test_a_yaml_syntax_error_is_reported_with_its_line_and_column(tmp_path: Path) -> None:
-    """Defect 9: the syntax error lost where it was."""
+    """A YAML syntax error is reported with where it is."""
     write_piece(tmp_path, "syntax.yaml", "name: s\nmovements:\n  - name: [unclosed\n")
 
     [problem] = load_catalog([tmp_path]).problems
@@ -247,7 +247,7 @@ def test_a_file_that_is_not_a_mapping_is_reported(tmp_path: Path) -> None:
 
 
 def test_unknown_tool_names_are_refused_naming_the_movement(tmp_path: Path) -> None:
-    """Defect 9: typos in allowed_tools (`[Reed, Writ, Bash]`) were dropped silently."""
+    """Typos in allowed_tools (`[Reed, Writ, Bash]`) are refused, never dropped silently."""
     write_piece(
         tmp_path,
         "typo.yaml",
@@ -266,7 +266,7 @@ def test_unknown_tool_names_are_refused_naming_the_movement(tmp_path: Path) -> N
 
 @pytest.mark.parametrize("name", ["chat", "compaction", "summary", "piece", "compact", "summarize"])
 def test_a_piece_named_like_an_internal_job_kind_is_refused(tmp_path: Path, name: str) -> None:
-    """Defect 3: a piece named `compact` ran the compaction handler and succeeded."""
+    """A piece named like an internal job kind (`compact`) would run that kind's handler."""
     write_piece(tmp_path, f"{name}.yaml", GOOD.replace("name: good", f"name: {name}"))
 
     catalog = load_catalog([tmp_path])
@@ -435,8 +435,8 @@ movements:
 def test_a_piece_problem_points_at_the_line_at_fault(
     tmp_path: Path, change: tuple[str, str], line: int, column: int
 ) -> None:
-    """Only YAML syntax errors had a line; a wrong field or rule said nothing of where,
-    in a file of many movements."""
+    """A wrong field or rule is reported with its line, as a YAML syntax error is: a file
+    may hold many movements."""
     write_piece(tmp_path, "located.yaml", AT_FAULT.replace(*change))
 
     [problem] = load_catalog([tmp_path], known_tools={"Read"}).problems
@@ -445,7 +445,8 @@ def test_a_piece_problem_points_at_the_line_at_fault(
 
 
 def test_two_files_of_one_folder_defining_one_piece_are_both_reported(tmp_path: Path) -> None:
-    """The file sorted last won silently: a job named the piece and ran the other one."""
+    """Both files are reported and neither loads, not the one sorted last winning silently
+    (a job would name the piece and run the other one)."""
     write_piece(tmp_path, "a_good.yaml", GOOD)
     write_piece(tmp_path, "b_copy.yaml", "# a copy\n" + GOOD.replace("Do it.", "Do it again."))
 

@@ -463,8 +463,8 @@ def test_text_at_the_end_leaves_the_messages_given_unchanged() -> None:
 
 
 def test_text_at_the_end_is_a_block_of_its_own_after_the_users_text() -> None:
-    """Joined to the user's text, the reminder made that block one no later request sends,
-    and the cache breakpoint on it a write never read."""
+    """Joined to the user's text, the reminder would make that block one no later request
+    sends, and the cache breakpoint on it a write never read."""
     messages = to_messages([user_text("hi")])
 
     changed = with_text_at_end(messages, "note")

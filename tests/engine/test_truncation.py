@@ -117,7 +117,7 @@ def test_a_file_without_line_breaks_is_cut_at_a_character_boundary() -> None:
 
 
 def test_the_note_gives_the_whole_files_totals_when_the_content_is_part_of_it() -> None:
-    """Defect 10: the totals were those of the part Read had collected."""
+    """The totals are the whole file's, not those of the part Read collected."""
     content = numbered(5_000)
 
     result = truncate_read(content, 1_000, file_lines=6_000, file_chars=552_000)

@@ -852,9 +852,10 @@ class FakeMessagesAPI:
             log_level="warning",
             access_log=False,
             # Longer than the SDK's idle connections live (httpx: 5 s). At uvicorn's
-            # default, also 5 s, the fake closed a connection just as the client sent
-            # on it (ReadError): one turn in a thousand failed in the capacity benchmark,
-            # which retries nothing. The real API keeps idle connections far longer.
+            # default, also 5 s, the fake would close a connection just as the client
+            # sends on it (ReadError): about one turn in a thousand of the capacity
+            # benchmark, which retries nothing. The real API keeps idle connections far
+            # longer.
             timeout_keep_alive=75,
             timeout_graceful_shutdown=2,
         )

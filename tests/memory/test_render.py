@@ -181,7 +181,7 @@ def test_a_naive_time_is_rejected() -> None:
 
 
 def test_eight_sessions_of_long_turns_fit_under_claude_codes_inline_limit() -> None:
-    # the case: 66,789 characters after eight sessions of one project
+    # 66,789 characters unbudgeted, after eight sessions of one project
     turns = [
         MemoryTurn(T0 + timedelta(minutes=5 * i), "q" * 400, "a" * 2_500, f"summary {i}")
         for i in range(160)

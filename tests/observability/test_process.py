@@ -22,7 +22,7 @@ except RuntimeError as exc:
 
 def test_the_metrics_folder_is_refused_once_a_metric_was_defined(tmp_path: Path) -> None:
     """A metric without labels defined before the folder counts in memory only: the step
-    gap was missing from every scrape of a served process."""
+    gap would be missing from every scrape of a served process."""
     result = subprocess.run(
         [sys.executable, "-c", SCRIPT, str(tmp_path / "metrics")],
         cwd=ROOT,

@@ -104,8 +104,8 @@ asyncio.run(main())
 def test_a_job_is_one_trace_parenting_its_llm_calls_tools_and_writes(
     database_url: str, fake_llm: FakeMessagesAPI
 ) -> None:
-    """The LLM calls (httpx2 under the SDK: never instrumented) had no span, and the SQL
-    the writer thread ran for the job had no parent: a job was no trace of its own."""
+    """A job is a trace of its own: its LLM calls have spans (httpx2 under the SDK is never
+    instrumented), and the SQL the writer thread runs for the job has the job's parent."""
     fake_llm.reply(tool_use("current_time", {}))
     fake_llm.reply("It is late.")
 

@@ -113,8 +113,8 @@ async def test_a_job_that_ends_between_the_streams_read_and_its_look_at_the_job_
 ) -> None:
     """The job's end (its status and its `job.status` event, one transaction) may commit
     after the stream read the table and before it looked whether the job has ended: the
-    stream ended there, without the event that says how the job ended, and a console
-    page showed the job running for good."""
+    stream still sends the event that says how the job ended (without it, a console page
+    would show the job running for good)."""
     await database.write(add_rows(Session(id="ses_1", tenant="acme"), job_status(0)))
     ended = False
 

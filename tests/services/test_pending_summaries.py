@@ -1,7 +1,7 @@
 """The end-of-turn summary check counts instead of loading the chain's turns.
 
-`pending_count` (one count query) must agree with what the check did before, loading
-every turn of the chain: the turns older than the newest `window`, those without L1.
+`pending_count` (one count query) must agree with what loading every turn of the chain
+would find: the turns older than the newest `window`, those without L1.
 `pending_turns`, which the summarize job works off, must be exactly those turns.
 """
 
@@ -61,7 +61,7 @@ async def chain(
 
 
 async def loaded_the_old_way(db: AsyncSession, session: Session, window: int) -> list[int]:
-    """What the check loaded before: every turn of the chain, filtered in Python."""
+    """The reference the count agrees with: every turn of the chain, filtered in Python."""
     owners = [session.id, str(session.continues_from)]
     query = (
         select(MemoryTurn)

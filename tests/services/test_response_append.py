@@ -1,6 +1,6 @@
 """An LLM response's item and the request it answered are one UPDATE of the session's
 row, at every agent step: its place in the log, and the counters the task reminder and
-the usage figures read (before, the place and the count were two)."""
+the usage figures read (not two statements, one for the place and one for the count)."""
 
 from __future__ import annotations
 

@@ -3,8 +3,9 @@ next REST write of the session in this process reads and replays nothing: while 
 still ends at its item. Whatever else happened in between, the list is rebuilt, and every
 answer is what replaying the log gives.
 
-Before, every REST task write read the session's checkpoint and task items and replayed
-them (on PostgreSQL the largest share of a task POST's server CPU after its round trips).
+Reading the session's checkpoint and task items and replaying them at every REST task
+write would be, on PostgreSQL, the largest share of a task POST's server CPU after its
+round trips.
 """
 
 from __future__ import annotations

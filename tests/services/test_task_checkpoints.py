@@ -1,8 +1,8 @@
 """Task checkpoints: a rebuild starts from the session's checkpoint and replays only what
 follows it, and gives exactly the store that replaying the whole log gives.
 
-Before, every rebuild replayed every task operation of the log (4.2 s at 100,000 of them,
-on every REST read of the list and at every job's start).
+Without a checkpoint a rebuild replays every task operation of the log, on every REST
+read of the list and at every job's start: seconds at 100,000 of them.
 """
 
 from __future__ import annotations
@@ -245,9 +245,9 @@ async def test_a_turns_answer_carries_a_checkpoint_due_into_the_jobs_end(
 ) -> None:
     """The answer that ends a chat turn waits for the job's end (a statement unit), also
     when its write keeps a task checkpoint: the checkpoint is kept by prepared statements
-    and commits with the answer in the end's transaction. (Kept through the ORM, it made
-    the answer's write a unit of its own, and the first such write in a process ran on a
-    connection of its own: ~7 ms.)"""
+    and commits with the answer in the end's transaction. (Kept through the ORM, it would
+    make the answer's write a unit of its own, and the first such write in a process run
+    on a connection of its own.)"""
     held, store = await _job_after_25_task_ops(database, seed=7, answer_with_end=True)
     await store.segment()  # loads the task list: a checkpoint is due
     answer = AssistantMessage(content=[TextBlock(text="Done.")])
@@ -268,8 +268,8 @@ async def test_a_turns_answer_carries_a_checkpoint_due_into_the_jobs_end(
 async def test_a_task_the_agent_writes_is_held_as_replaying_the_log_gives_it(
     database: Database,
 ) -> None:
-    """The job's own task writes carry the moment their item records: before, the list it
-    held (and sent to webhooks) had no timestamps where the replayed one had the item's."""
+    """The job's own task writes carry the moment their item records: the list it holds
+    (and sends to webhooks) has the same timestamps as the one replayed from the log."""
     job = Job(id="job_live", tenant="t", session_id=SESSION, kind=JobKind.chat, turn=1)
 
     async def add(db: AsyncSession) -> None:

@@ -39,7 +39,7 @@ AT = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
 def reference_op(kind: str, data: dict[str, Any], at: datetime) -> TaskOp | None:
-    """What `task_ops` did before the shortcut: every payload through its model."""
+    """The reference `task_ops` agrees with: every payload through its model."""
     payload = load_payload(kind, data)
     if isinstance(payload, TaskEvent):
         return TaskOp(payload.op, payload.input, at)

@@ -2,8 +2,7 @@
 turn gets its row with `ended_second`, a turn whose text changed gets it replaced and its
 L1 dropped, and one projected again unchanged keeps its row and L1 as they were.
 
-Before, every turn's end read and wrote its `MemoryTurn` through the ORM (an ORM read,
-then an ORM insert whose mapper event set `ended_second`)."""
+No ORM read and insert (whose mapper event would set `ended_second`) at any turn's end."""
 
 from __future__ import annotations
 
@@ -81,8 +80,8 @@ async def test_a_new_turn_gets_its_row_with_the_second_of_its_end(database: Data
 async def test_a_new_turn_is_stored_by_the_statement_after_the_read_of_its_items(
     database: Database,
 ) -> None:
-    """Its row is written, or the row it has changed, or kept, by one upsert: before, a
-    read of the turn's row came first, at every turn's end."""
+    """Its row is written, or the row it has changed, or kept, by one upsert, with no read
+    of the turn's row first."""
     await say(database, "Which release?", "The December one.", AT)
 
     async def nothing(db: AsyncSession) -> None:
@@ -139,9 +138,9 @@ async def test_a_turn_whose_text_changed_is_replaced_and_its_l1_dropped(
 async def test_a_turn_with_tool_calls_is_projected_by_prepared_statements_and_its_l3_kept_once(
     database: Database,
 ) -> None:
-    """Before, a turn's L3 rows were looked up and inserted through the ORM: the end of
-    every turn that called a tool failed as a statement unit and ran again as an ORM
-    unit. Projected again, the turn adds no L3 row twice."""
+    """A turn's L3 rows are looked up and inserted by prepared statements, so the end of a
+    turn that called a tool stays a statement unit. Projected again, the turn adds no L3
+    row twice."""
     call = ToolUseBlock(id="toolu_clock", name="current_time", input={})
     said: list[ItemPayload] = [
         user_text("What time is it?"),
@@ -170,8 +169,8 @@ async def test_two_projections_of_one_turn_at_once_both_commit(
     database: Database, database_url: str
 ) -> None:
     """Two processes end the same turn at once (a turn resumed elsewhere, an import):
-    the second one's upsert waits for the first one's uncommitted row and then keeps it,
-    where a read before the insert found nothing and the insert then broke the unique key."""
+    the second one's upsert waits for the first one's uncommitted row and then keeps it
+    (a read before an insert would find nothing, and the insert break the unique key)."""
     await say(database, "Which release?", "The December one.", AT)
     inserted, release = asyncio.Event(), asyncio.Event()
 

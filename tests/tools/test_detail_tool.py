@@ -1,5 +1,5 @@
-"""The Detail tool's answer is bounded and paged (issue #13, defect 4: one turn came back
-as 262,825 characters, and a range as a 2.35 MB request)."""
+"""The Detail tool's answer is bounded and paged: unbounded, one turn of a real session
+is 262,825 characters, and a range a 2.35 MB request."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Bash's confinement (defect 8): limits everywhere, and bubblewrap's file system view.
+"""Bash's confinement: limits everywhere, and bubblewrap's file system view.
 
-Bash once read files outside the workspace and listed other tenants' job folders and the
+Bash must not read files outside the workspace, nor list other tenants' job folders or the
 database next to them. These tests put such neighbours next to the workspace and look
 for them from inside. The bubblewrap ones need `bwrap` (the Makefile installs it); they
 are skipped, saying so, only where it is genuinely absent or cannot sandbox here.
@@ -107,7 +107,7 @@ async def test_with_bwrap_the_command_has_no_network_and_no_capabilities(
 
 
 def test_a_command_dies_with_the_server_that_started_it(tmp_path: Path) -> None:
-    """Defect 11's side effect: a Bash child finished its work after its worker died."""
+    """A Bash child dies with its worker: it never finishes its work after the worker died."""
     root = tmp_path / "job"
     root.mkdir()
 

@@ -236,8 +236,8 @@ async def test_read_one_enormous_line_is_cut_at_a_character(ws: Workspace) -> No
 async def test_read_notes_the_true_totals_of_a_file_larger_than_it_collected(
     ws: Workspace,
 ) -> None:
-    """Defect 10: "lines 1-2606 of 5218 (… of 480000 characters)" for 6,000 lines and
-    552,000 characters: the totals were those of the part Read had collected."""
+    """A file of 6,000 lines and 552,000 characters is noted as such, not with the totals
+    of the part Read collected ("lines 1-2606 of 5218 (… of 480000 characters)")."""
     lines = [f"{n:06d} " + "r" * 84 + "\n" for n in range(1, 6001)]  # 92 characters each
     (ws.root / "input" / "big.txt").write_text("".join(lines))
 
@@ -249,7 +249,7 @@ async def test_read_notes_the_true_totals_of_a_file_larger_than_it_collected(
 async def test_read_takes_a_character_offset_to_read_on_inside_a_long_line(
     ws: Workspace,
 ) -> None:
-    """Defect 10: a long single-line file could not be read past the first cut."""
+    """A long single-line file can be read on past the first cut, by a character offset."""
     text = "".join(f"<{n:07d}>" for n in range(60_000))  # 540,000 characters, one line
     (ws.root / "input" / "one-line.json").write_text(text)
     first = await call(ws, "Read", path="input/one-line.json", result_tokens=2000)
@@ -274,7 +274,7 @@ async def test_a_character_offset_past_the_end_of_its_line_is_an_error(ws: Works
 
 
 async def test_grep_marks_a_cut_line_and_says_how_to_read_it(ws: Workspace) -> None:
-    """Defect 10: Grep cut lines at 400 characters silently."""
+    """Grep marks a line it cut at 400 characters and says how to read it whole."""
     (ws.root / "input" / "wide.txt").write_text("short NEEDLE\n" + "NEEDLE " + "w" * 993 + "\n")
 
     result = await call(ws, "Grep", pattern="NEEDLE", path="input/wide.txt")

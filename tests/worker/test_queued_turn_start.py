@@ -1,7 +1,7 @@
 """A turn queued behind another appends its user message when it starts, in a statement
 unit (prepared statements only, on SQLite the writer's direct connection), not an ORM
-unit: before, the job's `input` was changed through the ORM, and the start of every
-queued turn cost a whole ORM unit of work on the writer."""
+unit: changing the job's `input` through the ORM would cost the start of every queued
+turn a whole ORM unit of work on the writer."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def _runner(database: Database) -> Runner:
 async def test_a_queued_turn_is_claimed_and_its_message_appended_in_one_transaction(
     database: Database,
 ) -> None:
-    """Before, the claim and the turn's start were two write units of their own."""
+    """The claim and the turn's start are one write unit, not two."""
     job = await queued_turn(database)
     before = database.stats.snapshot()
 

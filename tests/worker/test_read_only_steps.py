@@ -4,7 +4,7 @@ A call that changes something (a file, a task) is logged before it runs, so that
 crash in between leaves the call dangling and the resumed turn closes it as
 interrupted. A call that only reads needs no such mark: if the process dies before the
 step is logged, the resumed turn asks the LLM again and nothing happened twice. Such a
-step now costs one write transaction (the response and its results) instead of two.
+step costs one write transaction (the response and its results) instead of two.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ router = APIRouter(
 _CLOCK = r"([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?"
 # Exactly the calendar's dates (leap days included) of the years 1000-8999: a date the
 # pattern admits is one the server reads, and no zone offset can carry it past the years
-# Python's datetime holds. (Days up to 28 only, as before, refused every 29th-31st.)
+# Python's datetime holds.
 _YEAR = "[1-8][0-9]{3}"
 _LEAP_YEAR = "([1-8][0-9](0[48]|[2468][048]|[13579][26])|(1[26]|[2468][048]|[357][26])00)"
 _DATE = (

@@ -541,7 +541,7 @@ class ChainRepository:
         """Load every session the walk from `start` reaches in one query.
 
         The walk in `predecessors` then follows them in memory instead of asking one
-        query per link (a 10-session chain took 10 round trips). The
+        query per link (a round trip per session of the chain). The
         recursive CTE follows the same links (the merge target if any, else the predecessor)
         and stops after twice the walk's limit, cycles included; it only loads rows, the
         walk still decides what the chain is.

@@ -99,8 +99,8 @@ class TaskCheckpointRepository:
     async def keep(self, session_id: str, checkpoint: CheckpointRow) -> None:
         """Make `checkpoint` the session's, unless it has a later one: one prepared
         statement (an upsert), so the step of a job that owes a checkpoint stays a
-        statement unit (through the ORM that step ran as a unit of its own kind, on a
-        connection of its own: ~7 ms the first time in a process)."""
+        statement unit (through the ORM that step would be a unit of its own kind, on a
+        connection of its own, opened the first time in a process)."""
         values = {"session_id": session_id, **checkpoint._asdict(), "created_at": utcnow()}
         await _KEEP.execute(self.db, values)
 

@@ -1,9 +1,9 @@
-"""No file in a workspace makes the git excerpt run a program (issue 38, point 1).
+"""No file in a workspace makes the git excerpt run a program.
 
-git honours what a repository holds, and the excerpt once ran it after every verify
-movement: a `[filter]` clean command in `input/.git/config` (the files API takes `.git`
-paths) or in a `.gitconfig` at the workspace root (git's HOME) ran on the host as the
-server's user whenever bubblewrap was absent. Each test plants one key that names a
+git honours what a repository holds: were the excerpt, computed after every verify
+movement, to run git, a `[filter]` clean command in `input/.git/config` (the files API
+takes `.git` paths) or in a `.gitconfig` at the workspace root (git's HOME) would run on
+the host as the server's user whenever bubblewrap is absent. Each test plants one key that names a
 program, in the repository's config, in that `.gitconfig`, or in a file either
 includes, and points it at a script OUTSIDE the workspace that would leave a marker
 there; then it computes the excerpt (with bubblewrap and with `STRATA_BASH_SANDBOX=none`)
@@ -51,8 +51,8 @@ KEYS: dict[str, tuple[str, str | None]] = {
     "core.sshCommand": ("[core]\n\tsshCommand = {run}\n", None),
     "core.alternateRefsCommand": ("[core]\n\talternateRefsCommand = {run}\n", None),
 }
-# where the key is written: the repository's config, git's HOME (the workspace root, as
-# the excerpt once ran git), or a file the repository's config includes
+# where the key is written: the repository's config, git's HOME (the workspace root, were
+# the excerpt to run git), or a file the repository's config includes
 PLACES = ("input/.git/config", "root .gitconfig", "include.path", "includeIf")
 HOOKS = ("pre-commit", "post-index-change", "post-checkout", "reference-transaction")
 
