@@ -6,13 +6,20 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import re
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from app.settings import Settings, get_settings, is_loopback_host
+from app.settings import (
+    Settings,
+    configured_variables,
+    get_settings,
+    is_loopback_host,
+    unknown_variables,
+)
 
 DEFAULT_OPENAPI_PATH = Path("openapi/openapi.json")
 logger = logging.getLogger("strata")
@@ -27,6 +34,16 @@ def _configure_process(settings: Settings) -> None:
 
     configure_logging(settings)
     prepare_metrics(settings)
+    _warn_unknown_variables()
+
+
+def _warn_unknown_variables() -> None:
+    """Name each `STRATA_` variable no setting reads, with the setting it may have meant."""
+    env_file = Settings.model_config.get("env_file")
+    names = configured_variables(os.environ, Path(str(env_file)) if env_file else None)
+    for name, close in unknown_variables(names).items():
+        hint = f"; did you mean {close}?" if close else ""
+        logger.warning("%s is not a setting of Strata and is ignored%s", name, hint)
 
 
 async def _keys_exist(settings: Settings) -> bool:

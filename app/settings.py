@@ -7,8 +7,10 @@ import time: `create_app(settings)` and the CLI pass an instance down.
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -400,6 +402,55 @@ def is_loopback_host(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+# `STRATA_` variables that are not server settings: the Claude Code kit's hook scripts and
+# the test suite read these, so a shell that has them set is no typo.
+CLIENT_VARIABLES = frozenset(
+    {"STRATA_URL", "STRATA_API_KEY", "STRATA_SESSION_ID", "STRATA_HOOK_STATE"}
+)
+_CLIENT_PREFIXES = ("STRATA_TEST_",)
+
+
+def setting_variables() -> frozenset[str]:
+    """Every environment variable a setting is read from."""
+    names: set[str] = set()
+    for name, field in Settings.model_fields.items():
+        names.add(f"STRATA_{name.upper()}")
+        alias = field.validation_alias
+        if isinstance(alias, AliasChoices):
+            names.update(str(choice) for choice in alias.choices)
+        elif isinstance(alias, str):
+            names.add(alias)
+    return frozenset(names)
+
+
+def unknown_variables(names: Iterable[str]) -> dict[str, str | None]:
+    """The `STRATA_` names among `names` that no setting reads (a typo, or a setting that
+    was renamed), each with the closest setting's variable when one is close: such a
+    variable is otherwise ignored without a word, and its value silently not applied."""
+    known = setting_variables()
+    unknown: dict[str, str | None] = {}
+    for name in sorted(set(names)):
+        upper = name.upper()
+        if not upper.startswith("STRATA_") or upper in known or upper in CLIENT_VARIABLES:
+            continue
+        if upper.startswith(_CLIENT_PREFIXES):
+            continue
+        close = difflib.get_close_matches(upper, sorted(known), n=1, cutoff=0.75)
+        unknown[name] = close[0] if close else None
+    return unknown
+
+
+def configured_variables(environ: Mapping[str, str], env_file: Path | None) -> set[str]:
+    """The variable names set in the environment and in the `.env` file a `Settings`
+    reads."""
+    names = set(environ)
+    if env_file is not None and env_file.is_file():
+        from dotenv import dotenv_values
+
+        names.update(dotenv_values(env_file))
+    return names
 
 
 @lru_cache

@@ -134,6 +134,35 @@ def test_serve_on_loopback_without_keys_serves_the_local_tenant(
     assert _query(db_url, "SELECT version_num FROM alembic_version") == [(head_revision(),)]
 
 
+def test_serve_names_a_variable_no_setting_reads_with_the_one_it_may_mean(
+    db_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    uvicorn_calls: list[Any],
+) -> None:
+    monkeypatch.setenv("STRATA_TENANT_MAX_ACTIVE_JOB", "3")
+
+    assert main(["serve"]) == 0
+
+    err = capsys.readouterr().err
+    assert "STRATA_TENANT_MAX_ACTIVE_JOB is not a setting of Strata and is ignored" in err
+    assert "did you mean STRATA_TENANT_MAX_ACTIVE_JOBS?" in err
+
+
+def test_serve_says_nothing_of_the_variables_it_reads(
+    db_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    uvicorn_calls: list[Any],
+) -> None:
+    monkeypatch.setenv("STRATA_TENANT_MAX_ACTIVE_JOBS", "3")
+    monkeypatch.setenv("STRATA_URL", "http://127.0.0.1:8000")
+
+    assert main(["serve"]) == 0
+
+    assert "is not a setting of Strata" not in capsys.readouterr().err
+
+
 class _Tuned(Exception):
     """Raised by a stand-in `tune_gc`: the process got that far."""
 

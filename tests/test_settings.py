@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 from pydantic import AliasChoices, SecretStr, ValidationError
 
-from app.settings import ConfiguredKey, Settings, is_loopback_host
+from app.settings import (
+    ConfiguredKey,
+    Settings,
+    configured_variables,
+    is_loopback_host,
+    unknown_variables,
+)
 
 ENV_EXAMPLE = Path(__file__).resolve().parents[1] / ".env.example"
 _ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
@@ -292,3 +298,24 @@ def test_known_display_timezone_is_accepted(monkeypatch: pytest.MonkeyPatch) -> 
 )
 def test_is_loopback_host(host: str, loopback: bool) -> None:
     assert is_loopback_host(host) is loopback
+
+
+def test_a_variable_no_setting_reads_is_unknown_with_the_closest_setting() -> None:
+    assert unknown_variables(["STRATA_MEMORY_BLOK_MAX_CHARS", "STRATA_NOTHING_LIKE_IT"]) == {
+        "STRATA_MEMORY_BLOK_MAX_CHARS": "STRATA_MEMORY_BLOCK_MAX_CHARS",
+        "STRATA_NOTHING_LIKE_IT": None,
+    }
+
+
+def test_settings_aliases_and_the_kits_variables_are_known() -> None:
+    names = ["STRATA_PORT", "PORT", "STRATA_URL", "STRATA_API_KEY", "STRATA_TEST_DATABASE", "HOME"]
+    assert unknown_variables(names) == {}
+
+
+def test_the_env_file_counts_among_the_configured_variables(tmp_path: Path) -> None:
+    env_file = tmp_path / ".env"
+    env_file.write_text("STRATA_DATA_DIRR=/srv\n")
+
+    names = configured_variables({"HOME": "/root"}, env_file)
+
+    assert unknown_variables(names) == {"STRATA_DATA_DIRR": "STRATA_DATA_DIR"}
