@@ -120,7 +120,6 @@ class SessionView:
         held = self._conversation
         if held is None or held.tools_offered != tools_offered:
             held = self._conversation = Conversation(tools_offered=tools_offered)
-            held.messages(self.items)
         return held
 
     def _apply(self, op: TaskOp) -> None:
