@@ -137,17 +137,14 @@ class Settings(BaseSettings):
     # a rebuild of the task list in a write that replayed more task operations than this
     # leaves a checkpoint, where the next rebuild starts (a rebuild stays well under 0.5 s)
     task_checkpoint_ops: int = Field(default=1_000, ge=1)
-    # a REST task write keeps the task list it made for this long, in seconds, so the next
-    # one in this process reads and replays nothing when no other write came between
-    # (any other write of the session is seen by its `seq`); 0 rebuilds every time
-    task_store_cache_seconds: float = Field(default=30.0, ge=0)
-    # a chat turn leaves the segment and task list it held for the session's next turn in
-    # this process, kept this long (seconds; 0 keeps none), so that turn reads only what the
-    # log gained since instead of the whole segment; at most this many sessions' pictures
-    # (each holds its session's current segment, ~1 MB of text near the context window; a
-    # picture is taken by its session's next turn, so fewer entries than sessions turning at
-    # once in the process makes every turn miss), and at most this many items in all (a
-    # segment grows with every turn until compaction: the oldest pictures go first)
+    # what the process read of a session's log (its segment, task list and request
+    # messages: its view) is kept between its readers (chat turns, REST task routes) this
+    # long (seconds; 0 keeps none), so the next one reads only what the log gained since
+    # instead of the whole segment; at most this many sessions' views (each holds its
+    # session's current segment, ~1 MB of text near the context window; a view is taken by
+    # its reader, so fewer entries than sessions turning at once in the process makes every
+    # turn miss), and at most this many items in all (a segment grows with every turn until
+    # compaction: the oldest views go first)
     job_session_cache_seconds: float = Field(default=60.0, ge=0)
     job_session_cache_entries: int = Field(default=1_000, ge=1)
     job_session_cache_items: int = Field(default=5_000, ge=1)

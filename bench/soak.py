@@ -162,7 +162,8 @@ async def run(ctx: Context) -> Section:
         "work is all there is; SQLite, `strata serve` with its runner in process.",
         "**What grows without a bound.** A chat turn leaves its session's segment (items, and "
         "the request messages built from them) for the session's next turn "
-        "(`app.worker.pictures`); a segment grows by every turn's items until it is compacted. "
+        "(`app.services.session_view`); a segment grows by every turn's items until it is "
+        "compacted. "
         "Bounded by entries alone (`STRATA_JOB_SESSION_CACHE_ENTRIES`, 1,000), the pictures "
         f"of {SESSIONS} sessions grew with every turn. `STRATA_JOB_SESSION_CACHE_ITEMS` "
         f"(default {default_items:,}) bounds the items they hold in all; the second row lifts it.",

@@ -11,11 +11,11 @@ few seconds. A service that changes such rows calls `forget(db, CACHE, key)`:
   the change cannot keep the old rows: a value is stored only if nothing was forgotten
   since its read began (`stamp` / `put`).
 
-A value a unit of work builds from what it writes itself (a session's task list, as of
-the item it appends) is taken out with `take` and given back with `keep`: the `Keep`
-after-commit signal stores it once the unit committed, and a rollback drops it. Such
-an entry carries the state it belongs to (the log's end), so a reader checks it against
-what it read and no other writer needs to forget it.
+A value a unit of work changes with what it writes itself (a session's view of its log,
+`SESSION_VIEWS`, as of the item it appends) is taken out with `take` and given back with
+`keep`: the `Keep` after-commit signal stores it once the unit committed, and a rollback
+drops it. Such an entry carries the state it belongs to (the log's end), so a reader
+checks it against what it read and no other writer needs to forget it.
 
 Other processes see a change once their copy expires, after the TTL at most. The
 `Database` owns one `Caches` and hands it to every unit of work (`caches_of(db)`);
@@ -27,6 +27,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
 from app.db import signals
@@ -36,7 +37,7 @@ V = TypeVar("V")
 
 API_KEYS: Final = "api_keys"
 WEBHOOKS: Final = "webhooks"
-TASK_STORES: Final = "task_stores"
+SESSION_VIEWS: Final = "session_views"
 _KEY = "strata.caches"
 
 
@@ -150,8 +151,22 @@ class TtlCache(Generic[K, V]):
         return self._weigh is not None and self.weight + weight > self.max_weight
 
 
+@dataclass(frozen=True)
+class Weighed:
+    """A cache of values that hold `items` (a session's view of its log), bounded by the
+    items they hold in all as well as by their number."""
+
+    ttl: float
+    max_entries: int
+    max_items: int
+
+
+def _items_held(value: Any) -> int:
+    return len(value.items)
+
+
 class Caches:
-    """This process's caches by name (`API_KEYS`, `WEBHOOKS`, `TASK_STORES`)."""
+    """This process's caches by name (`API_KEYS`, `WEBHOOKS`, `SESSION_VIEWS`)."""
 
     def __init__(
         self,
@@ -159,10 +174,19 @@ class Caches:
         *,
         max_entries: int,
         clock: Callable[[], float] = time.monotonic,
+        weighed: Mapping[str, Weighed] | None = None,
     ) -> None:
         self._caches: dict[str, TtlCache[Any, Any]] = {
             name: TtlCache(ttl, max_entries=max_entries, clock=clock) for name, ttl in ttls.items()
         }
+        for name, bound in (weighed or {}).items():
+            self._caches[name] = TtlCache(
+                bound.ttl,
+                max_entries=bound.max_entries,
+                clock=clock,
+                weigh=_items_held,
+                max_weight=bound.max_items,
+            )
 
     def __getitem__(self, name: str) -> TtlCache[Any, Any]:
         return self._caches[name]

@@ -302,10 +302,16 @@ class Database:
             {
                 caches.API_KEYS: settings.api_key_cache_seconds,
                 caches.WEBHOOKS: settings.webhook_cache_seconds,
-                caches.TASK_STORES: settings.task_store_cache_seconds,
             },
             max_entries=settings.cache_max_entries,
             clock=clock,
+            weighed={
+                caches.SESSION_VIEWS: caches.Weighed(
+                    settings.job_session_cache_seconds,
+                    settings.job_session_cache_entries,
+                    settings.job_session_cache_items,
+                )
+            },
         )
         self._writer: SqliteWriter | None = None
         self._peeker: SqlitePeeker | None = None

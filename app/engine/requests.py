@@ -36,38 +36,32 @@ from app.engine.llm import Message, MessageBlock, Role, ToolResultBlock
 class Conversation:
     """The messages of a growing segment, built as it grows.
 
-    An agent step adds a few items to a segment of hundreds; building every message
-    again for each request made the request cost grow with the segment. A
-    `Conversation` keeps the messages it built and, given the segment again, builds
-    only those of the new items. Messages are immutable, so each request gets a new
-    list of the same messages. Given anything but the same items plus new ones (a
-    segment read again, a new segment), it starts over.
+    An agent step adds a few items to a segment of hundreds; a `Conversation` keeps the
+    messages it built and, given the segment again, builds only those of the items after
+    the ones it built. Messages are immutable, so each request gets a new list of the same
+    messages. Whether the items given still begin with the ones it built is its owner's
+    knowledge (`app.services.session_view`, which knows where the log it read ends): the
+    owner calls `start_over` when it reads the segment again or a new one begins.
 
     `tools_offered` says whether the requests define tools; without, tool calls and
     results travel as text (see the module's docstring)."""
 
     def __init__(self, *, tools_offered: bool = True) -> None:
         self.tools_offered = tools_offered
-        self._basis: list[ItemPayload] = []
+        self._built = 0  # the items whose messages are built
         self._messages: list[Message] = []
 
     def messages(self, items: Sequence[ItemPayload]) -> list[Message]:
-        if not self._extends(items):
-            self._basis, self._messages = [], []
-        for item in items[len(self._basis) :]:
+        if len(items) < self._built:  # fewer than it built: not the segment it knows
+            self.start_over()
+        for item in items[self._built :]:
             self._add(item)
-            self._basis.append(item)
+            self._built += 1
         return list(self._messages)
 
-    def _extends(self, items: Sequence[ItemPayload]) -> bool:
-        held = len(self._basis)
-        if held == 0:
-            return True
-        return (
-            len(items) >= held
-            and items[held - 1] is self._basis[-1]
-            and (items[0] is self._basis[0])
-        )
+    def start_over(self) -> None:
+        """Forget the messages built: the next `messages` builds every item's."""
+        self._built, self._messages = 0, []
 
     def _add(self, item: ItemPayload) -> None:
         role, blocks = _wire_blocks(item) if self.tools_offered else _text_blocks(item)

@@ -8,7 +8,7 @@ import shutil
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.db import signals
+from app.db import caches, signals
 from app.db.repositories.session_deletion import SessionDeletionRepository
 from app.domain.jobs import TERMINAL
 from app.services.piece_jobs import workspace_of
@@ -33,6 +33,8 @@ async def delete_session(db: AsyncSession, tenant: str, session_id: str) -> list
         signals.emit(db, signals.Notify(job.session_id, job.id))
     await repo.unlink(doomed)
     await repo.delete(doomed)
+    for gone in doomed:  # what this process read of their logs
+        caches.forget(db, caches.SESSION_VIEWS, gone)
     return [job.id for job in jobs]
 
 

@@ -11,25 +11,25 @@ leaves a new checkpoint, so no rebuild replays much more than that, however long
 log. The log stays the truth: a checkpoint is what replaying it gives, and one that
 cannot be read is ignored (the log is replayed whole).
 
-A REST write also leaves the store it made in the process's `TASK_STORES` cache, once
-it committed, as of the `seq` of the item it appended. The next REST write of the session
-in this process takes it when the log still ends there (its `seq` allocation says so), and
-reads and replays nothing; any other write of the session in between (the agent's tools,
-another process) moved the log's end, so the store is rebuilt.
+The REST routes answer from the session's view of its log (`app.services.session_view`),
+which the process's chat turns and REST writes hand to each other: a write whose `seq`
+allocation finds the log still ending where the view does reads and replays nothing; one
+that finds it moved reads only the task items after the view's end.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.db import caches
 from app.db.nul import has_nul
 from app.db.repositories.items import ItemRecord, ItemRepository
+from app.db.repositories.sessions import SessionRepository
 from app.db.repositories.task_checkpoints import CheckpointRow, TaskCheckpointRepository
 from app.db.types import utcnow
 from app.domain.errors import InvalidInput, NotFound
@@ -43,9 +43,12 @@ from app.domain.tasks import (
     UnknownTask,
     replay,
 )
+from app.services import session_view as views
 from app.services import webhooks
 from app.services.items import add_item, reserve_item
-from app.services.sessions import check_session
+from app.services.sessions import session_from
+
+T = TypeVar("T")
 
 _TOOL_RESULT_FIELDS = frozenset(ToolResult.model_fields) - {"kind"}
 _TASK_EVENT_FIELDS = frozenset(TaskEvent.model_fields) - {"kind"}
@@ -172,18 +175,34 @@ async def keep_checkpoint(db: AsyncSession, session_id: str, checkpoint: Checkpo
 
 
 # --- REST -------------------------------------------------------------------
+async def _rest_read(
+    db: AsyncSession, tenant: str, session_id: str, read: Callable[[TaskStore], T]
+) -> T:
+    """`read` of the session's list: of its view's when that is the log's (the session's
+    row, which the tenant check reads, says where the log ends), else of a replay. The
+    view goes back as it was taken: a read unit may not read one snapshot, so only a
+    writer or a job's snapshot read catches it up."""
+    rows = await SessionRepository(db).session_row(session_id)
+    log_end = session_from(rows, tenant, session_id).last_seq
+    view = views.take_in(db, session_id)
+    try:
+        if view.valid_at(log_end):
+            return read(view.tasks)
+    finally:
+        views.give_back_in(db, view)
+    return read(await load_store(db, session_id))
+
+
 async def list_tasks(
     db: AsyncSession, tenant: str, session_id: str, status: str | None = None
 ) -> list[Task]:
-    await check_session(db, tenant, session_id)
-    tasks = (await load_store(db, session_id)).all()
+    tasks = await _rest_read(db, tenant, session_id, TaskStore.all)
     return [t for t in tasks if status is None or t.status == status]
 
 
 async def get_task(db: AsyncSession, tenant: str, session_id: str, taskid: int) -> Task:
-    await check_session(db, tenant, session_id)
     try:
-        return (await load_store(db, session_id)).get(taskid)
+        return await _rest_read(db, tenant, session_id, lambda store: store.get(taskid))
     except UnknownTask as exc:
         raise NotFound(str(exc), resource="task") from exc
 
@@ -201,31 +220,26 @@ async def change_task(
     It counts as a task write for the reminder's timing (the agent reads of it in the
     task note the event becomes)."""
     slot = await reserve_item(db, tenant, session_id, wrote_tasks=True)
-    rebuilt = _kept_store(db, session_id, slot.seq - 1) or await rebuild(db, session_id)
-    if (due := checkpoint_of(rebuilt, checkpoint_every)) is not None:
-        await keep_checkpoint(db, session_id, due)
-        rebuilt = replace(rebuilt, replayed=0)
-    store = rebuilt.store
+    view = views.take_in(db, session_id)  # given back once this unit committed
+    if not view.valid_at(slot.seq - 1):
+        await view.catch_up(db, slot.segment, slot.seq - 1, with_items=False)
+    if view.replayed > checkpoint_every:
+        checkpoint = CheckpointRow(view.last_seq, view.ops, view.tasks.snapshot())
+        await keep_checkpoint(db, session_id, checkpoint)
+        view.checkpoint_kept()
     # the operation and its item carry the same moment, so the task answered here is
     # exactly what replaying the log will give, timestamps included
     now = utcnow()
     try:
-        task = store.apply(TaskOp(op, args, now))
+        task = view.tasks.apply(TaskOp(op, args, now))
     except UnknownTask as exc:
         raise NotFound(str(exc), resource="task") from exc
     except (TaskError, ValidationError) as exc:
         raise InvalidInput(str(exc)) from exc
     event = TaskEvent(op=op, input=args, taskid=task.taskid)
     await add_item(db, session_id, slot, event, Origin.api, at=now)
-    if not has_nul(args):  # PostgreSQL stores U+FFFD for it: only a replay gives that store
-        made = Rebuilt(store, slot.seq, rebuilt.ops + 1, rebuilt.replayed + 1)
-        caches.keep(db, caches.TASK_STORES, session_id, made)
+    view.appended(slot.seq, event, tasks_applied=True)
+    if not has_nul(args):  # PostgreSQL stores U+FFFD for it: only a replay gives that list
+        views.keep_when_committed(db, view)
     await webhooks.task_updated(db, tenant, session_id, task, op=op, origin="api")
     return task
-
-
-def _kept_store(db: AsyncSession, session_id: str, log_end: int) -> Rebuilt | None:
-    """The store an earlier REST write of this process left, if the log still ends at
-    its item; taken, so no other write changes it meanwhile."""
-    kept: Rebuilt | None = caches.take(db, caches.TASK_STORES, session_id)
-    return kept if kept is not None and kept.seq == log_end else None

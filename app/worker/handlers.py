@@ -36,13 +36,13 @@ from app.services.compaction import CompactionFailed, compact_session
 from app.services.leases import JobDatabase
 from app.services.live import LiveHub
 from app.services.memory import BlockLimits, has_predecessors, memory_block, project_turns
+from app.services.session_view import give_back, take_view
 from app.services.sessions import get_session, session_from
 from app.services.summaries import enqueue_if_needed, summarize_backlog
 from app.settings import Settings
 from app.worker.context_policy import ChatContext
 from app.worker.job_session import JobSession
 from app.worker.memory_gateway import LogMemoryGateway
-from app.worker.pictures import SessionPictures
 from app.worker.reminder import task_reminders
 from app.worker.task_gateway import JobTaskGateway
 from app.worker.turn_store import DbTurnStore, HubTurnEvents
@@ -75,13 +75,10 @@ class Deps:
     llm: LLM
     tools: ToolRegistry
     pieces: PieceCatalog
-    # what a chat turn held of its session, for the session's next turn in this process
-    pictures: SessionPictures = field(init=False)
     # the context window requests are held to: the setting, or less once the API said so
     window: WindowLimit = field(init=False)
 
     def __post_init__(self) -> None:
-        self.pictures = SessionPictures(self.settings)
         self.window = WindowLimit(self.settings.context_window_tokens)
 
 
@@ -152,11 +149,14 @@ async def _start_turn(deps: Deps, job: Job) -> Session:
 
 async def run_chat(deps: Deps, job: Job) -> Outcome:
     session = await _start_turn(deps, job)
+    # what the process has read of the session: the last turn's, or a REST write's since
+    view = take_view(deps.database.caches, job.session_id)
     held = JobSession(
-        job_database(deps, job), job, checkpoint_every=deps.settings.task_checkpoint_ops
+        job_database(deps, job),
+        job,
+        view=view,
+        checkpoint_every=deps.settings.task_checkpoint_ops,
     )
-    picture = deps.pictures.take(job.session_id)
-    held.adopt(picture)
     if (item := turn_input(job)) is not None:
         held.known(*item)
     held.probed(probe_from(session, job.cancel_requested))
@@ -174,19 +174,19 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
             lambda: _compact_now(deps, job, tool_names, _user_item(job)),
             window=deps.window,
         ),
-        conversation=picture.conversation if picture is not None else None,
+        conversation=view.conversation(tools_offered=bool(deps.tools.specs(tool_names))),
     )
     ctx = tool_context(deps, held)
     outcome = await run_turn(deps.llm, store, deps.tools, ctx, config, HubTurnEvents(deps.hub, job))
-    if outcome.status == "cancelled":  # before the picture is kept: it holds the results
+    if outcome.status == "cancelled":  # before the view is given back: it holds the results
         await close_dangling_tool_uses(store, CANCELLED)
     answer = store.answer_write()
 
     def committed() -> None:
-        # kept once the answer is in the log, with it: the session's next turn in this
-        # process then holds the log up to its own user item without a read
+        # given back once the answer is in the log, with it: the session's next reader in
+        # this process then holds the log up to there without a read
         store.answer_committed()
-        deps.pictures.keep(job.session_id, held.picture(outcome.conversation))
+        give_back(deps.database.caches, view)
 
     also = _then(answer, remember_turn(deps, job, session))
     return replace(_turn_ended(deps, outcome), also=also, committed=committed)

@@ -229,6 +229,7 @@ async def run_movement(
     held = JobSession(
         job_database(deps, job), job, checkpoint_every=deps.settings.task_checkpoint_ops
     )
+    conversation = held.view.conversation(tools_offered=bool(deps.tools.specs(names)))
     store = DbTurnStore(held)
     ctx = tool_context(deps, held, piece=gateway, workspace=workspace)
     reminders = task_reminders(deps.settings, store, names)
@@ -265,6 +266,7 @@ async def run_movement(
             max_tokens=deps.settings.llm_max_tokens,
             interceptors=reminders,
             context=context,
+            conversation=conversation,
         )
         outcome = await run_turn(
             deps.llm, store, deps.tools, ctx, config, HubTurnEvents(deps.hub, job)

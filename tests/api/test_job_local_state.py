@@ -188,16 +188,16 @@ async def test_the_sessions_next_turn_reads_nothing_of_the_log_when_nobody_else_
     its end (which writes its answer) committed: that turn holds the answer, and its own
     user item follows it, so it reads nothing of the segment, and still sends the whole
     conversation."""
-    import app.worker.job_session as job_session
+    import app.services.session_view as session_view
 
     read_after: list[int] = []
-    real = job_session.segment_tail  # type: ignore[attr-defined]
+    real = session_view.segment_tail  # type: ignore[attr-defined]
 
     async def recorded(db: Any, session_id: str, segment: int, after_seq: int) -> Any:
         read_after.append(after_seq)
         return await real(db, session_id, segment, after_seq)
 
-    monkeypatch.setattr(job_session, "segment_tail", recorded)
+    monkeypatch.setattr(session_view, "segment_tail", recorded)
     await _one_request_turns(quiet_app, fake_llm, "First.", "Second.")
 
     assert read_after == [0]  # the first turn's: its user item is seq 1, its answer 2

@@ -440,10 +440,11 @@ def test_a_conversation_merges_a_new_item_into_a_new_last_message() -> None:
     ]
 
 
-def test_a_conversation_starts_over_when_the_segment_was_read_again() -> None:
+def test_a_conversation_told_to_start_over_builds_every_item_again() -> None:
     conversation = Conversation()
     conversation.messages([user_text("old"), said("answer")])
 
+    conversation.start_over()
     fresh: list[ItemPayload] = [user_text("new"), said("answer"), user_text("again")]
 
     assert conversation.messages(fresh) == to_messages(fresh)

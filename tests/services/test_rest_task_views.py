@@ -1,11 +1,8 @@
-"""A REST task write keeps the task list it made (`TASK_STORES`), once it committed, so the
-next REST write of the session in this process reads and replays nothing: while the log
-still ends at its item. Whatever else happened in between, the list is rebuilt, and every
-answer is what replaying the log gives.
-
-Reading the session's checkpoint and task items and replaying them at every REST task
-write would be, on PostgreSQL, the largest share of a task POST's server CPU after its
-round trips.
+"""A REST task write works on the session's view (`app.services.session_view`) and gives
+it back once it committed, so the next REST write of the session in this process reads
+and replays nothing while the log still ends at its item. Whatever else happened in
+between, it reads the task items after the view's end, and every answer is what
+replaying the log gives. A REST task read answers from a view the log still ends at.
 """
 
 from __future__ import annotations
@@ -18,12 +15,13 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
 from app.db.models import TaskCheckpoint
+from app.db.repositories.sessions import SessionRepository
 from app.domain.errors import NotFound
 from app.domain.items import Origin, ToolResult
 from app.domain.tasks import Task, replay
 from app.services.events import record_event
 from app.services.items import append_item
-from app.services.tasks import change_task, task_ops
+from app.services.tasks import change_task, list_tasks, task_ops
 from tests.support.databases import database_with
 
 SESSION = "ses_kept"
@@ -152,3 +150,57 @@ async def test_a_write_holding_nul_answers_what_the_log_stored(database: Databas
     task = await rest(database, "TaskUpdate", {"taskid": 1, "status": "inprogress"})
 
     assert [task] == await replayed(database)
+
+
+async def test_a_rest_task_write_after_another_writer_reads_only_the_task_items_after_it(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The view ends at the first write's item; the agent's write after it is the one
+    task item read, and nothing is replayed from the checkpoint."""
+    from app.db.repositories.items import ItemRepository
+
+    await rest(database, "TaskCreate", {"subject": "by REST"})
+    await agent_creates(database, "by the agent")
+    read_after: list[int] = []
+    real = ItemRepository.by_tool_names
+
+    async def recorded(self: ItemRepository, session_id: str, names: Any, **kw: Any) -> Any:
+        read_after.append(kw["after_seq"])
+        return await real(self, session_id, names, **kw)
+
+    monkeypatch.setattr(ItemRepository, "by_tool_names", recorded)
+    await rest(database, "TaskCreate", {"subject": "by REST again"})
+
+    assert read_after == [1]
+
+
+async def test_a_rest_task_list_read_after_a_write_replays_nothing(
+    database: Database,
+) -> None:
+    """The session's row, which says whose it is, says the log still ends at the view's
+    end: the list is the view's. Counted against the read that only checks the row."""
+    await rest(database, "TaskCreate", {"subject": "listed"})
+
+    async def row_only(db: AsyncSession) -> object:
+        return await SessionRepository(db).session_row(SESSION)
+
+    one = await statements_of(database, database.read_unit(row_only))
+    listed = await database.read_unit(lambda db: list_tasks(db, "t", SESSION))
+    spent = await statements_of(
+        database, database.read_unit(lambda db: list_tasks(db, "t", SESSION))
+    )
+
+    assert [t.subject for t in listed] == ["listed"]
+    assert spent == one
+
+
+async def test_a_rest_task_list_read_after_another_writer_is_what_replaying_gives(
+    database: Database,
+) -> None:
+    await rest(database, "TaskCreate", {"subject": "by REST"})
+    await agent_creates(database, "by the agent")
+
+    async with database.read() as db:
+        listed = await list_tasks(db, "t", SESSION)
+
+    assert listed == await replayed(database)
