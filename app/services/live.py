@@ -134,15 +134,6 @@ class LiveHub:
             self._everything.discard(subscription)
             self._ticked.discard(subscription)
 
-    @property
-    def subscriptions(self) -> int:
-        """How many readers are subscribed (each counted once)."""
-        every: set[Subscription] = set(self._everything) | self._ticked
-        for index in (self._by_session, self._by_job):
-            for found in index.values():
-                every |= found
-        return len(every)
-
     def committed(
         self, session_id: str | None = None, job_id: str | None = None, *, ended: bool = False
     ) -> None:

@@ -15,7 +15,8 @@ from app.db.engine import Database
 from app.db.models import Event, Job, Session
 from app.domain.jobs import JobStatus
 from app.services import streams, waiting
-from app.services.live import LiveHub, run_clock
+from app.services.live import LiveHub, LiveSignal, run_clock
+from app.services.live_bridge import decode, encode
 from app.services.streams import StreamEvent, event_stream
 from app.services.waiting import wait_for_job
 from app.settings import Settings
@@ -274,3 +275,13 @@ async def test_a_process_alone_on_its_sqlite_file_wakes_no_reader_at_the_clock(
 
     assert looks[0] is False and all(looks[1:])
     assert len(ticks) == 1
+
+
+def test_a_jobs_end_crosses_the_postgresql_bridge_as_an_end() -> None:
+    """A waiter in another process wakes only for its job's end: the notification must
+    say it is one, or it waits for the next tick."""
+    signal = LiveSignal(type=None, session_id="ses_1", job_id="job_1", ended=True)
+
+    decoded = decode(encode("origin", 1, signal))
+
+    assert decoded is not None and decoded[1] == signal
