@@ -256,6 +256,9 @@ class Settings(BaseSettings):
     worker_shutdown_grace_seconds: float = 2.0
     chat_wait_seconds: float = 60.0
     sse_keepalive_seconds: float = 15.0
+    # on SQLite, how often event streams and waiting requests look for what another
+    # process committed (never while this process is the database's only writer)
+    live_poll_seconds: float = Field(default=0.5, gt=0)
     # how often an open event stream asks again whether its key is still valid
     sse_key_check_seconds: float = Field(default=5.0, gt=0)
 

@@ -16,7 +16,7 @@ from app.engine.llm import LLM
 from app.engine.pieces import BUILTIN_DIR, PieceCatalog, load_catalog
 from app.engine.tools import ToolRegistry
 from app.observability.metered_llm import MeteredLLM
-from app.services.live import LiveHub
+from app.services.live import LiveHub, run_clock
 from app.services.live_bridge import PgLiveBridge
 from app.settings import Settings
 from app.tools.clock import current_time_tool
@@ -90,8 +90,8 @@ class Runtime:
     def signal(self, signal: signals.Signal) -> None:
         """Where the after-commit signals of this process's units of work go."""
         match signal:
-            case signals.Notify(session_id=session_id, job_id=job_id):
-                self.hub.committed(session_id, job_id)
+            case signals.Notify(session_id=session_id, job_id=job_id, ended=ended):
+                self.hub.committed(session_id, job_id, ended=ended)
             case signals.WakeRunner():
                 if self.runner is not None:
                     self.runner.wake()
@@ -144,6 +144,11 @@ async def runtime(
         bridge = PgLiveBridge(settings.database_url, hub, database.availability)
         hub.bridge = bridge
         tasks.append(asyncio.create_task(bridge.run(stop), name="strata-live-bridge"))
+        # the bridge brings other processes' commits; the clock only covers lost ones
+        clock = run_clock(hub, settings.sse_keepalive_seconds, lambda: False, stop)
+    else:
+        clock = run_clock(hub, settings.live_poll_seconds, database.alone_since_last_look, stop)
+    tasks.append(asyncio.create_task(clock, name="strata-live-clock"))
     if with_runner:
         parts.runner = Runner(settings, database, parts.llm, parts.tools, hub, parts.pieces)
         parts.dispatcher = WebhookDispatcher(settings, database)

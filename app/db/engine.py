@@ -43,6 +43,7 @@ from app.db.prepared import Prepared, SqlitePeeker, as_sqlalchemy_error
 from app.db.sqlite_direct import direct_connector
 from app.db.stats import DbStats
 from app.db.writer import SqliteWriter, Work
+from app.db.writers import WriterRegister
 from app.settings import Settings
 
 logger = logging.getLogger("strata.db")
@@ -315,10 +316,12 @@ class Database:
         )
         self._writer: SqliteWriter | None = None
         self._peeker: SqlitePeeker | None = None
+        self._register: WriterRegister | None = None
         if self.is_sqlite:
             path = make_url(settings.database_url).database or ":memory:"
             if path != ":memory:":
                 switch_to_wal(path, settings.sqlite_busy_timeout_ms)
+                self._register = WriterRegister(path)  # before this process can write
             reads = sqlite_setup(settings.sqlite_read_busy_timeout_ms)
             self.engine = direct_engine(
                 path,
@@ -475,9 +478,16 @@ class Database:
             except Exception:  # a signal is a hint; losing one costs a poll interval
                 logger.exception("after-commit signal %r failed", signal)
 
+    def alone_since_last_look(self) -> bool:
+        """Whether nothing but this `Database` can have committed to the database since
+        the previous call (`app.db.writers`): only ever on a SQLite file."""
+        return self._register is not None and self._register.alone_since_last_look()
+
     async def dispose(self) -> None:
         if self._writer is not None:
             await self._writer.close()
+        if self._register is not None:
+            self._register.leave()
         if self._peeker is not None:
             self._peeker.close()
         await self.engine.dispose()

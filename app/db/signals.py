@@ -18,10 +18,12 @@ _KEY = "strata.signals"
 
 @dataclass(frozen=True)
 class Notify:
-    """Durable events of this session (and job) were committed: streams read again."""
+    """Durable events of this session (and job) were committed: streams read again.
+    `ended`: the job ended (or is gone), which is what a request waiting for it waits for."""
 
     session_id: str | None
     job_id: str | None = None
+    ended: bool = False
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,13 @@ Listener = Callable[[Signal], None]
 def emit(db: Any, signal: Signal) -> None:
     """Record `signal` on the unit of work `db` (an ORM session) for after its commit."""
     pending: list[Signal] = db.info.setdefault(_KEY, [])
+    if isinstance(signal, Notify):  # one per session and job, ended if any of them says so
+        key = (signal.session_id, signal.job_id)
+        for index, found in enumerate(pending):
+            if isinstance(found, Notify) and (found.session_id, found.job_id) == key:
+                if signal.ended and not found.ended:
+                    pending[index] = signal
+                return
     if signal not in pending:
         pending.append(signal)
 

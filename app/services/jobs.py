@@ -130,6 +130,8 @@ async def set_status(
     await JobRepository(db).save_status(job)
     data = job_status_data(job, error=error)
     await record_event(db, job.session_id, "job.status", data, job_id=job.id)
+    if status in TERMINAL:  # what a request waiting for the job wakes for
+        signals.emit(db, signals.Notify(job.session_id, job.id, ended=True))
     await webhooks.job_status_changed(db, job, error=error, result=result)
     if status in TERMINAL and job.kind == JobKind.piece:  # no subtask outlives its parent
         await _cancel_descendants(db, job)

@@ -51,6 +51,7 @@ def encode(origin: str, number: int, signal: LiveSignal) -> str:
             "s": signal.session_id,
             "j": signal.job_id,
             "d": signal.data,
+            "e": signal.ended,
         },
         ensure_ascii=False,
         separators=(",", ":"),
@@ -58,7 +59,14 @@ def encode(origin: str, number: int, signal: LiveSignal) -> str:
     if len(payload.encode()) <= MAX_PAYLOAD:
         return payload
     # too big to carry: tell the readers to look at the table instead
-    bare = {"o": origin, "n": number, "t": None, "s": signal.session_id, "j": signal.job_id}
+    bare = {
+        "o": origin,
+        "n": number,
+        "t": None,
+        "s": signal.session_id,
+        "j": signal.job_id,
+        "e": signal.ended,
+    }
     return json.dumps(bare)
 
 
@@ -70,6 +78,7 @@ def decode(payload: str) -> tuple[str, LiveSignal] | None:
             session_id=raw.get("s"),
             job_id=raw.get("j"),
             data=dict(raw.get("d") or {}),
+            ended=bool(raw.get("e")),
         )
         return str(raw["o"]), signal
     except (ValueError, KeyError, TypeError):

@@ -30,7 +30,7 @@ async def delete_session(db: AsyncSession, tenant: str, session_id: str) -> list
     for job in jobs:
         if job.status not in TERMINAL:  # a runner of this process stops it at once
             signals.emit(db, signals.CancelJob(job.id))
-        signals.emit(db, signals.Notify(job.session_id, job.id))
+        signals.emit(db, signals.Notify(job.session_id, job.id, ended=True))
     await repo.unlink(doomed)
     await repo.delete(doomed)
     for gone in doomed:  # what this process read of their logs

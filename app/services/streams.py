@@ -28,7 +28,7 @@ from app.db.repositories.items import ItemRepository
 from app.domain.errors import InvalidInput, NotFound
 from app.domain.jobs import TERMINAL
 from app.services.jobs import get_job
-from app.services.live import LiveHub, LiveSignal
+from app.services.live import TICK, LiveHub
 
 BATCH = 200
 # at most 18 digits: every such number is a 64-bit integer, so a schema can say it
@@ -130,7 +130,6 @@ async def event_stream(
     session_id: str,
     job_id: str | None,
     last_event_id: int,
-    poll_seconds: float,
     keepalive_seconds: float,
     job_ended: JobEnded | None = None,
     grant: Grant | None = None,
@@ -138,25 +137,27 @@ async def event_stream(
     """Yields events in order; None means 'nothing for a keep-alive interval' (send one
     keep-alive). With `job_ended` (a job's stream) it ends once that says the job has
     ended and nothing is left to send after the client's position; with `grant`, once
-    the key it was opened with is no longer valid."""
+    the key it was opened with is no longer valid.
+
+    The table is read at the start, at each commit of the stream's own session (a job's
+    stream: of its job, every event of which carries it) and at the clock's ticks
+    (`app.services.live.run_clock`), never on other sessions' signals."""
     loop = asyncio.get_running_loop()
-    # With every process's signals arriving (PostgreSQL), a quiet stream reads the table
-    # only at each keep-alive, as a safety net; else it polls for other processes' work.
-    if hub.cross_process:
-        poll_seconds = keepalive_seconds
     last = last_event_id
     live_count = 0
     quiet_since = loop.time()
     read_table = True
     closing = False  # the job was seen ended: what the read after that gives is the last
     key_due = loop.time() + grant.seconds if grant is not None else math.inf
-    with hub.subscribe() as signals:
+    # a job's stream: every event it sends carries its job, and so does their commit
+    own_session = session_id if job_id is None else None
+    with hub.subscribe(session_id=own_session, job_id=job_id, ticks=True) as signals:
         while True:
             if grant is not None and loop.time() >= key_due:
                 if not await grant.valid():
                     return
                 key_due = loop.time() + grant.seconds
-            if read_table:
+            if read_table or signals.take_missed():
                 events = await _durable_after(
                     database, session_id=session_id, job_id=job_id, after=last
                 )
@@ -175,23 +176,17 @@ async def event_stream(
                         # ended it commits with its status, so one more read has it
                         closing = True
                         continue
-            wait = max(0.0, min(poll_seconds, quiet_since + keepalive_seconds - loop.time()))
-            key_only = key_due - loop.time() < wait  # wakes to ask about the key, no read
-            if key_only:
-                wait = max(0.0, key_due - loop.time())
-            signal = await _next_signal(signals, wait)
-            # The table is read again when something was committed here, or after a
-            # quiet poll interval (a runner in another process); never between live
-            # signals: deltas are published before the commit of the item they add up
-            # to, so a read between two of them could overtake the ones still queued.
-            read_table = (signal is None and not key_only) or (
-                signal is not None and signal.type is None
-            )
-            if (
-                signal is not None
-                and signal.type is not None
-                and _matches(signal, session_id, job_id)
-            ):
+            wait = max(0.0, quiet_since + keepalive_seconds - loop.time())
+            wait = min(wait, max(0.0, key_due - loop.time()))
+            signal = await signals.next(wait)
+            # The table is read again when something was committed, or at a tick when
+            # no signal is queued; never between live signals: deltas are published
+            # before the commit of the item they add up to, so a read between two of
+            # them could overtake the ones still queued.
+            read_table = signal is not None and signal.type is None
+            if signal is TICK and not signals.empty():
+                read_table = False  # what is queued comes first; a commit among it reads
+            if signal is not None and signal.type is not None:
                 live_count += 1
                 quiet_since = loop.time()
                 data = {"type": signal.type, "session_id": signal.session_id, **signal.data}
@@ -203,16 +198,3 @@ async def event_stream(
 
 def _ends_job(event: StreamEvent) -> bool:
     return event.type == "job.status" and event.data.get("status") in TERMINAL
-
-
-def _matches(signal: LiveSignal, session_id: str | None, job_id: str | None) -> bool:
-    if session_id is not None and signal.session_id != session_id:
-        return False
-    return job_id is None or signal.job_id == job_id
-
-
-async def _next_signal(signals: asyncio.Queue[LiveSignal], seconds: float) -> LiveSignal | None:
-    try:
-        return await asyncio.wait_for(signals.get(), timeout=seconds)
-    except TimeoutError:
-        return None

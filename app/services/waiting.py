@@ -12,19 +12,22 @@ from app.services.live import LiveHub
 
 
 async def wait_for_job(
-    database: Database, hub: LiveHub, tenant: str, job_id: str, *, within: float, poll: float
+    database: Database, hub: LiveHub, tenant: str, job_id: str, *, within: float
 ) -> Job:
-    """The job once it ended, or as it is when `within` seconds ran out."""
+    """The job once it ended, or as it is when `within` seconds ran out.
+
+    The job is read once at the start and once per wake-up: at the commit that ended it
+    (or removed it), or at the clock's tick (`app.services.live.run_clock`: a job that
+    another process ended without a bridge). Other jobs' and sessions' signals, its own
+    steps and text deltas never reach it."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
-    with hub.subscribe() as signals:
+    with hub.subscribe(job_id=job_id, live=False, ends_only=True, ticks=True) as signals:
         while True:
             async with database.read() as db:
                 job = await get_job(db, tenant, job_id)
             remaining = deadline - loop.time()
             if job.status in TERMINAL or remaining <= 0:
                 return job
-            try:
-                await asyncio.wait_for(signals.get(), timeout=min(poll, remaining))
-            except TimeoutError:
-                pass
+            await signals.next(remaining)  # its end, a tick, or the deadline: read again
+            signals.take_missed()

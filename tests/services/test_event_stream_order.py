@@ -13,7 +13,7 @@ from app.db.engine import Database
 from app.db.models import Event, Session
 from app.domain.items import Origin, user_text
 from app.services.items import append_item
-from app.services.live import LiveHub
+from app.services.live import LiveHub, run_clock
 from app.services.streams import event_stream
 from app.settings import Settings
 
@@ -49,7 +49,6 @@ async def test_deltas_queued_before_a_commit_are_sent_before_its_events(
         session_id="ses_1",
         job_id=None,
         last_event_id=0,
-        poll_seconds=5.0,
         keepalive_seconds=60.0,
     )
 
@@ -93,7 +92,6 @@ async def test_a_batch_of_item_events_reads_its_items_in_one_statement(database:
         session_id="ses_1",
         job_id=None,
         last_event_id=0,
-        poll_seconds=5.0,
         keepalive_seconds=60.0,
     )
     before = database.stats.snapshot()
@@ -128,13 +126,15 @@ async def test_a_job_that_ends_between_the_streams_read_and_its_look_at_the_job_
             ended = True
         return True
 
+    hub = LiveHub()
+    stop = asyncio.Event()
+    clock = asyncio.create_task(run_clock(hub, 0.01, lambda: False, stop))
     stream = event_stream(
         database,
-        LiveHub(),
+        hub,
         session_id="ses_1",
         job_id="job_1",
         last_event_id=0,
-        poll_seconds=0.01,
         keepalive_seconds=60.0,
         job_ended=job_ended,
     )
@@ -142,5 +142,7 @@ async def test_a_job_that_ends_between_the_streams_read_and_its_look_at_the_job_
         events = [event async for event in stream]
     finally:
         await stream.aclose()
+        stop.set()
+        await clock
 
     assert [e.data.get("status") for e in events if e is not None] == [None, "succeeded"]

@@ -38,7 +38,6 @@ async def _ended_or_timed_out(
         tenant,
         job_id,
         within=seconds or settings.chat_wait_seconds,
-        poll=settings.worker_poll_seconds,
     )
 
 

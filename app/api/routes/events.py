@@ -78,7 +78,6 @@ def _respond(
                 session_id=session_id,
                 job_id=job_id,
                 last_event_id=last_event_id,
-                poll_seconds=settings.worker_poll_seconds,
                 keepalive_seconds=settings.sse_keepalive_seconds,
                 job_ended=ended,
                 grant=grant,
