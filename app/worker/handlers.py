@@ -30,6 +30,7 @@ from app.engine.loop import (
     run_turn,
 )
 from app.engine.pieces import PieceCatalog
+from app.engine.requests import Conversation
 from app.engine.tools import ToolContext, ToolRegistry
 from app.services.chat import append_turn_input, turn_input
 from app.services.compaction import CompactionFailed, compact_session
@@ -43,7 +44,7 @@ from app.worker.context_policy import ChatContext
 from app.worker.job_session import JobSession
 from app.worker.memory_gateway import LogMemoryGateway
 from app.worker.pictures import SessionPictures
-from app.worker.reminder import task_reminders
+from app.worker.reminder import task_reminder
 from app.worker.task_gateway import JobTaskGateway
 from app.worker.turn_store import DbTurnStore, HubTurnEvents
 
@@ -161,47 +162,43 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
         held.known(*item)
     held.probed(probe_from(session, job.cancel_requested))
     store = DbTurnStore(held, answer_with_end=True)
+    conversation = picture.conversation if picture is not None else None
+    config = await _chat_config(deps, job, session, held, conversation)
+    ctx = tool_context(deps, held)
+    outcome = await run_turn(deps.llm, store, deps.tools, ctx, config, HubTurnEvents(deps.hub, job))
+    if outcome.status == "cancelled":  # before the picture is kept: it holds the results
+        await close_dangling_tool_uses(store, CANCELLED)
+
+    def committed() -> None:
+        # kept once the answer is in the log, with it: the session's next turn in this
+        # process then holds the log up to its own user item without a read
+        store.ended()
+        deps.pictures.keep(job.session_id, held.picture(outcome.conversation))
+
+    also = store.ending(remember_turn(deps, job, session))
+    return replace(_turn_ended(deps, outcome), also=also, committed=committed)
+
+
+async def _chat_config(
+    deps: Deps, job: Job, session: Session, held: JobSession, conversation: Conversation | None
+) -> TurnConfig:
+    """How the session's turn runs: its model, prompt, tools, limits, reminder, context
+    policy, and the messages its previous turn built (`conversation`)."""
     tool_names = session_tools(deps, session)
-    config = TurnConfig(
+    return TurnConfig(
         model=session.model or deps.settings.model,
         system=await _system_prompt(deps, job, session),
         tool_names=tool_names,
         max_iterations=deps.settings.agent_max_iterations,
         max_tokens=deps.settings.llm_max_tokens,
-        interceptors=task_reminders(deps.settings, store, tool_names),
         context=ChatContext(
             deps.settings,
             lambda: _compact_now(deps, job, tool_names, _user_item(job)),
             window=deps.window,
         ),
-        conversation=picture.conversation if picture is not None else None,
+        conversation=conversation,
+        reminder=task_reminder(deps.settings, held, tool_names),
     )
-    ctx = tool_context(deps, held)
-    outcome = await run_turn(deps.llm, store, deps.tools, ctx, config, HubTurnEvents(deps.hub, job))
-    if outcome.status == "cancelled":  # before the picture is kept: it holds the results
-        await close_dangling_tool_uses(store, CANCELLED)
-    answer = store.answer_write()
-
-    def committed() -> None:
-        # kept once the answer is in the log, with it: the session's next turn in this
-        # process then holds the log up to its own user item without a read
-        store.answer_committed()
-        deps.pictures.keep(job.session_id, held.picture(outcome.conversation))
-
-    also = _then(answer, remember_turn(deps, job, session))
-    return replace(_turn_ended(deps, outcome), also=also, committed=committed)
-
-
-def _then(first: Also | None, then: Also) -> Also:
-    """`first`, then `then`, in one transaction."""
-    if first is None:
-        return then
-
-    async def both(db: AsyncSession) -> None:
-        await first(db)
-        await then(db)
-
-    return both
 
 
 def _turn_ended(deps: Deps, outcome: TurnOutcome) -> Outcome:

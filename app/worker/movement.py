@@ -24,7 +24,7 @@ from app.domain.errors import SubtaskLimit
 from app.domain.items import Origin, user_text
 from app.domain.jobs import WAIT_SUBTASKS, JobStatus
 from app.engine.context import ContextAction
-from app.engine.loop import CANCELLED, TurnConfig, close_dangling_tool_uses, run_turn
+from app.engine.loop import CANCELLED, Note, TurnConfig, close_dangling_tool_uses, run_turn
 from app.engine.pieces import Movement, Piece
 from app.engine.tools import ToolError
 from app.engine.workspace import Workspace
@@ -44,7 +44,7 @@ from app.worker.handlers import (
 from app.worker.job_session import JobSession
 from app.worker.piece_prompt import MovementStart, movement_start, system_prompt
 from app.worker.piece_state import OpenMovement, PieceState
-from app.worker.reminder import task_reminders
+from app.worker.reminder import task_reminder
 from app.worker.turn_store import DbTurnStore, HubTurnEvents
 
 MUST_TRANSITION = (
@@ -231,7 +231,7 @@ async def run_movement(
     )
     store = DbTurnStore(held)
     ctx = tool_context(deps, held, piece=gateway, workspace=workspace)
-    reminders = task_reminders(deps.settings, store, names)
+    reminder = task_reminder(deps.settings, held, names)
 
     def force(ratio: float) -> None:
         if gateway.result is None:
@@ -263,7 +263,7 @@ async def run_movement(
             tool_names=names,
             max_iterations=movement.max_iterations,
             max_tokens=deps.settings.llm_max_tokens,
-            interceptors=reminders,
+            reminder=reminder,
             context=context,
         )
         outcome = await run_turn(
@@ -286,7 +286,7 @@ async def run_movement(
                 error=problem("movement-max-iterations", "Too many iterations", detail),
             )
         if nudge < NUDGES:
-            await store.append(user_text(MUST_TRANSITION), Origin.system)
+            await store.record(Note(user_text(MUST_TRANSITION)))
     return Transition(
         piece.forced_step(movement),
         f"forced: step {movement.name!r} ended {NUDGES + 1} times without calling transition",
