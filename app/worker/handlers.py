@@ -152,6 +152,8 @@ async def _start_turn(deps: Deps, job: Job) -> Session:
 
 
 async def run_chat(deps: Deps, job: Job) -> Outcome:
+    """A chat turn: its session held in memory, the loop, and the job's end, which writes
+    the turn's answer (when the store kept it for the end) and the turn's memory."""
     session = await _start_turn(deps, job)
     held = JobSession(
         job_database(deps, job), job, checkpoint_every=deps.settings.task_checkpoint_ops
