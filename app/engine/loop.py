@@ -1,9 +1,11 @@
 """The agent loop: request, answer, tools, again — until the model ends its turn.
 
 The loop reads the segment from its store before every request, so a loop that
-starts on a half-finished turn (after a crash) continues where the log stops.
-Requests are immutable values (`app.engine.llm`): an interceptor returns a changed
-request, and nothing it adds is ever stored.
+starts on a half-finished turn (after a crash) continues where the log stops, and
+reports what happens to the store as steps (`TurnStore.record`): a response, its tool
+results, a note; the store decides when each is written. Requests are immutable values
+(`app.engine.llm`): an interceptor returns a changed request, and nothing it adds, nor
+a task reminder (`Reminder`), is ever stored.
 
 Every request, whatever the response before it was, goes past the context policy
 first (`ContextPolicy.before_request`): it may send it, change the segment and have it
@@ -21,7 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
-from app.domain.items import AssistantMessage, ItemPayload, Origin, ToolResult, ToolUseBlock
+from app.domain.items import AssistantMessage, ItemPayload, ToolResult, ToolUseBlock, UserMessage
 from app.engine.context import refusal_of
 from app.engine.llm import (
     LLM,
@@ -33,7 +35,12 @@ from app.engine.llm import (
     Usage,
     text_of,
 )
-from app.engine.requests import Conversation, turn_is_answered, unanswered_tool_uses
+from app.engine.requests import (
+    Conversation,
+    turn_is_answered,
+    unanswered_tool_uses,
+    with_text_at_end,
+)
 from app.engine.tools import ToolContext, ToolOutput, ToolRegistry
 from app.engine.truncation import ResponseBudget
 
@@ -84,32 +91,79 @@ INTERRUPTED = (
 CANCELLED = "cancelled: the job was cancelled before this tool finished; it may not have run"
 
 
+@dataclass(frozen=True)
+class Answered:
+    """An LLM response, reported as it arrives: before any of its tool calls runs.
+
+    `calls_change`: one of its calls may change something outside the log, so the store
+    has the response durable before `record` returns (a crash before the call's result
+    is logged leaves the call dangling, closed as interrupted on resume). A response whose
+    calls only read may wait for their `Results`, and one without calls (the turn's
+    answer) for the turn's end: nothing happened that a crash before then leaves unlogged.
+    `reminded`: its request carried a due task reminder (see `Reminder`)."""
+
+    message: AssistantMessage
+    usage: Usage
+    calls_change: bool = False
+    reminded: bool = False
+
+    @property
+    def ends_turn(self) -> bool:
+        """No tool call: the loop reads nothing after it."""
+        return not any(isinstance(b, ToolUseBlock) for b in self.message.content)
+
+
+@dataclass(frozen=True)
+class Results:
+    """Tool results, in call order: a step's, after its calls ran (empty when each call
+    recorded its own, or the turn was cancelled before any ran), or the ones that close
+    calls left unanswered (`close_dangling_tool_uses`). Every `Answered` with calls is
+    followed by its step's `Results`."""
+
+    results: tuple[ToolResult, ...]
+
+
+@dataclass(frozen=True)
+class Note:
+    """A message the platform adds to the conversation (a wrap-up, a nudge)."""
+
+    message: UserMessage
+
+
+Step = Answered | Results | Note
+"""What happened, as the loop (and what drives it) reports it to its store."""
+
+
 class TurnStore(Protocol):
-    """Where the loop reads the segment and appends what happens (durably)."""
+    """Where the loop reads the segment and records what happens, durably. How and when a
+    step is written (alone, with the next, with the job's end) is the store's business,
+    within what each step's type allows."""
 
-    async def segment(self) -> list[ItemPayload]: ...
-
-    async def append(
-        self, payload: ItemPayload, origin: Origin, usage: Usage | None = None
-    ) -> None: ...
-
-    async def append_all(self, payloads: Sequence[ItemPayload], origin: Origin) -> None:
-        """Several items in one go (one step's tool results)."""
+    async def segment(self) -> list[ItemPayload]:
+        """The log's current segment with the steps recorded so far; read between steps
+        only (never between a response and its results, nor after the turn's answer)."""
         ...
 
-    async def append_answer(self, payload: ItemPayload, usage: Usage) -> None:
-        """The LLM's answer that ends the turn (no tool call). The loop reads nothing after
-        it, so a store may write it with the turn's end instead of on its own."""
+    async def cancel_requested(self) -> bool:
+        """Whether the job was asked to stop (checked before each request and call)."""
         ...
 
-    async def append_step(
-        self, assistant: ItemPayload, usage: Usage, results: Sequence[ItemPayload]
-    ) -> None:
-        """An LLM response whose tool calls only read, with their results, once they ran:
-        in one go (a store writes one transaction per step, not two)."""
+    async def record(self, step: Step) -> None:
+        """What happened, once, in the order it happened."""
         ...
 
-    async def cancel_requested(self) -> bool: ...
+
+@dataclass(frozen=True)
+class Reminder:
+    """A task reminder due on a request: `text` to add at its end, or None when the whole
+    list is in the request already. It counts as shown either way, once the request is
+    answered (`Answered.reminded`); the log never holds it."""
+
+    text: str | None
+
+
+ReminderSource = Callable[[Sequence[ItemPayload]], Reminder | None]
+"""The reminder due on the request built from a segment, if one is."""
 
 
 class TurnEvents(Protocol):
@@ -134,13 +188,17 @@ class TurnConfig:
     # the messages an earlier turn of the session built (`TurnOutcome.conversation`): a
     # turn whose segment extends what it was built from builds only its new items'
     conversation: Conversation | None = None
+    reminder: ReminderSource | None = None
+
+
+TurnStatus = Literal[
+    "completed", "cancelled", "max_iterations", "stopped", "ended_by_tool", "context_exhausted"
+]
 
 
 @dataclass
 class TurnOutcome:
-    status: Literal[
-        "completed", "cancelled", "max_iterations", "stopped", "ended_by_tool", "context_exhausted"
-    ]
+    status: TurnStatus
     final_text: str = ""
     usage: Usage = field(default_factory=Usage)
     iterations: int = 0
@@ -154,12 +212,12 @@ async def close_dangling_tool_uses(
     """Give every unanswered tool call a result, so the log stays a valid conversation;
     `items` is the segment when the caller has just read it. True when any was closed."""
     segment = await store.segment() if items is None else items
-    results = [
+    results = tuple(
         ToolResult(tool_use_id=block.id, content=reason, is_error=True, name=block.name)
         for block in unanswered_tool_uses(segment)
-    ]
+    )
     if results:
-        await store.append_all(results, Origin.system)
+        await store.record(Results(results))
     return bool(results)
 
 
@@ -171,103 +229,171 @@ async def run_turn(
     config: TurnConfig,
     events: TurnEvents,
 ) -> TurnOutcome:
-    outcome = TurnOutcome(status="completed")
+    """Request, answer, tools, again, until the turn ends; each step reads the segment
+    once (the first goes on with the read that found no call to close)."""
+    turn = _Turn(llm, store, tools, ctx, config, events)
     items = await store.segment()
-    # the first step goes on with this read (one probe per step) unless it closed calls
-    fresh = not await close_dangling_tool_uses(store, INTERRUPTED, items)
-    specs = tools.specs(config.tool_names)  # the same for every request of the turn
-    # builds only the new items' messages per request; without tools, tool blocks as text
-    conversation = config.conversation
-    if conversation is None or conversation.tools_offered != bool(specs):
-        conversation = Conversation(tools_offered=bool(specs))
-    outcome.conversation = conversation
-    rebuilds = refusals = 0
-    while True:
-        if not fresh:
-            items = await store.segment()
-        fresh = False
+    if await close_dangling_tool_uses(store, INTERRUPTED, items):
+        items = await store.segment()
+    while not await turn.ends_before(items) and not await turn.step(items):
+        items = await store.segment()
+    return turn.outcome
+
+
+@dataclass(frozen=True)
+class _Outbound:
+    """A request as it is sent, and whether it carries a due reminder."""
+
+    request: LLMRequest
+    reminded: bool
+
+
+class _Turn:
+    """One run of the loop: its ports, and what it did so far (`outcome`)."""
+
+    def __init__(
+        self,
+        llm: LLM,
+        store: TurnStore,
+        tools: ToolRegistry,
+        ctx: ToolContext,
+        config: TurnConfig,
+        events: TurnEvents,
+    ) -> None:
+        self.llm, self.store, self.tools, self.ctx = llm, store, tools, ctx
+        self.config, self.events = config, events
+        self.specs = tools.specs(config.tool_names)  # the same for every request of the turn
+        # builds only the new items' messages per request; without tools, tool blocks as text
+        conversation = config.conversation
+        if conversation is None or conversation.tools_offered != bool(self.specs):
+            conversation = Conversation(tools_offered=bool(self.specs))
+        self.conversation = conversation
+        self.outcome = TurnOutcome(status="completed", conversation=conversation)
+        self.ended = False
+        self.rebuilds = self.refusals = 0
+
+    def end(self, status: TurnStatus, detail: str = "") -> bool:
+        """The turn ends as `status`."""
+        self.outcome.status = status
+        self.outcome.detail = detail
+        self.ended = True
+        return True
+
+    async def ends_before(self, items: list[ItemPayload]) -> bool:
+        """Whether the turn is over before another request: answered, cancelled, or out of
+        iterations."""
         if turn_is_answered(items):
-            outcome.final_text = _last_text(items)
-            return outcome
-        if await store.cancel_requested():
-            outcome.status = "cancelled"
-            return outcome
-        if outcome.iterations >= config.max_iterations:
-            outcome.status = "max_iterations"
-            return outcome
+            self.outcome.final_text = _last_text(items)
+            return True
+        if await self.store.cancel_requested():
+            return self.end("cancelled")
+        if self.outcome.iterations >= self.config.max_iterations:
+            return self.end("max_iterations")
+        return False
 
-        outbound = await _outbound(config, conversation.messages(items), specs)
-        verdict = await config.context.before_request(outbound) if config.context else SEND
-        if verdict.action == "rebuild" and rebuilds < MAX_REBUILDS:
-            rebuilds += 1
-            continue
+    async def step(self, items: list[ItemPayload]) -> bool:
+        """One request of `items` and what its response asks for; True when that ended the
+        turn. A request the context policy rebuilt, or the API refused as too long, sends
+        nothing more: the next step builds it anew."""
+        outbound = await self._cleared(items)
+        if outbound is None:
+            return self.ended
+        response = await self._ask(outbound.request)
+        if response is None:
+            return False
+        return await self._answered(outbound, response)
+
+    async def _cleared(self, items: list[ItemPayload]) -> _Outbound | None:
+        """The request of `items`, once the context policy lets it go; None when it did not
+        (it changed the segment, or ended the turn)."""
+        messages = self.conversation.messages(items)
+        outbound = await _outbound(self.config, items, messages, self.specs)
+        policy = self.config.context
+        verdict = await policy.before_request(outbound.request) if policy else SEND
+        if verdict.action == "rebuild" and self.rebuilds < MAX_REBUILDS:
+            self.rebuilds += 1
+            return None
         if verdict.action == "stop":
-            outcome.status = "stopped"
-            return outcome
+            self.end("stopped")
+            return None
         if verdict.action != "send":
-            outcome.status = "context_exhausted"
-            outcome.detail = verdict.detail or "the policy kept changing the segment"
-            return outcome
-        rebuilds = 0
-        outcome.iterations += 1
+            self.end("context_exhausted", verdict.detail or "the policy kept changing the segment")
+            return None
+        self.rebuilds = 0
+        self.outcome.iterations += 1
+        return outbound
 
+    async def _ask(self, request: LLMRequest) -> LLMResponse | None:
+        """The LLM's response; None when the API refused the request as too long and the
+        policy was told its real size (once per turn: a second refusal fails it)."""
         try:
-            response = await llm.complete(outbound, on_text=events.text_delta)
+            return await self.llm.complete(request, on_text=self.events.text_delta)
         except LLMError as exc:
-            refusal = refusal_of(exc.detail) if config.context and not refusals else None
-            if config.context is None or refusal is None:
+            policy = self.config.context
+            refusal = refusal_of(exc.detail) if policy and not self.refusals else None
+            if policy is None or refusal is None:
                 raise
-            refusals += 1  # once per turn: a second refusal fails it
-            config.context.refused(outbound, refusal.tokens, refusal.window)
-            continue
+            self.refusals += 1
+            policy.refused(request, refusal.tokens, refusal.window)
+            return None
+
+    async def _answered(self, outbound: _Outbound, response: LLMResponse) -> bool:
+        """Record the response, run its tool calls and record their results; True when
+        that ended the turn."""
+        policy = self.config.context
         budget = (
-            config.context.answered(outbound, response)
-            if config.context
+            policy.answered(outbound.request, response)
+            if policy
             else replace(DEFAULT_RESULT_BUDGET)
         )
-        outcome.usage = outcome.usage + response.usage
-        assistant = AssistantMessage(
-            content=response.content,
-            model=response.model,
-            stop_reason=response.stop_reason,
-            usage=response.usage,
-        )
+        self.outcome.usage = self.outcome.usage + response.usage
         calls = [b for b in response.content if isinstance(b, ToolUseBlock)]
+        answered = Answered(
+            message=AssistantMessage(
+                content=response.content,
+                model=response.model,
+                stop_reason=response.stop_reason,
+                usage=response.usage,
+            ),
+            usage=response.usage,
+            calls_change=not all(self.tools.only_reads(call.name) for call in calls),
+            reminded=outbound.reminded,
+        )
+        await self.store.record(answered)
         if not calls:
-            await store.append_answer(assistant, response.usage)
-            outcome.final_text = text_of(response.content)
-            return outcome
-        if all(tools.only_reads(call.name) for call in calls):
-            # calls that only read run first, and the response is logged with their
-            # results: one write per step
-            ended_by, results = await _run_tools(calls, store, tools, ctx, config, events, budget)
-            await store.append_step(assistant, response.usage, results)
-        else:
-            # a call that changes something is logged before it runs (a crash in between
-            # leaves it dangling, closed as interrupted on resume)
-            await store.append(assistant, Origin.llm, response.usage)
-            ended_by, results = await _run_tools(calls, store, tools, ctx, config, events, budget)
-            if results:
-                await store.append_all(results, Origin.system)
-        if ended_by is not None:
-            outcome.status = "ended_by_tool"
-            return outcome
+            self.outcome.final_text = text_of(response.content)
+            return True
+        ended_by, results = await _run_tools(
+            calls, self.store, self.tools, self.ctx, self.config, self.events, budget
+        )
+        await self.store.record(Results(tuple(results)))
+        return ended_by is not None and self.end("ended_by_tool")
 
 
 async def _outbound(
-    config: TurnConfig, messages: list[Message], specs: list[ToolSpec]
-) -> LLMRequest:
-    """The request of `messages`, as the interceptors leave it."""
+    config: TurnConfig,
+    items: Sequence[ItemPayload],
+    messages: list[Message],
+    specs: list[ToolSpec],
+) -> _Outbound:
+    """The request of `messages` (built from `items`), with the reminder due on it, as
+    the interceptors leave it."""
+    reminder = config.reminder(items) if config.reminder is not None else None
+    volatile = 0
+    if reminder is not None and reminder.text is not None:
+        messages = with_text_at_end(messages, reminder.text)
+        volatile = 1  # sent once: no cache breakpoint on it
     outbound = LLMRequest(
         model=config.model,
         system=config.system,
         messages=messages,
         tools=list(specs),
         max_tokens=config.max_tokens,
+        volatile_blocks=volatile,
     )
     for interceptor in config.interceptors:
         outbound = await interceptor(outbound)
-    return outbound
+    return _Outbound(outbound, reminded=reminder is not None)
 
 
 async def _run_tools(
@@ -278,12 +404,12 @@ async def _run_tools(
     config: TurnConfig,
     events: TurnEvents,
     budget: ResponseBudget,
-) -> tuple[str | None, list[ItemPayload]]:
+) -> tuple[str | None, list[ToolResult]]:
     """Run a response's tool calls in order; their results, for the caller to record in
     one append (tools that record their own result, the task tools, do so as they run).
     The results share `budget`: each call is given its share as `ctx.result_tokens`.
     Also returns the name of a tool that ended the step, if one did."""
-    results: list[ItemPayload] = []
+    results: list[ToolResult] = []
     ended_by: str | None = None
     for index, block in enumerate(calls):
         if await store.cancel_requested():

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import UnitsOfWork
-from app.domain.items import Origin, user_text
+from app.domain.items import user_text
 from app.engine.context import (
     BLOCK_OVERHEAD_CHARS,
     Check,
@@ -37,7 +37,7 @@ from app.engine.context import (
     blocks_chars,
 )
 from app.engine.llm import LLMRequest, LLMResponse
-from app.engine.loop import REBUILD, SEND, STOP, ContextVerdict, TurnStore
+from app.engine.loop import REBUILD, SEND, STOP, ContextVerdict, Note, TurnStore
 from app.engine.truncation import ResponseBudget, result_budget
 from app.services.compaction import CompactionFailed
 from app.services.events import record_event
@@ -224,7 +224,7 @@ class MovementContext(_Measured):
             return STOP
         if "prompt" in check.crossed:
             note = WRAP_UP.format(percent=int(check.ratio * 100))
-            await self.store.append(user_text(note), Origin.system)
+            await self.store.record(Note(user_text(note)))
             return REBUILD
         return self.send(request, check)
 

@@ -36,14 +36,14 @@ from app.services.compaction import CompactionFailed, compact_session
 from app.services.leases import JobDatabase
 from app.services.live import LiveHub
 from app.services.memory import BlockLimits, has_predecessors, memory_block, project_turns
-from app.services.session_view import give_back, take_view
+from app.services.session_view import SessionView, give_back, take_view
 from app.services.sessions import get_session, session_from
 from app.services.summaries import enqueue_if_needed, summarize_backlog
 from app.settings import Settings
 from app.worker.context_policy import ChatContext
 from app.worker.job_session import JobSession
 from app.worker.memory_gateway import LogMemoryGateway
-from app.worker.reminder import task_reminders
+from app.worker.reminder import task_reminder
 from app.worker.task_gateway import JobTaskGateway
 from app.worker.turn_store import DbTurnStore, HubTurnEvents
 
@@ -148,6 +148,8 @@ async def _start_turn(deps: Deps, job: Job) -> Session:
 
 
 async def run_chat(deps: Deps, job: Job) -> Outcome:
+    """A chat turn: its session held in memory, the loop, and the job's end, which writes
+    the turn's answer (when the store kept it for the end) and the turn's memory."""
     session = await _start_turn(deps, job)
     # what the process has read of the session: the last turn's, or a REST write's since
     view = take_view(deps.database.caches, job.session_id)
@@ -161,47 +163,42 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
         held.known(*item)
     held.probed(probe_from(session, job.cancel_requested))
     store = DbTurnStore(held, answer_with_end=True)
+    config = await _chat_config(deps, job, session, held, view)
+    ctx = tool_context(deps, held)
+    outcome = await run_turn(deps.llm, store, deps.tools, ctx, config, HubTurnEvents(deps.hub, job))
+    if outcome.status == "cancelled":  # before the view is given back: it holds the results
+        await close_dangling_tool_uses(store, CANCELLED)
+
+    def committed() -> None:
+        # given back once the answer is in the log, with it: the session's next reader in
+        # this process then holds the log up to there without a read
+        store.ended()
+        give_back(deps.database.caches, view)
+
+    also = store.ending(remember_turn(deps, job, session))
+    return replace(_turn_ended(deps, outcome), also=also, committed=committed)
+
+
+async def _chat_config(
+    deps: Deps, job: Job, session: Session, held: JobSession, view: SessionView
+) -> TurnConfig:
+    """How the session's turn runs: its model, prompt, tools, limits, reminder, context
+    policy, and the messages the session's view holds from its previous turns."""
     tool_names = session_tools(deps, session)
-    config = TurnConfig(
+    return TurnConfig(
         model=session.model or deps.settings.model,
         system=await _system_prompt(deps, job, session),
         tool_names=tool_names,
         max_iterations=deps.settings.agent_max_iterations,
         max_tokens=deps.settings.llm_max_tokens,
-        interceptors=task_reminders(deps.settings, store, tool_names),
         context=ChatContext(
             deps.settings,
             lambda: _compact_now(deps, job, tool_names, _user_item(job)),
             window=deps.window,
         ),
         conversation=view.conversation(tools_offered=bool(deps.tools.specs(tool_names))),
+        reminder=task_reminder(deps.settings, held, tool_names),
     )
-    ctx = tool_context(deps, held)
-    outcome = await run_turn(deps.llm, store, deps.tools, ctx, config, HubTurnEvents(deps.hub, job))
-    if outcome.status == "cancelled":  # before the view is given back: it holds the results
-        await close_dangling_tool_uses(store, CANCELLED)
-    answer = store.answer_write()
-
-    def committed() -> None:
-        # given back once the answer is in the log, with it: the session's next reader in
-        # this process then holds the log up to there without a read
-        store.answer_committed()
-        give_back(deps.database.caches, view)
-
-    also = _then(answer, remember_turn(deps, job, session))
-    return replace(_turn_ended(deps, outcome), also=also, committed=committed)
-
-
-def _then(first: Also | None, then: Also) -> Also:
-    """`first`, then `then`, in one transaction."""
-    if first is None:
-        return then
-
-    async def both(db: AsyncSession) -> None:
-        await first(db)
-        await then(db)
-
-    return both
 
 
 def _turn_ended(deps: Deps, outcome: TurnOutcome) -> Outcome:

@@ -24,7 +24,14 @@ from app.domain.errors import SubtaskLimit
 from app.domain.items import Origin, user_text
 from app.domain.jobs import WAIT_SUBTASKS, JobStatus
 from app.engine.context import ContextAction
-from app.engine.loop import CANCELLED, TurnConfig, close_dangling_tool_uses, run_turn
+from app.engine.loop import (
+    CANCELLED,
+    Note,
+    TurnConfig,
+    TurnOutcome,
+    close_dangling_tool_uses,
+    run_turn,
+)
 from app.engine.pieces import Movement, Piece
 from app.engine.tools import ToolError
 from app.engine.workspace import Workspace
@@ -44,7 +51,7 @@ from app.worker.handlers import (
 from app.worker.job_session import JobSession
 from app.worker.piece_prompt import MovementStart, movement_start, system_prompt
 from app.worker.piece_state import OpenMovement, PieceState
-from app.worker.reminder import task_reminders
+from app.worker.reminder import task_reminder
 from app.worker.turn_store import DbTurnStore, HubTurnEvents
 
 MUST_TRANSITION = (
@@ -232,7 +239,48 @@ async def run_movement(
     conversation = held.view.conversation(tools_offered=bool(deps.tools.specs(names)))
     store = DbTurnStore(held)
     ctx = tool_context(deps, held, piece=gateway, workspace=workspace)
-    reminders = task_reminders(deps.settings, store, names)
+    config = TurnConfig(
+        model=deps.settings.model,
+        system=start.system,
+        tool_names=names,
+        max_iterations=movement.max_iterations,
+        max_tokens=deps.settings.llm_max_tokens,
+        # one per movement, across its nudges and a resume: each threshold fires once
+        context=_movement_context(deps, job, piece, movement, state, gateway, store),
+        conversation=conversation,
+        reminder=task_reminder(deps.settings, held, names),
+    )
+    for nudge in range(NUDGES + 1):
+        outcome = await run_turn(
+            deps.llm, store, deps.tools, ctx, config, HubTurnEvents(deps.hub, job)
+        )
+        if outcome.status == "cancelled":
+            await close_dangling_tool_uses(store, CANCELLED)
+            return None
+        ended = _movement_ended(outcome, movement, gateway)
+        if ended is not None:
+            return ended
+        if nudge < NUDGES:
+            await store.record(Note(user_text(MUST_TRANSITION)))
+    return Transition(
+        piece.forced_step(movement),
+        f"forced: step {movement.name!r} ended {NUDGES + 1} times without calling transition",
+        None,
+        forced=True,
+    )
+
+
+def _movement_context(
+    deps: Deps,
+    job: Job,
+    piece: Piece,
+    movement: Movement,
+    state: PieceState,
+    gateway: MovementGateway,
+    store: DbTurnStore,
+) -> MovementContext:
+    """The movement's context policy: a transition it forces is the gateway's result, and
+    what fires is remembered with the movement's open state."""
 
     def force(ratio: float) -> None:
         if gateway.result is None:
@@ -244,8 +292,7 @@ async def run_movement(
             state.open.fired = [*state.open.fired, *actions]
             await _store_state(db, job, state)
 
-    # one per movement, across its nudges and a resume: each threshold fires once
-    context = MovementContext(
+    return MovementContext(
         deps.settings,
         job_database(deps, job),
         session_id=job.session_id,
@@ -257,41 +304,24 @@ async def run_movement(
         remember=remember,
         window=deps.window,
     )
-    for nudge in range(NUDGES + 1):
-        config = TurnConfig(
-            model=deps.settings.model,
-            system=start.system,
-            tool_names=names,
-            max_iterations=movement.max_iterations,
-            max_tokens=deps.settings.llm_max_tokens,
-            interceptors=reminders,
-            context=context,
-            conversation=conversation,
+
+
+def _movement_ended(
+    outcome: TurnOutcome, movement: Movement, gateway: MovementGateway
+) -> Transition | Outcome | None:
+    """How a turn of the movement ended it: a transition, a failure, or not at all (the
+    model ended its turn without calling transition)."""
+    if gateway.result is not None:
+        return gateway.result
+    if outcome.status == "context_exhausted":
+        return Outcome(JobStatus.failed, error=context_exhausted(outcome.detail))
+    if outcome.status == "max_iterations":
+        detail = (
+            f"step {movement.name!r} made {outcome.iterations} LLM calls without "
+            f"calling transition (max_iterations {movement.max_iterations})"
         )
-        outcome = await run_turn(
-            deps.llm, store, deps.tools, ctx, config, HubTurnEvents(deps.hub, job)
+        return Outcome(
+            JobStatus.failed,
+            error=problem("movement-max-iterations", "Too many iterations", detail),
         )
-        if outcome.status == "cancelled":
-            await close_dangling_tool_uses(store, CANCELLED)
-            return None
-        if gateway.result is not None:
-            return gateway.result
-        if outcome.status == "context_exhausted":
-            return Outcome(JobStatus.failed, error=context_exhausted(outcome.detail))
-        if outcome.status == "max_iterations":
-            detail = (
-                f"step {movement.name!r} made {outcome.iterations} LLM calls without "
-                f"calling transition (max_iterations {movement.max_iterations})"
-            )
-            return Outcome(
-                JobStatus.failed,
-                error=problem("movement-max-iterations", "Too many iterations", detail),
-            )
-        if nudge < NUDGES:
-            await store.append(user_text(MUST_TRANSITION), Origin.system)
-    return Transition(
-        piece.forced_step(movement),
-        f"forced: step {movement.name!r} ended {NUDGES + 1} times without calling transition",
-        None,
-        forced=True,
-    )
+    return None

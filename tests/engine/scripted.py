@@ -8,11 +8,12 @@ receives is recorded as a deep copy, so later mutation by anyone cannot rewrite 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from app.domain.items import ContentBlock, ItemPayload, Origin, TextBlock, ToolUseBlock
 from app.engine.llm import LLMRequest, LLMResponse, TextSink, Usage
+from app.engine.loop import Answered, Results, Step
 from app.engine.tools import ToolOutput
 
 
@@ -76,48 +77,43 @@ class Appended:
 
 
 class InMemoryStore:
-    """Implements `TurnStore` over a list. `cancel_after_appends=n` sets the cancel flag
-    once the store has recorded n appends (counted from construction, seed excluded)."""
+    """Implements `TurnStore` over a list: each step is in the list as it is recorded.
+    `steps` holds every step recorded, in order. `cancel_after_appends=n` sets the cancel
+    flag once the store has appended n items (counted from construction, seed excluded)."""
 
     def __init__(
         self, payloads: Iterable[ItemPayload] = (), *, cancel_after_appends: int | None = None
     ) -> None:
         self.payloads: list[ItemPayload] = list(payloads)
         self.appended: list[Appended] = []
+        self.steps: list[Step] = []
         self.cancel = False
         self.cancel_after_appends = cancel_after_appends
-        # steps whose response was logged with its results, in one go (`append_step`)
-        self.steps_in_one_write = 0
 
     async def segment(self) -> list[ItemPayload]:
         return list(self.payloads)
 
-    async def append(
-        self, payload: ItemPayload, origin: Origin, usage: Usage | None = None
-    ) -> None:
-        self.payloads.append(payload)
-        self.appended.append(Appended(payload, origin, usage))
+    async def cancel_requested(self) -> bool:
+        return self.cancel
+
+    async def record(self, step: Step) -> None:
+        self.steps.append(step)
+        for appended in appended_by(step):
+            self.payloads.append(appended.payload)
+            self.appended.append(appended)
         if self.cancel_after_appends is not None and (
             len(self.appended) >= self.cancel_after_appends
         ):
             self.cancel = True
 
-    async def append_all(self, payloads: Sequence[ItemPayload], origin: Origin) -> None:
-        for payload in payloads:
-            await self.append(payload, origin)
 
-    async def append_answer(self, payload: ItemPayload, usage: Usage) -> None:
-        await self.append(payload, Origin.llm, usage)
-
-    async def append_step(
-        self, assistant: ItemPayload, usage: Usage, results: Sequence[ItemPayload]
-    ) -> None:
-        self.steps_in_one_write += 1
-        await self.append(assistant, Origin.llm, usage)
-        await self.append_all(results, Origin.system)
-
-    async def cancel_requested(self) -> bool:
-        return self.cancel
+def appended_by(step: Step) -> list[Appended]:
+    """The items a step puts in the log, with their origin and usage."""
+    if isinstance(step, Answered):
+        return [Appended(step.message, Origin.llm, step.usage)]
+    if isinstance(step, Results):
+        return [Appended(result, Origin.system, None) for result in step.results]
+    return [Appended(step.message, Origin.system, None)]
 
 
 @dataclass

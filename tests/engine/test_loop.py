@@ -23,6 +23,7 @@ from app.engine.llm import LLMRequest, Message, ToolResultBlock, Usage
 from app.engine.loop import (
     CANCELLED,
     INTERRUPTED,
+    Answered,
     Interceptor,
     TurnConfig,
     TurnOutcome,
@@ -609,29 +610,32 @@ def logged_when_run(store: InMemoryStore, *, read_only: bool) -> tuple[ToolRegis
     return ToolRegistry([Tool("look", "Look.", Empty, look, read_only=read_only)]), seen
 
 
-async def test_a_response_whose_calls_only_read_is_logged_with_their_results_after_they_ran() -> (
-    None
-):
+async def test_a_response_whose_calls_only_read_is_recorded_as_changing_nothing() -> None:
+    """Its store may keep it until their results come (one write for the step)."""
     llm = ScriptedLLM([answer(call("look", id="t1"), call("look", id="t2")), answer("Done.")])
     store = InMemoryStore([user_text("go")])
-    tools, seen = logged_when_run(store, read_only=True)
+    tools, _ = logged_when_run(store, read_only=True)
 
     outcome = await run_turn(llm, store, tools, CTX, LOOK, RecordingEvents())
 
-    assert (outcome.status, seen, store.steps_in_one_write) == ("completed", [False, False], 1)
+    first = store.steps[0]
+    assert outcome.status == "completed"
+    assert isinstance(first, Answered) and not first.calls_change
     assert kinds(store) == [
         "user_message", "assistant_message", "tool_result", "tool_result", "assistant_message"
     ]  # fmt: skip
 
 
-async def test_a_call_that_changes_something_runs_after_its_response_was_logged() -> None:
+async def test_a_call_that_changes_something_runs_after_its_response_was_recorded() -> None:
     llm = ScriptedLLM([answer(call("look", id="t1")), answer("Done.")])
     store = InMemoryStore([user_text("go")])
     tools, seen = logged_when_run(store, read_only=False)
 
     await run_turn(llm, store, tools, CTX, LOOK, RecordingEvents())
 
-    assert (seen, store.steps_in_one_write) == ([True], 0)
+    first = store.steps[0]
+    assert seen == [True]
+    assert isinstance(first, Answered) and first.calls_change
 
 
 def test_a_tool_the_registry_does_not_hold_only_reads() -> None:

@@ -29,6 +29,7 @@ from app.domain.items import (
 from app.domain.jobs import JobKind
 from app.domain.tasks import TaskOp, TaskStore, replay
 from app.domain.usage import Usage
+from app.engine.loop import Answered, Note
 from app.services.items import append_item
 from app.services.tasks import change_task, rebuild, task_ops
 from app.worker.job_session import JobSession
@@ -206,7 +207,7 @@ async def test_a_job_whose_load_replayed_many_operations_leaves_a_checkpoint_wit
 
     await store.segment()  # the job's first look: it loads the task list
     assert await _checkpoint(database) is None  # a read writes nothing
-    await store.append(user_text("noted"), Origin.system)
+    await store.record(Note(user_text("noted")))
 
     checkpoint = await _checkpoint(database)
     assert checkpoint is not None and checkpoint.ops == 25
@@ -252,12 +253,14 @@ async def test_a_turns_answer_carries_a_checkpoint_due_into_the_jobs_end(
     await store.segment()  # loads the task list: a checkpoint is due
     answer = AssistantMessage(content=[TextBlock(text="Done.")])
 
-    await store.append_answer(answer, Usage(input_tokens=3, output_tokens=1))
+    await store.record(Answered(answer, Usage(input_tokens=3, output_tokens=1)))
     assert await _checkpoint(database) is None  # nothing written before the end
-    write = store.answer_write()
-    assert write is not None
-    await database.write_statements(write)
-    store.answer_committed()
+
+    async def nothing_else(db: AsyncSession) -> None:
+        pass
+
+    await database.write_statements(store.ending(nothing_else))
+    store.ended()
 
     checkpoint = await _checkpoint(database)
     assert checkpoint is not None and checkpoint.ops == 25
