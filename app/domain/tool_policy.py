@@ -14,18 +14,20 @@ the world.
 Globs are the shell's: `*` any run of characters, `?` one character, `[abc]` / `[!abc]`
 one character of (not of) a set, ranges such as `[a-z]` included; matching is
 case-sensitive and whole-string. A rule is compiled once, so deciding a call is a few
-regular-expression matches in memory.
+string scans in memory.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from app.domain.errors import InvalidInput
 
 
 class Effect(StrEnum):
@@ -62,20 +64,75 @@ class GlobError(ValueError):
     """A glob that cannot be compiled (a `[` set never closed)."""
 
 
-def compile_glob(glob: str) -> re.Pattern[str]:
-    """The whole-string, case-sensitive pattern of a shell glob.
+@dataclass(frozen=True)
+class _Run:
+    """The part of a glob between two stars: fixed-length (each of its parts is one
+    character), a plain string when it has no `?` and no set, else a pattern."""
 
-    The text between two `*` is found at its first place after the one before (an atomic
-    group, as `fnmatch` does): a glob with many stars never makes the matcher try every
-    way of splitting a long input between them."""
-    pieces: list[list[str]] = [[]]  # the fixed-length runs between the stars
+    length: int
+    literal: str | None
+    pattern: re.Pattern[str] | None
+
+    def at(self, text: str, pos: int) -> bool:
+        if self.literal is not None:
+            return text.startswith(self.literal, pos)
+        assert self.pattern is not None
+        return self.pattern.match(text, pos) is not None
+
+    def find(self, text: str, start: int, end: int) -> int:
+        """Where it first matches within `text[start:end]`, or -1."""
+        if self.literal is not None:
+            return text.find(self.literal, start, end)
+        assert self.pattern is not None
+        found = self.pattern.search(text, start, end)
+        return -1 if found is None else found.start()
+
+
+class Glob:
+    """A compiled shell glob: whole-string, case-sensitive matching.
+
+    The runs between the stars have fixed lengths, so a text matches when the first run
+    is at its start, the last at its end, and each run between is found, in order, at its
+    first place after the one before: at most one scan of the text per run, however many
+    stars (a regular expression `.*a.*a…` would try every split of a long input)."""
+
+    __slots__ = ("_runs", "text")
+
+    def __init__(self, text: str, runs: Sequence[_Run]) -> None:
+        self.text = text
+        self._runs = tuple(runs)
+
+    def matches(self, text: str) -> bool:
+        runs = self._runs
+        first = runs[0]
+        if len(runs) == 1:
+            return len(text) == first.length and first.at(text, 0)
+        last = runs[-1]
+        end = len(text) - last.length
+        if end < first.length or not first.at(text, 0) or not last.at(text, end):
+            return False
+        pos = first.length
+        for run in runs[1:-1]:
+            found = run.find(text, pos, end)
+            if found < 0:
+                return False
+            pos = found + run.length
+        return True
+
+
+def compile_glob(glob: str) -> Glob:
+    """The matcher of a shell glob; GlobError when it cannot be one."""
+    runs: list[list[str]] = [[]]  # each run's one-character parts, as regular expressions
+    plain: list[bool] = [True]  # whether each run is a plain string
     i = 0
     while i < len(glob):
         char = glob[i]
         if char == "*":
-            pieces.append([])
+            runs.append([])
+            plain.append(True)
         elif char == "?":
-            pieces[-1].append(".")
+            runs[-1].append(".")
+            plain[-1] = False
         elif char == "[":
             start = i + 1
             negate = glob[start : start + 1] == "!"
@@ -86,21 +143,23 @@ def compile_glob(glob: str) -> re.Pattern[str]:
             if end < 0:
                 raise GlobError(f"the set opened at character {i + 1} is never closed")
             members = "".join("\\" + c if c in "\\^][" else c for c in glob[start:end])
-            pieces[-1].append(f"[{'^' if negate else ''}{members}]")
+            runs[-1].append(f"[{'^' if negate else ''}{members}]")
+            plain[-1] = False
             i = end
         else:
-            pieces[-1].append(re.escape(char))
+            runs[-1].append(char)
         i += 1
-    runs = ["".join(piece) for piece in pieces]
-    if len(runs) == 1:
-        pattern = runs[0]
-    else:
-        middle = "".join(f"(?>.*?{run})" for run in runs[1:-1] if run)
-        pattern = f"{runs[0]}{middle}.*{runs[-1]}"
-    try:
-        return re.compile(pattern, re.DOTALL)
-    except re.error as error:  # a range backwards, such as `[z-a]`
-        raise GlobError(str(error)) from None
+    compiled = []
+    for parts, is_plain in zip(runs, plain, strict=True):
+        if is_plain:
+            compiled.append(_Run(len(parts), "".join(parts), None))
+            continue
+        pattern = "".join(p if len(p) > 1 or p == "." else re.escape(p) for p in parts)
+        try:
+            compiled.append(_Run(len(parts), None, re.compile(pattern, re.DOTALL)))
+        except re.error as error:  # a range backwards, such as `[z-a]`
+            raise GlobError(f"a set of the glob is no set: {error}") from None
+    return Glob(glob, compiled)
 
 
 @dataclass(frozen=True)
@@ -114,8 +173,8 @@ class ToolRule:
     reason: str | None = None
     expires_in: int | None = None
     on_timeout: OnTimeout | None = None
-    _tool: re.Pattern[str] = field(init=False, repr=False, compare=False)
-    _input: tuple[tuple[str, re.Pattern[str]], ...] = field(init=False, repr=False, compare=False)
+    _tool: Glob = field(init=False, repr=False, compare=False)
+    _input: tuple[tuple[str, Glob], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if problem := _timeout_problem(self.effect, self.expires_in, self.on_timeout):
@@ -125,16 +184,16 @@ class ToolRule:
         object.__setattr__(self, "_input", compiled)
 
     def names_tool(self, tool: str) -> bool:
-        return self._tool.fullmatch(tool) is not None
+        return self._tool.matches(tool)
 
     def matches(self, tool: str, tool_input: Mapping[str, object]) -> bool:
-        return self._tool.fullmatch(tool) is not None and self.matches_input(tool_input)
+        return self._tool.matches(tool) and self.matches_input(tool_input)
 
     def matches_input(self, tool_input: Mapping[str, object]) -> bool:
         """Whether each `input` glob matches its field (the tool's name aside)."""
-        for name, pattern in self._input:
+        for name, glob in self._input:
             value = tool_input.get(name)
-            if not isinstance(value, str) or pattern.fullmatch(value) is None:
+            if not isinstance(value, str) or not glob.matches(value):
                 return False
         return True
 
@@ -360,6 +419,18 @@ class ToolPolicyRule(BaseModel):
             raise ValueError(str(_timeout_problem(Effect.ask, None, value)))
         return value
 
+    @classmethod
+    def of(cls, rule: ToolRule) -> ToolPolicyRule:
+        """A compiled rule as it was written."""
+        return cls.model_construct(
+            tool=rule.tool,
+            input=dict(rule.input),
+            effect=rule.effect,
+            reason=rule.reason,
+            expires_in=rule.expires_in,
+            on_timeout=rule.on_timeout,
+        )
+
     def compiled(self) -> ToolRule:
         return ToolRule(
             tool=self.tool,
@@ -389,4 +460,37 @@ def rules_of(data: Sequence[Mapping[str, Any]] | None) -> tuple[ToolRule, ...]:
             on_timeout=OnTimeout(rule["on_timeout"]) if rule.get("on_timeout") else None,
         )
         for rule in data or ()
+    )
+
+
+@dataclass(frozen=True)
+class RuleBounds:
+    """What a layer's rules are checked against: the tool names they may name, and how
+    many rules a layer may hold (`STRATA_TOOL_POLICY_MAX_RULES`)."""
+
+    offered: Collection[str]
+    max_rules: int
+
+
+def check_rules(
+    rules: Sequence[ToolPolicyRule], bounds: RuleBounds, field: str
+) -> list[dict[str, Any]]:
+    """The rules as they are stored, or InvalidInput naming the field at fault
+    (`tool_policy[2].tool`): too many rules, or a rule naming no offered tool."""
+    if len(rules) > bounds.max_rules:
+        raise InvalidInput(
+            f"{field}: {len(rules)} rules; a layer holds at most {bounds.max_rules}",
+            field=field,
+        )
+    missing = unoffered([rule.compiled() for rule in rules], bounds.offered)
+    if missing:
+        at = f"{field}[{missing[0]}].tool"
+        raise InvalidInput(f"{at}: {_names_nothing(rules[missing[0]].tool, bounds)}", field=at)
+    return stored(rules)
+
+
+def _names_nothing(glob: str, bounds: RuleBounds) -> str:
+    return (
+        f"{glob!r} names no tool offered here ({', '.join(sorted(bounds.offered))}; "
+        f"a glob starting {OFFERED_LATER!r} names MCP tools)"
     )
