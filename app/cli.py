@@ -57,6 +57,21 @@ async def _keys_exist(settings: Settings) -> bool:
         await database.dispose()
 
 
+def _operator_policy_loads(settings: Settings) -> bool:
+    """Whether `STRATA_TOOL_POLICY_FILE` (when set) reads as good rules; if not, why is
+    logged and the process is not to start: it would run calls the operator meant to
+    hold or refuse."""
+    from app.services.tool_policy import ToolPolicyFileError
+    from app.wiring import builtin_tools, operator_policy
+
+    try:
+        operator_policy(settings, builtin_tools(settings))
+    except ToolPolicyFileError as exc:
+        logger.error("refusing to start: %s", exc)
+        return False
+    return True
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     overrides: dict[str, object] = {}
     if args.host:
@@ -72,6 +87,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from app.main import create_app
     from app.observability.gc_tuning import tune_gc
 
+    if not _operator_policy_loads(settings):
+        return 2
     upgrade_to_head(settings.database_url)
     has_keys = asyncio.run(_keys_exist(settings))
     if not has_keys and not is_loopback_host(settings.host):
@@ -109,6 +126,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from app.observability.gc_tuning import tune_gc
     from app.wiring import runtime
 
+    if not _operator_policy_loads(settings):
+        return 2
     upgrade_to_head(settings.database_url)
 
     async def work() -> None:

@@ -249,6 +249,14 @@ class Settings(BaseSettings):
     bash_network: bool = False
     max_workspace_file_bytes: int = 16 * 1024 * 1024
 
+    # --- tool policies (issue 40) -------------------------------------------
+    # A JSON file holding a list of tool policy rules, the operator's layer over every
+    # tenant's calls; one that cannot be read or holds a bad rule stops the process at
+    # its start, naming the rule. Unset: no operator rules.
+    tool_policy_file: Path | None = None
+    # Rules one layer may hold: the operator's file, a tenant's, a session's, a movement's.
+    tool_policy_max_rules: int = Field(default=100, ge=1)
+
     # --- the runner (ours) --------------------------------------------------
     run_worker_in_server: bool = True
     worker_concurrency: int = 32

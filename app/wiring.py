@@ -11,6 +11,7 @@ from typing import assert_never
 
 from app.db import signals
 from app.db.engine import Database
+from app.domain.tool_policy import RuleBounds, ToolRule
 from app.engine.anthropic import AnthropicLLM
 from app.engine.llm import LLM
 from app.engine.pieces import BUILTIN_DIR, PieceCatalog, load_catalog
@@ -18,6 +19,7 @@ from app.engine.tools import ToolRegistry
 from app.observability.metered_llm import MeteredLLM
 from app.services.live import LiveHub, run_clock
 from app.services.live_bridge import PgLiveBridge
+from app.services.tool_policy import load_operator_rules
 from app.settings import Settings
 from app.tools.clock import current_time_tool
 from app.tools.detail import detail_tool
@@ -64,10 +66,19 @@ def known_tool_names(settings: Settings, tools: ToolRegistry) -> set[str]:
     return {*tools.names, *builtin_tools(settings).names, *WORKSPACE_TOOL_NAMES}
 
 
+def operator_policy(settings: Settings, tools: ToolRegistry) -> tuple[ToolRule, ...]:
+    """The operator's tool policy rules (`STRATA_TOOL_POLICY_FILE`), checked against the
+    tools a movement may name; ToolPolicyFileError names the rule at fault."""
+    bounds = RuleBounds(known_tool_names(settings, tools), settings.tool_policy_max_rules)
+    return load_operator_rules(settings.tool_policy_file, bounds)
+
+
 def piece_catalog(settings: Settings, tools: ToolRegistry) -> PieceCatalog:
     """The builtin pieces, then the operator's folder (same name: the folder wins)."""
     folders = [BUILTIN_DIR] + ([settings.pieces_dir] if settings.pieces_dir else [])
-    catalog = load_catalog(folders, known_tool_names(settings, tools))
+    catalog = load_catalog(
+        folders, known_tool_names(settings, tools), settings.tool_policy_max_rules
+    )
     for problem in catalog.problems:
         where = f"{problem.folder}/{problem.file}" if problem.file else problem.folder
         if problem.line is not None:
@@ -84,6 +95,7 @@ class Runtime:
     tools: ToolRegistry
     hub: LiveHub
     pieces: PieceCatalog
+    operator_policy: tuple[ToolRule, ...] = ()
     runner: Runner | None = None
     dispatcher: WebhookDispatcher | None = None
 
@@ -116,6 +128,8 @@ async def runtime(
     tools: ToolRegistry | None = None,
 ) -> AsyncIterator[Runtime]:
     """Database, LLM, tools, hub — and a running runner and webhook dispatcher when asked."""
+    registry = tools or builtin_tools(settings)
+    operator_rules = operator_policy(settings, registry)  # a bad file: nothing starts
     database = Database(settings)
     owned_llm = AnthropicLLM(settings) if llm is None else None
     if owned_llm is not None and not owned_llm.configured:
@@ -125,7 +139,6 @@ async def runtime(
             "set ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL) and restart"
         )
     hub = LiveHub()
-    registry = tools or builtin_tools(settings)
     parts = Runtime(
         settings=settings,
         database=database,
@@ -136,6 +149,7 @@ async def runtime(
         tools=registry,
         hub=hub,
         pieces=piece_catalog(settings, registry),
+        operator_policy=operator_rules,
     )
     database.listener = parts.signal
     stop = asyncio.Event()

@@ -13,10 +13,12 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
 from app.domain.errors import Unauthorized
+from app.domain.tool_policy import RuleBounds
 from app.services.auth import Authenticator
 from app.services.idempotency import IdempotentRequest, Replay, body_fingerprint, check_key
 from app.services.limits import Admission, ByteBudget
 from app.services.streams import Grant
+from app.services.tool_policy import PolicyContext
 from app.settings import Settings
 from app.wiring import Runtime
 
@@ -47,6 +49,17 @@ async def get_db_session(request: Request) -> AsyncIterator[AsyncSession]:
 async def get_runtime(request: Request) -> Runtime:
     parts: Runtime = request.app.state.runtime
     return parts
+
+
+def policy_bounds(runtime: Runtime) -> RuleBounds:
+    """What a tenant's or a session's tool policy rules may name (this server's tools),
+    and how many one layer may hold."""
+    return RuleBounds(runtime.tools.names, runtime.settings.tool_policy_max_rules)
+
+
+def policy_context(runtime: Runtime) -> PolicyContext:
+    """What a session's effective tool policy is built from besides the database."""
+    return PolicyContext(runtime.operator_policy, runtime.tools, runtime.pieces)
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]

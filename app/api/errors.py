@@ -125,8 +125,11 @@ def problem_response(
 
 
 def _field_name(loc: tuple[Any, ...]) -> str:
-    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
-    return ".".join(parts) or ".".join(str(p) for p in loc)
+    """A field as a client writes it: `tool_policy[2].tool`, `metadata.project`."""
+    name = ""
+    for part in (p for p in loc if p not in ("body", "query", "path", "header")):
+        name += f"[{part}]" if isinstance(part, int) else f"{'.' if name else ''}{part}"
+    return name or ".".join(str(p) for p in loc)
 
 
 async def _domain_error(request: Request, exc: Exception) -> JSONResponse:

@@ -16,6 +16,7 @@ from app.api.routes import (
     pieces,
     sessions,
     tasks,
+    tool_policy,
     tools,
     turns,
     webhooks,
@@ -36,3 +37,4 @@ api_router.include_router(events.router)
 api_router.include_router(hooks.router)
 api_router.include_router(webhooks.router)
 api_router.include_router(metrics.router)
+api_router.include_router(tool_policy.router)

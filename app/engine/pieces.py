@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from app.domain.jobs import ABORT, ASK, COMPLETE, RESERVED_PIECE_NAMES, SPECIAL_STEPS, WAIT_SUBTASKS
+from app.domain.tool_policy import ToolPolicyRule, ToolRule, unoffered
 
 __all__ = [
     "ABORT",
@@ -76,6 +77,18 @@ class Movement(BaseModel):
         description="A checking movement: when the workspace is a git repository, the next "
         "movement gets a `git status` / diff excerpt of what changed.",
     )
+    tool_policy: list[ToolPolicyRule] = Field(
+        default_factory=list,
+        description="This movement's tool policy rules: the lowest layer, under the "
+        "operator's, the tenant's and the session's (see Tool policies).",
+    )
+    _rules: tuple[ToolRule, ...] | None = PrivateAttr(default=None)
+
+    def policy_rules(self) -> tuple[ToolRule, ...]:
+        """`tool_policy` compiled, once per loaded piece."""
+        if self._rules is None:
+            self._rules = tuple(rule.compiled() for rule in self.tool_policy)
+        return self._rules
 
 
 class Piece(BaseModel):
@@ -231,8 +244,11 @@ class PieceFileError(ValueError):
         self.column = column
 
 
-def load_piece(path: Path, known_tools: Collection[str] | None = None) -> Piece:
-    """The piece of one file; PieceFileError says why it is none, and where."""
+def load_piece(
+    path: Path, known_tools: Collection[str] | None = None, max_policy_rules: int | None = None
+) -> Piece:
+    """The piece of one file; PieceFileError says why it is none, and where. A movement's
+    `tool_policy` holds at most `max_policy_rules` rules, each naming a known tool."""
     try:
         text = path.read_text(encoding="utf-8")
         root = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -265,7 +281,31 @@ def load_piece(path: Path, known_tools: Collection[str] | None = None) -> Piece:
             line=line,
             column=column,
         )
+    if problem := _policy_problem(piece, known_tools, max_policy_rules):
+        line, column = _located(root, problem[1])
+        raise PieceFileError(problem[0], line=line, column=column)
     return piece
+
+
+def _policy_problem(
+    piece: Piece, known_tools: Collection[str] | None, max_rules: int | None
+) -> tuple[str, tuple[str | int, ...]] | None:
+    """The first movement `tool_policy` that holds too many rules or a rule naming no
+    tool of the server: why, and where."""
+    for index, movement in enumerate(piece.movements):
+        rules = movement.tool_policy
+        at: tuple[str | int, ...] = ("movements", index, "tool_policy")
+        if max_rules is not None and len(rules) > max_rules:
+            reason = f"movement {movement.name!r}: tool_policy holds {len(rules)} rules"
+            return f"{reason}; at most {max_rules} (STRATA_TOOL_POLICY_MAX_RULES)", at
+        if known_tools is not None and (missing := unoffered(movement.policy_rules(), known_tools)):
+            rule = rules[missing[0]]
+            return (
+                f"movement {movement.name!r}: tool_policy rule {missing[0]} names no tool "
+                f"({rule.tool!r}); known: {', '.join(sorted(known_tools))}",
+                (*at, missing[0], "tool"),
+            )
+    return None
 
 
 def _error_path(error: Any) -> Sequence[str | int]:
@@ -299,7 +339,9 @@ def _located(root: yaml.Node | None, path: Sequence[str | int]) -> tuple[int | N
 
 
 def load_catalog(
-    folders: Iterable[Path], known_tools: Collection[str] | None = None
+    folders: Iterable[Path],
+    known_tools: Collection[str] | None = None,
+    max_policy_rules: int | None = None,
 ) -> PieceCatalog:
     """Load every `*.yaml` of the folders in order; a later folder overrides a name.
 
@@ -307,7 +349,8 @@ def load_catalog(
     broken file is reported and skipped, never fatal. Two files of one folder that
     define the same name are both reported and the name is not loaded at all: which
     one was meant cannot be told, and running either could be the wrong one.
-    `known_tools`, when given, are the tool names a movement may allow.
+    `known_tools`, when given, are the tool names a movement may allow and its
+    `tool_policy` may name; `max_policy_rules` bounds that list.
     """
     catalog = PieceCatalog(pieces={}, problems=[])
     for folder in folders:
@@ -319,7 +362,7 @@ def load_catalog(
         files: dict[str, list[str]] = {}
         for path in sorted(folder.glob("*.y*ml")):
             try:
-                piece = load_piece(path, known_tools)
+                piece = load_piece(path, known_tools, max_policy_rules)
             except PieceFileError as exc:
                 catalog.problems.append(
                     PieceProblem(path.name, kind, exc.reason, exc.line, exc.column, _name_of(path))

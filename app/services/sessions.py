@@ -14,6 +14,7 @@ from app.db.types import utcnow
 from app.domain.errors import InvalidInput, NotFound
 from app.domain.ids import new_id
 from app.domain.sessions import SessionStatus, session_status
+from app.domain.tool_policy import RuleBounds, ToolPolicyRule, check_rules
 from app.services.pagination import Page, page_of
 
 
@@ -28,6 +29,8 @@ async def create_session(
     tools: list[str] | None = None,
     known_tools: Collection[str] = (),
     continues_from: str | None = None,
+    tool_policy: Sequence[ToolPolicyRule] = (),
+    policy_bounds: RuleBounds | None = None,
     source: str = "strata",
     external_id: str | None = None,
     project: str | None = None,
@@ -47,12 +50,24 @@ async def create_session(
         model=model,
         metadata_=metadata or {},
         tools=check_tools(tools, known_tools),
+        tool_policy=_session_rules(tool_policy, policy_bounds),
         continues_from=continues_from,
         source=source,
         external_id=external_id,
         project=project,
     )
     return await SessionRepository(db).save(row)
+
+
+def _session_rules(
+    rules: Sequence[ToolPolicyRule], bounds: RuleBounds | None
+) -> list[dict[str, Any]] | None:
+    """The session's layer of tool policy rules as stored; null when it has none."""
+    if not rules:
+        return None
+    if bounds is None:
+        raise ValueError("a session's tool policy rules are checked against bounds")
+    return check_rules(rules, bounds, "tool_policy")
 
 
 def check_tools(tools: list[str] | None, known: Collection[str]) -> list[str] | None:
@@ -135,11 +150,15 @@ async def update_session(
     session_id: str,
     changes: dict[str, Any],
     known_tools: Collection[str] = (),
+    policy_bounds: RuleBounds | None = None,
 ) -> Session:
-    """Apply only the fields the client sent; `metadata` and `tools` are replaced whole."""
+    """Apply only the fields the client sent; `metadata`, `tools` and `tool_policy` are
+    replaced whole."""
     row = await get_session(db, tenant, session_id)
     if "tools" in changes:
         row.tools = check_tools(changes["tools"], known_tools)
+    if "tool_policy" in changes:
+        row.tool_policy = _session_rules(changes["tool_policy"], policy_bounds)
     if "title" in changes:
         row.title = changes["title"]
     if "metadata" in changes:

@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+import fnmatch
+import itertools
+
 import pytest
+from pydantic import ValidationError
 
 from app.domain.tool_policy import (
     Decision,
     Effect,
     GlobError,
     Layer,
+    OnTimeout,
+    Policy,
+    ToolPolicyRule,
     ToolRule,
     compile_glob,
     decide,
     default_effect,
+    rules_of,
+    stored,
     unoffered,
 )
 
@@ -41,13 +50,38 @@ def rule(tool: str, effect: str, **fields: str) -> ToolRule:
 def test_a_glob_is_the_shells_and_matches_the_whole_string(
     glob: str, text: str, matched: bool
 ) -> None:
-    assert (compile_glob(glob).fullmatch(text) is not None) is matched
+    assert compile_glob(glob).matches(text) is matched
 
 
 @pytest.mark.parametrize("glob", ["Bash[", "[!", "[z-a]"])
 def test_a_glob_that_cannot_compile_is_refused(glob: str) -> None:
     with pytest.raises(GlobError):
         compile_glob(glob)
+
+
+def test_a_glob_matches_as_the_shells_fnmatch_does() -> None:
+    """Every glob of up to five parts of `a b * ? [ab] [!a]` against every text of up to
+    five `a` / `b`: the same answer as `fnmatch.fnmatchcase`."""
+    parts = ["a", "b", "*", "?", "[ab]", "[!a]"]
+    globs = ["".join(p) for n in range(1, 6) for p in itertools.product(parts, repeat=n)]
+    texts = ["".join(p) for n in range(6) for p in itertools.product("ab", repeat=n)]
+    wrong = [
+        (glob, text)
+        for glob in globs[::13]  # a sample of every shape, the suite stays quick
+        for text in texts
+        if compile_glob(glob).matches(text) is not fnmatch.fnmatchcase(text, glob)
+    ]
+
+    assert wrong == []
+
+
+def test_a_glob_with_many_stars_decides_a_long_input_without_trying_every_split() -> None:
+    """Each run between stars is found once, at its first place: `*a*a…*b` against a long
+    run of `a` is refused in one pass, where trying every split would never end."""
+    pattern = compile_glob("*a" * 12 + "*b")
+
+    assert not pattern.matches("a" * 200)
+    assert pattern.matches("a" * 200 + "b")
 
 
 def test_an_input_glob_matches_only_a_string_field() -> None:
@@ -99,6 +133,105 @@ def test_builtin_tools_default_to_allow_and_others_to_ask() -> None:
 
 
 def test_a_rule_naming_no_offered_tool_is_found() -> None:
-    rules = [rule("Bash", "ask"), rule("Bsah", "deny"), rule("mcp__*", "ask")]
+    rules = [rule("Bash", "ask"), rule("Bsah", "deny"), rule("B*", "allow")]
 
-    assert unoffered(rules, BUILTIN) == [1, 2]
+    assert unoffered(rules, BUILTIN) == [1]
+
+
+def test_a_rule_on_mcp_tools_is_never_taken_for_unoffered() -> None:
+    """MCP servers' tools are offered when a session runs: a rule for them stands."""
+    assert unoffered([rule("mcp__git__*", "ask")], BUILTIN) == []
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"effect": "allow", "expires_in": 60}, "expires_in"),
+        ({"effect": "ask", "on_timeout": "deny"}, "on_timeout"),
+        ({"effect": "ask", "expires_in": 60, "on_timeout": "later"}, "on_timeout"),
+        ({"effect": "ask", "expires_in": 0}, "expires_in"),
+        ({"effect": "maybe"}, "effect"),
+    ],
+)
+def test_a_rule_with_a_timeout_that_cannot_apply_names_the_field(
+    fields: dict[str, object], field: str
+) -> None:
+    with pytest.raises(ValidationError) as caught:
+        ToolPolicyRule.model_validate({"tool": "Bash", **fields})
+
+    assert [error["loc"] for error in caught.value.errors()] == [(field,)]
+
+
+def test_a_compiled_rule_refuses_on_timeout_without_expires_in() -> None:
+    with pytest.raises(ValueError, match="expires_in"):
+        ToolRule(tool="Bash", effect=Effect.ask, on_timeout=OnTimeout.cancel)
+
+
+def test_a_glob_that_cannot_compile_is_refused_at_its_field() -> None:
+    with pytest.raises(ValidationError) as caught:
+        ToolPolicyRule.model_validate(
+            {"tool": "Bash", "input": {"command": "git [status"}, "effect": "ask"}
+        )
+
+    assert [error["loc"] for error in caught.value.errors()] == [("input", "command")]
+
+
+def test_stored_rules_compile_back_to_the_rules_given() -> None:
+    given = ToolPolicyRule.model_validate(
+        {"tool": "Bash", "effect": "ask", "expires_in": 60, "on_timeout": "cancel"}
+    )
+
+    assert stored([given]) == [
+        {"tool": "Bash", "effect": "ask", "expires_in": 60, "on_timeout": "cancel"}
+    ]
+    assert rules_of(stored([given])) == (given.compiled(),)
+
+
+LAYERED = {
+    Layer.operator: [rule("Bash", "deny", command="rm *")],
+    Layer.tenant: [rule("*", "ask"), rule("Read", "allow")],
+    Layer.session: [rule("Bash", "allow", command="git *"), rule("Write", "deny")],
+    Layer.movement: [rule("Bash", "ask")],
+}
+
+
+@pytest.mark.parametrize(
+    ("tool", "tool_input"),
+    [
+        ("Bash", {"command": "rm -rf x"}),
+        ("Bash", {"command": "git log"}),
+        ("Bash", {"command": "make"}),
+        ("Read", {"path": "a"}),
+        ("Write", {"path": "a"}),
+        ("Grep", {}),
+        ("mcp__git__log", {}),
+    ],
+)
+def test_a_compiled_policy_decides_as_decide_does(tool: str, tool_input: dict[str, object]) -> None:
+    policy = Policy(LAYERED, BUILTIN)
+    default = default_effect(tool, BUILTIN)
+
+    assert policy.decide(tool, tool_input) == decide(LAYERED, tool, tool_input, default)
+    assert policy.decide(tool, tool_input) == policy.decide(tool, tool_input)
+
+
+def test_a_tools_level_decision_leaves_out_the_rules_on_its_input() -> None:
+    policy = Policy(
+        {Layer.tenant: [rule("Bash", "ask")], Layer.session: [rule("Bash", "allow", command="*")]},
+        BUILTIN,
+    )
+
+    assert policy.tool_level("Bash") == Decision(
+        Effect.ask, Layer.tenant, 0, policy.layers[Layer.tenant][0]
+    )
+
+
+def test_a_policy_lists_every_rule_naming_a_tool_in_layer_order() -> None:
+    policy = Policy(LAYERED, BUILTIN)
+
+    assert [(layer, index) for layer, index, _ in policy.mentions("Bash")] == [
+        (Layer.operator, 0),
+        (Layer.tenant, 0),
+        (Layer.session, 0),
+        (Layer.movement, 0),
+    ]

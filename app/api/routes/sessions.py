@@ -15,6 +15,7 @@ from app.api.deps import (
     SessionCursor,
     SessionDep,
     SettingsDep,
+    policy_bounds,
     write_once,
 )
 from app.api.errors import problem_responses
@@ -58,6 +59,8 @@ async def create_session(
             metadata=body.metadata,
             tools=body.tools,
             known_tools=runtime.tools.names,
+            tool_policy=body.tool_policy,
+            policy_bounds=policy_bounds(runtime),
             continues_from=body.continues_from,
         )
         return SessionPublic.of(row, SessionStatus.idle)  # nothing runs in it yet
@@ -110,7 +113,7 @@ async def get_session(
 @router.patch(
     "/{session_id}",
     name="update",
-    summary="Change a session's title or metadata",
+    summary="Change a session's title, metadata, tools or tool policy",
     responses=problem_responses(404, 413, 422),
 )
 async def update_session(
@@ -121,9 +124,13 @@ async def update_session(
     runtime: RuntimeDep,
 ) -> SessionPublic:
     changes = body.model_dump(exclude_unset=True)
+    if "tool_policy" in changes:
+        changes["tool_policy"] = body.tool_policy  # the rules, not their dump
 
     async def work(db: AsyncSession) -> SessionPublic:
-        row = await service.update_session(db, tenant, session_id, changes, runtime.tools.names)
+        row = await service.update_session(
+            db, tenant, session_id, changes, runtime.tools.names, policy_bounds(runtime)
+        )
         return SessionPublic.of(row, await service.status_of(db, row))
 
     return await database.write(work)

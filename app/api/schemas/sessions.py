@@ -7,11 +7,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.db.models import Job, Session
 from app.domain.sessions import SessionStatus
+from app.domain.tool_policy import ToolPolicyRule
 from app.domain.usage import Usage
 
 __all__ = ["SessionStatus"]
 
 ToolName = Annotated[str, Field(min_length=1, max_length=100)]
+SESSION_POLICY = (
+    "The session's tool policy rules, an ordered list (the last match wins): the layer "
+    "under the operator's and the tenant's, over a piece movement's; the jobs run in the "
+    "session follow it too. See `GET /sessions/{session_id}/tools`."
+)
 
 
 class SessionCreate(BaseModel):
@@ -35,6 +41,7 @@ class SessionCreate(BaseModel):
     tools: list[ToolName] | None = Field(
         default=None, description="Tools the agent is offered; null offers every tool."
     )
+    tool_policy: list[ToolPolicyRule] = Field(default_factory=list, description=SESSION_POLICY)
     continues_from: str | None = Field(
         default=None,
         max_length=40,
@@ -47,7 +54,8 @@ class SessionCreate(BaseModel):
 
 
 class SessionUpdate(BaseModel):
-    """Only the fields sent are changed; `metadata` and `tools` are replaced whole."""
+    """Only the fields sent are changed; `metadata`, `tools` and `tool_policy` are
+    replaced whole."""
 
     model_config = ConfigDict(
         extra="forbid", json_schema_extra={"examples": [{"title": "Release notes (final)"}]}
@@ -56,6 +64,7 @@ class SessionUpdate(BaseModel):
     title: str | None = Field(default=None, max_length=500)
     metadata: dict[str, Any] | None = None
     tools: list[ToolName] | None = None
+    tool_policy: list[ToolPolicyRule] = Field(default_factory=list, description=SESSION_POLICY)
 
 
 def usage_of(row: Session | Job) -> Usage:
@@ -75,6 +84,7 @@ class SessionPublic(BaseModel):
     model: str | None
     metadata: dict[str, Any]
     tools: list[str] | None
+    tool_policy: list[ToolPolicyRule] = Field(description=SESSION_POLICY)
     continues_from: str | None
     merged_into: str | None = Field(description="Set once merged: reads go through that session.")
     parent_session_id: str | None = Field(
@@ -106,6 +116,7 @@ class SessionPublic(BaseModel):
             model=row.model,
             metadata=row.metadata_,
             tools=row.tools,
+            tool_policy=[ToolPolicyRule.model_validate(rule) for rule in row.tool_policy or ()],
             continues_from=row.continues_from,
             merged_into=row.merged_into,
             parent_session_id=row.parent_session_id,

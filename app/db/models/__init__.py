@@ -8,6 +8,7 @@ from app.db.models.job import Job
 from app.db.models.memory import MemoryDetail, MemoryTurn
 from app.db.models.session import Session
 from app.db.models.task_checkpoint import TaskCheckpoint
+from app.db.models.tool_policy import TenantToolPolicy
 from app.db.models.webhook import (
     IdempotencyKey,
     WebhookAttempt,
@@ -26,6 +27,7 @@ __all__ = [
     "MemoryTurn",
     "Session",
     "TaskCheckpoint",
+    "TenantToolPolicy",
     "WebhookAttempt",
     "WebhookDelivery",
     "WebhookSubscription",
