@@ -74,6 +74,7 @@ BIG_DESCRIPTION = 10_000  # characters: a TaskList result of ~100 KB, 10 of them
 BIG_SESSIONS = 8  # 1 MB turns per run, one after another while a loop runs
 CONTEXT_WINDOW = 1_000_000  # tokens: 1 MB of tool results is ~250k of them
 TURN_TIMEOUT = 600.0
+KEEPALIVE_SECONDS = 2.0
 PAIRS = 3
 OWN_WORK_MS = 1.0
 CPU_RATIO = 2.0
@@ -157,7 +158,6 @@ def _env(workdir: Path, llm_url: str, **overrides: str) -> dict[str, str]:
         "STRATA_DATABASE_URL": f"sqlite:///{workdir / 'strata.db'}",
         "STRATA_DATA_DIR": str(workdir / "data"),
         "STRATA_LOG_LEVEL": "warning",
-        "STRATA_LLM_MAX_RETRIES": "0",
         "STRATA_AGENT_MAX_ITERATIONS": str(LOOP_REQUESTS + 10),
         "STRATA_CONTEXT_WINDOW_TOKENS": str(CONTEXT_WINDOW),
         "ANTHROPIC_BASE_URL": llm_url,
@@ -185,6 +185,7 @@ class Running:
 
     server: Server
     client: httpx.AsyncClient
+    key: str
     worker_pid: int | None = None
 
 
@@ -227,14 +228,22 @@ async def strata(
     workdir: Path, llm_url: str, *, worker_apart: bool = False
 ) -> AsyncIterator[Running]:
     with serving(workdir, llm_url, worker_apart=worker_apart) as (server, key, worker_pid):
-        limits = httpx.Limits(max_connections=IDLE_STREAMS + CPU_CLIENTS + 50)
-        async with httpx.AsyncClient(
-            base_url=server.url,
-            headers={"Authorization": f"Bearer {key}"},
-            timeout=TURN_TIMEOUT,
-            limits=limits,
-        ) as client:
-            yield Running(server, client, worker_pid)
+        async with client_of(server.url, key) as client:
+            yield Running(server, client, key, worker_pid)
+
+
+def client_of(url: str, key: str) -> httpx.AsyncClient:
+    """A client with the key. Its idle connections expire before uvicorn's keep-alive
+    (5 s) closes them: a request sent on one the server is closing fails."""
+    limits = httpx.Limits(
+        max_connections=IDLE_STREAMS + CPU_CLIENTS + 50, keepalive_expiry=KEEPALIVE_SECONDS
+    )
+    return httpx.AsyncClient(
+        base_url=url,
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=TURN_TIMEOUT,
+        limits=limits,
+    )
 
 
 def progress(what: str) -> None:
@@ -258,10 +267,18 @@ async def new_session(client: httpx.AsyncClient) -> str:
 
 
 @contextlib.asynccontextmanager
-async def idle_streams(client: httpx.AsyncClient, count: int) -> AsyncIterator[None]:
-    """`count` live event streams on sessions of their own, each read to keep it flowing;
-    entered once every stream answered its headers."""
-    sessions = await asyncio.gather(*(new_session(client) for _ in range(count)))
+async def idle_streams(running: Running, count: int) -> AsyncIterator[None]:
+    """`count` live event streams on sessions of their own, each read to keep it flowing,
+    on connections of their own; entered once every stream answered its headers."""
+    sessions = await asyncio.gather(*(new_session(running.client) for _ in range(count)))
+    async with client_of(running.server.url, running.key) as client:
+        async with _following(client, sessions):
+            yield
+
+
+@contextlib.asynccontextmanager
+async def _following(client: httpx.AsyncClient, sessions: Sequence[str]) -> AsyncIterator[None]:
+    count = len(sessions)
     opened = 0
     all_open = asyncio.Event()
 
@@ -493,7 +510,7 @@ async def run(ctx: Context) -> Section:
             for streams in (False, True):
                 async with contextlib.AsyncExitStack() as stack:
                     if streams:
-                        await stack.enter_async_context(idle_streams(running.client, IDLE_STREAMS))
+                        await stack.enter_async_context(idle_streams(running, IDLE_STREAMS))
                         before, at = running.server.cpu_seconds(), time.monotonic()
                         await asyncio.sleep(idle_seconds)  # the fixed window measured
                         idle_share = (running.server.cpu_seconds() - before) / (
@@ -673,7 +690,7 @@ def notes(
         f"{CONTEXT_WINDOW:,} on this server (1 MB of text is ~250k tokens).",
         "**Server.** `strata serve` on a migrated SQLite database in a temporary folder, "
         "one API key from `strata keys create --tenant bench` sent as a bearer token, "
-        "`STRATA_LOG_LEVEL=warning`, `STRATA_LLM_MAX_RETRIES=0`, "
+        "`STRATA_LOG_LEVEL=warning`, "
         f"`STRATA_AGENT_MAX_ITERATIONS={LOOP_REQUESTS + 10}`, all else default; not pinned "
         "to a core. The fake, the server and this process (client and bare loop) share the "
         "machine's cores with whatever else runs: figures are ratios taken run by run.",
