@@ -73,6 +73,9 @@ BIG_TASKS = 10
 BIG_DESCRIPTION = 10_000  # characters: a TaskList result of ~100 KB, 10 of them 1 MB
 BIG_SESSIONS = 8  # 1 MB turns per run, one after another while a loop runs
 CONTEXT_WINDOW = 1_000_000  # tokens: 1 MB of tool results is ~250k of them
+# tokens the tool results of one response may hold in all (the default, 60,000, would cut
+# the 10 results of ~100 KB to ~24 KB each)
+RESULT_MAX_TOKENS = 300_000
 TURN_TIMEOUT = 600.0
 KEEPALIVE_SECONDS = 2.0
 PAIRS = 3
@@ -160,6 +163,7 @@ def _env(workdir: Path, llm_url: str, **overrides: str) -> dict[str, str]:
         "STRATA_LOG_LEVEL": "warning",
         "STRATA_AGENT_MAX_ITERATIONS": str(LOOP_REQUESTS + 10),
         "STRATA_CONTEXT_WINDOW_TOKENS": str(CONTEXT_WINDOW),
+        "STRATA_TOOL_RESULT_MAX_TOKENS": str(RESULT_MAX_TOKENS),
         "ANTHROPIC_BASE_URL": llm_url,
         "ANTHROPIC_API_KEY": "bench",
         **overrides,
@@ -687,11 +691,14 @@ def notes(
         "turn's second request), beside the p95 of all the loop's gaps when it runs alone, "
         "pair by pair; the target is the "
         f"ratio within 1 ± {GAP_P95_WITHIN:g}. `STRATA_CONTEXT_WINDOW_TOKENS` is "
-        f"{CONTEXT_WINDOW:,} on this server (1 MB of text is ~250k tokens).",
+        f"{CONTEXT_WINDOW:,} on this server (1 MB of text is ~250k tokens) and "
+        f"`STRATA_TOOL_RESULT_MAX_TOKENS` {RESULT_MAX_TOKENS:,} (at the default 60,000 "
+        "the ten results of one response would share ~240 KB).",
         "**Server.** `strata serve` on a migrated SQLite database in a temporary folder, "
         "one API key from `strata keys create --tenant bench` sent as a bearer token, "
         "`STRATA_LOG_LEVEL=warning`, "
-        f"`STRATA_AGENT_MAX_ITERATIONS={LOOP_REQUESTS + 10}`, all else default; not pinned "
+        f"`STRATA_AGENT_MAX_ITERATIONS={LOOP_REQUESTS + 10}`, the two settings above, all "
+        "else default; not pinned "
         "to a core. The fake, the server and this process (client and bare loop) share the "
         "machine's cores with whatever else runs: figures are ratios taken run by run.",
         f"This section took {took:.0f} s.",
