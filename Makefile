@@ -78,7 +78,7 @@ format: dev
 typecheck: dev
 	$(BIN)/mypy app bench tests
 
-## bench: the benchmark suite under bench/ (about 15 minutes on 2 cores); writes bench/RESULTS.md
+## bench: the benchmark suite under bench/ (about 40 minutes on 2 cores); writes bench/RESULTS.md
 ## (BENCH_ARGS="--only capacity" runs one benchmark, "--quick" checks them all in a minute or two)
 bench: dev bench-tools
 	$(BIN)/python -m bench.run $(BENCH_ARGS)

@@ -96,20 +96,28 @@ def free_port() -> int:
 
 
 class Server:
-    """An HTTP server subprocess on a free loopback port, its output in a log file.
+    """An HTTP server subprocess on a free loopback port, its output in a log file,
+    pinned to `core` (None: not pinned).
 
     A context manager, so that it is stopped (killed if it does not stop) whatever
     happens; it is started on entry and is ready once `wait_ready` returns.
     """
 
     def __init__(
-        self, name: str, command: list[str], env: dict[str, str], workdir: Path, ready_path: str
+        self,
+        name: str,
+        command: list[str],
+        env: dict[str, str],
+        workdir: Path,
+        ready_path: str,
+        core: str | None = SERVER_CORE,
     ) -> None:
         self.name = name
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = workdir / f"{name}.log"
-        self._command = [*pinned(SERVER_CORE), *command, "--port", str(self.port)]
+        pin = pinned(core) if core is not None else []
+        self._command = [*pin, *command, "--port", str(self.port)]
         self._env = env
         self._workdir = workdir
         self._ready_path = ready_path

@@ -36,6 +36,7 @@ BENCHMARKS = (
     "memory_economy",
     "prompt_cache",
     "soak",
+    "user_shapes",
 )
 RESULTS_JSON = BENCH_DIR / "results.json"
 RESULTS_MD = BENCH_DIR / "RESULTS.md"

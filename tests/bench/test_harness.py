@@ -250,3 +250,11 @@ def test_the_prompt_cache_benchmark_bills_strata_within_its_bound_of_the_ideal(
 
     assert [row.meets for row in section.rows] == [True, True]
     assert all(row.data["ratio"] <= prompt_cache.BOUND for row in section.rows)
+
+
+def test_lock_waits_count_the_samples_that_found_one_and_the_most_at_once() -> None:
+    seen = capacity.LockWaits()
+    for waiting in (0, 2, 0, 1):
+        seen.saw(waiting)
+
+    assert (seen.samples, seen.waiting, seen.most) == (4, 2, 2)
