@@ -72,6 +72,9 @@ class DbTurnStore:
         self._answer_with_end = answer_with_end
         self._answer: _DeferredAnswer | None = None  # until the end takes its write
         self._handed: _DeferredAnswer | None = None  # once it did
+        # what this store appended (the answer handed to the end's write included), in
+        # order: the turn's memory cleans their texts before that write (`clean_ahead`)
+        self.written: list[ItemPayload] = []
 
     async def segment(self) -> list[ItemPayload]:
         await self.session.refresh()
@@ -88,6 +91,7 @@ class DbTurnStore:
             return
         writes = self._writes([([payload], Origin.llm, usage)])
         self._answer = _DeferredAnswer(writes, payload, self.session.checkpoint)
+        self.written.append(payload)
 
     def answer_write(self) -> Callable[[AsyncSession], Awaitable[None]] | None:
         """The turn's answer, for the transaction of the job's end (None: none waits)."""
@@ -126,6 +130,7 @@ class DbTurnStore:
         checkpoint = self.session.checkpoint
         work = self._writes(groups)
         payloads = [payload for group in groups for payload in group[0]]
+        self.written.extend(payloads)
         try:
             seqs = await self.session.database.write_statements(work)
         except BaseException:
