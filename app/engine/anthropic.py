@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import anthropic
+import pydantic
 
 from app.domain.items import ContentBlock, TextBlock, ThinkingBlock, ToolUseBlock
 from app.domain.tool_ids import api_tool_id
@@ -98,7 +99,7 @@ class AnthropicLLM:
             raise LLMError("llm-not-configured", NOT_CONFIGURED)
         try:
             with self._pools.client() as client:
-                async with client.messages.stream(**wire_params(request)) as stream:
+                async with client.messages.stream(**sdk_params(request)) as stream:
                     async for event in stream:
                         if (
                             on_text is not None
@@ -129,6 +130,25 @@ def wire_params(request: LLMRequest) -> dict[str, Any]:
         params["system"] = [{**system, "cache_control": _EPHEMERAL} if request.cached else system]
     if request.tools:
         params["tools"] = [tool.json_value for tool in request.tools]
+    return params
+
+
+class _PlainJSON(pydantic.RootModel[Any]):
+    """JSON made of dicts, lists, strings, numbers, booleans and None, handed to the SDK as
+    a pydantic model: the SDK copies a request's body once before sending it (a retry
+    resends that copy), walking every dict and list of it in Python, while a model in it
+    is dumped by one call of pydantic's serializer, to the same JSON. The conversation is
+    most of a body: at 1,000 items that walk was ~9 ms of a call's ~11 ms of CPU."""
+
+
+def sdk_params(request: LLMRequest) -> dict[str, Any]:
+    """`wire_params` as `messages.stream` takes them: the same body, sent byte for byte
+    alike, with the conversation and the tools as `_PlainJSON` (built without a walk of
+    their own: `model_construct` validates nothing)."""
+    params = wire_params(request)
+    params["messages"] = _PlainJSON.model_construct(params["messages"])
+    if "tools" in params:
+        params["tools"] = _PlainJSON.model_construct(params["tools"])
     return params
 
 

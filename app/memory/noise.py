@@ -19,9 +19,16 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-__all__ = ["Boilerplate", "clean", "fingerprint", "is_progress_line", "strip_ansi"]
+__all__ = [
+    "Boilerplate",
+    "CleanedTexts",
+    "clean",
+    "fingerprint",
+    "is_progress_line",
+    "strip_ansi",
+]
 
 # --- ANSI and other terminal control -------------------------------------------------------
 
@@ -224,16 +231,49 @@ def clean(text: str) -> str:
         current = cleaned
 
 
+class CleanedTexts:
+    """`clean` of texts cleaned ahead, looked up by their text; one not cleaned ahead is
+    cleaned when asked (and kept).
+
+    A turn's memory is projected inside the write transaction that ends the turn, on
+    SQLite on the process's one writer thread: its texts are cleaned before that
+    transaction, by whoever ends it, so that the projection there only looks
+    them up. A cleaned text is its own cleaning (`clean` is idempotent), so cleaning it
+    again (a fingerprint of a cleaned system text) is a look-up too.
+    """
+
+    def __init__(self, texts: Iterable[str] = ()) -> None:
+        self._cleaned: dict[str, str] = {}
+        for text in texts:
+            self(text)
+
+    def __call__(self, text: str) -> str:
+        found = self._cleaned.get(text)
+        if found is None:
+            found = self._cleaned[text] = clean(text)
+            self._cleaned.setdefault(found, found)
+        return found
+
+    def __len__(self) -> int:
+        return len(self._cleaned)
+
+
+TextCleaner = Callable[[str], str]
+"""What cleans a text: `clean`, or texts cleaned ahead (`CleanedTexts`)."""
+
+
 # --- repeated boilerplate ------------------------------------------------------------------
 
 
-def fingerprint(text: str) -> str:
-    """A hash of a text's meaning: cleaned, whitespace runs collapsed.
+def fingerprint(text: str, cleaner: TextCleaner | None = None) -> str:
+    """A hash of a text's meaning: cleaned (by `cleaner`, `clean` when None), whitespace
+    runs collapsed.
 
     Two renderings of the same reminder that differ only in spacing or colour codes have the
     same fingerprint, so they count as one repeated message.
     """
-    normal = " ".join(clean(text).split())
+    cleaned = clean(text) if cleaner is None else cleaner(text)
+    normal = " ".join(cleaned.split())
     return hashlib.sha256(normal.encode("utf-8")).hexdigest()
 
 
@@ -245,8 +285,10 @@ class Boilerplate:
     owner, so projecting the same turn twice with one `Boilerplate` gives the same result.
     """
 
-    def __init__(self, known: Iterable[str] = ()) -> None:
+    def __init__(self, known: Iterable[str] = (), cleaner: TextCleaner | None = None) -> None:
+        """`cleaner` cleans the texts it fingerprints (`clean` when None)."""
         self._owners: dict[str, str | None] = dict.fromkeys(known)
+        self._cleaner = cleaner
 
     @staticmethod
     def fingerprint(text: str) -> str:
@@ -255,7 +297,7 @@ class Boilerplate:
 
     def seen(self, text: str, *, owner: str | None = None) -> bool:
         """True when the text was seen before (a repeat to drop); otherwise record it."""
-        digest = fingerprint(text)
+        digest = fingerprint(text, self._cleaner)
         if digest in self._owners:
             first = self._owners[digest]
             return owner is None or first != owner

@@ -13,7 +13,7 @@ source id can take the same turn twice and change nothing.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, assert_never
@@ -32,7 +32,7 @@ from app.domain.items import (
     UserBlock,
     UserMessage,
 )
-from app.memory.noise import Boilerplate, clean
+from app.memory.noise import Boilerplate, CleanedTexts, TextCleaner
 
 __all__ = [
     "IMAGE_PLACEHOLDER",
@@ -41,6 +41,7 @@ __all__ = [
     "TurnItem",
     "TurnProjection",
     "project_turn",
+    "texts_to_clean",
 ]
 
 DetailKind = Literal["tool_input", "tool_output", "system", "image"]
@@ -106,8 +107,9 @@ def _task_line(event: TaskEvent) -> str:
 class _Projector:
     """Collects one turn's L2 parts and L3 details in log order."""
 
-    def __init__(self, boilerplate: Boilerplate | None) -> None:
+    def __init__(self, boilerplate: Boilerplate | None, cleaner: TextCleaner) -> None:
         self.boilerplate = boilerplate
+        self.clean = cleaner
         self.user_parts: list[str] = []
         self.assistant_parts: list[str] = []
         self.details: list[Detail] = []
@@ -141,7 +143,7 @@ class _Projector:
 
     def system(self, item: TurnItem, text: str, tool_name: str | None) -> None:
         """A system text, unless the boilerplate memory knows it as a repeat."""
-        cleaned = clean(text)
+        cleaned = self.clean(text)
         if not cleaned or item.key in self.source_ids:
             return
         if self.boilerplate is not None and self.boilerplate.seen(cleaned, owner=item.key):
@@ -180,7 +182,7 @@ class _Projector:
         elif isinstance(payload, ToolResult):
             # an imported result has no name of its own: its call, earlier in the turn, has
             name = payload.name or self.tool_names.get(payload.tool_use_id)
-            text = clean(_result_text(payload.content))
+            text = self.clean(_result_text(payload.content))
             source_id = f"{payload.tool_use_id}:result"
             self.detail("tool_output", source_id, name, text, is_error=payload.is_error)
         elif isinstance(payload, SystemMessage):
@@ -194,18 +196,36 @@ class _Projector:
         else:
             assert_never(payload)
 
-    @staticmethod
-    def text(parts: list[str], text: str) -> bool:
-        cleaned = clean(text)
+    def text(self, parts: list[str], text: str) -> bool:
+        cleaned = self.clean(text)
         if cleaned:
             parts.append(cleaned)
         return bool(cleaned)
 
 
+def texts_to_clean(payloads: Iterable[ItemPayload]) -> Iterator[str]:
+    """The texts `project_turn` cleans of items with these payloads: what a caller cleans
+    ahead (`CleanedTexts`) to leave the projection nothing but look-ups."""
+    for payload in payloads:
+        if isinstance(payload, UserMessage | AssistantMessage):
+            yield from (block.text for block in payload.content if isinstance(block, TextBlock))
+        elif isinstance(payload, ToolResult):
+            yield _result_text(payload.content)
+        elif isinstance(payload, SystemMessage | CompactSummary):
+            yield payload.text
+        elif isinstance(payload, TaskEvent):
+            # stored as a system detail, keyed by the fingerprint of its (cleaned) line
+            yield _task_line(payload)
+
+
 def project_turn(
-    turn: int, items: Sequence[TurnItem], boilerplate: Boilerplate | None = None
+    turn: int,
+    items: Sequence[TurnItem],
+    boilerplate: Boilerplate | None = None,
+    cleaned: CleanedTexts | None = None,
 ) -> TurnProjection | None:
     """Project a turn's items (in log order) into L2 and L3; None when there are no items.
+    `cleaned` holds texts cleaned ahead (`texts_to_clean`); the others are cleaned here.
 
     The turn's stable time (`ended_at`, what detail look-ups address it by) is the time of its
     last assistant item with text: the moment the reply was finished. A turn without one (cut
@@ -213,7 +233,7 @@ def project_turn(
     """
     if not items:
         return None
-    projector = _Projector(boilerplate)
+    projector = _Projector(boilerplate, CleanedTexts() if cleaned is None else cleaned)
     for item in items:
         projector.add(item)
     return TurnProjection(

@@ -14,9 +14,9 @@ from app.domain.errors import Conflict
 from app.domain.ids import new_id
 from app.domain.items import ItemPayload, Origin, user_text
 from app.domain.jobs import JobKind
-from app.services.items import append_item
+from app.services.items import add_item, append_item
 from app.services.jobs import enqueue
-from app.services.sessions import check_session, get_session
+from app.services.sessions import get_session, no_session
 
 
 class IfBusy(StrEnum):
@@ -30,26 +30,33 @@ async def send_message(
     db: AsyncSession, tenant: str, session_id: str, text: str, if_busy: IfBusy
 ) -> Job:
     """Enqueue a chat turn. On an idle session the user item is appended now; behind a
-    running turn it is appended when its own turn starts, so turns never interleave."""
-    await check_session(db, tenant, session_id)
-    turn = await SessionRepository(db).reserve_turn(session_id)  # also locks the session
-    jobs = JobRepository(db)
-    busy = await jobs.session_is_busy(session_id)
+    running turn it is appended when its own turn starts, so turns never interleave.
+
+    Prepared statements only, so that a message is a statement unit like a step: the
+    tenant's check is the turn's reservation (which also locks the session), and the
+    item's place is taken before the job is written, which then holds it (`turn_input`)
+    without a second write of its row."""
+    sessions = SessionRepository(db)
+    turn = await sessions.reserve_turn(session_id, tenant)
+    if turn is None:
+        raise no_session(session_id)
+    busy = await JobRepository(db).session_is_busy(session_id)
     if busy and if_busy is IfBusy.reject:
         raise Conflict("the session is busy with another turn", reason="session-busy")
-    job = await enqueue(
-        db,
-        Job(
-            id=new_id("job"),
-            tenant=tenant,
-            session_id=session_id,
-            kind=JobKind.chat,
-            turn=turn,
-            input={"text": text},
-        ),
+    job = Job(
+        id=new_id("job"),
+        tenant=tenant,
+        session_id=session_id,
+        kind=JobKind.chat,
+        turn=turn,
+        input={"text": text},
     )
-    if not busy:
-        await append_turn_input(db, job)
+    if busy:
+        return await enqueue(db, job)
+    slot = await sessions.allocate_seq(session_id, new_turn=False)
+    job.input = {**job.input, "item_seq": slot.seq}
+    await enqueue(db, job)
+    await add_item(db, session_id, slot, _user_item(job), Origin.user, turn=turn, job_id=job.id)
     return job
 
 

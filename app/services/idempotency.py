@@ -100,7 +100,7 @@ class IdempotentRequest:
             expires_at=now + timedelta(seconds=self.ttl_seconds),
         )
         try:
-            await IdempotencyRepository(db).save(row)
+            await IdempotencyRepository(db).insert(row)
         except IntegrityError as exc:
             raise Conflict(
                 "another request with this Idempotency-Key is in progress; retry it"

@@ -73,7 +73,7 @@ async def enqueue(db: AsyncSession, job: Job, *, start: bool = True) -> Job:
     """Every new job enters here, queued (or, with `start=False`, as a draft that waits
     for `start_job`), so each one is also a `job.status` event."""
     job.status = JobStatus.queued if start else JobStatus.draft
-    await JobRepository(db).save(job)
+    await JobRepository(db).insert(job)
     if start:
         signals.emit(db, signals.WakeRunner())
     await record_event(db, job.session_id, "job.status", job_status_data(job), job_id=job.id)

@@ -8,6 +8,7 @@ a crash, or when a transcript is posted twice) changes nothing.
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -22,10 +23,10 @@ from app.db.repositories.memory import ChainRepository, MemoryRepository, Newest
 from app.db.repositories.rows import RowRepository
 from app.db.types import utcnow
 from app.domain.errors import Conflict, InvalidInput, NotFound
-from app.domain.items import load_payload
+from app.domain.items import ItemPayload, load_payload
 from app.memory.details import DetailEntry, DetailPage, DetailQuery, TurnDetail, detail_page
-from app.memory.noise import Boilerplate
-from app.memory.projection import Detail, TurnItem, TurnProjection, project_turn
+from app.memory.noise import Boilerplate, CleanedTexts, fingerprint
+from app.memory.projection import Detail, TurnItem, TurnProjection, project_turn, texts_to_clean
 from app.memory.render import LINE_MAX, BlockCounts, DetailHint, MemoryBlockBuilder
 from app.memory.render import MemoryTurn as RenderedTurn
 from app.memory.timeref import parse_time_ref, utc_second_ranges
@@ -44,11 +45,31 @@ async def resolve(db: AsyncSession, tenant: str, session_id: str) -> Session:
     return session
 
 
-async def project_turns(db: AsyncSession, session_id: str, turns: Iterable[int]) -> int:
-    """Write L2/L3 for these turns of the session's log; returns how many turns changed."""
+async def clean_ahead(payloads: Iterable[ItemPayload], *, thread_chars: int) -> CleanedTexts:
+    """The texts a turn's projection cleans (`texts_to_clean`) of items with these payloads,
+    cleaned before the write transaction that projects it (`project_turns`), which then
+    only looks them up: a turn's end holds no transaction, and on SQLite no writer thread,
+    while its tool outputs are cleaned. Past `thread_chars` characters they are cleaned
+    on a thread of their own, so that the caller's event loop serves its other jobs
+    meanwhile; fewer cost less than the hand-off."""
+    texts = list(texts_to_clean(payloads))
+    if sum(map(len, texts)) <= thread_chars:
+        return CleanedTexts(texts)
+    return await asyncio.to_thread(CleanedTexts, texts)
+
+
+async def project_turns(
+    db: AsyncSession,
+    session_id: str,
+    turns: Iterable[int],
+    cleaned: CleanedTexts | None = None,
+) -> int:
+    """Write L2/L3 for these turns of the session's log; returns how many turns changed.
+    `cleaned`: the turns' texts cleaned ahead (`clean_ahead`); others are cleaned here."""
     wanted = sorted(set(turns))
     if not wanted:
         return 0
+    cleaned = CleanedTexts() if cleaned is None else cleaned
     by_turn: dict[int, list[TurnItem]] = defaultdict(list)
     for row in await ItemRepository(db).of_turns(session_id, wanted):
         payload = load_payload(row.kind, row.payload)
@@ -56,14 +77,18 @@ async def project_turns(db: AsyncSession, session_id: str, turns: Iterable[int])
         by_turn[row.turn].append(TurnItem(key=key, payload=payload, at=row.created_at))
     changed = 0
     for turn in wanted:
-        projection = project_turn(turn, by_turn.get(turn, []), Boilerplate())
+        projection = project_turn(
+            turn, by_turn.get(turn, []), Boilerplate(cleaner=cleaned), cleaned
+        )
         if projection is None:
             continue
-        changed += await _store_projection(db, session_id, projection)
+        changed += await _store_projection(db, session_id, projection, cleaned)
     return changed
 
 
-async def _store_projection(db: AsyncSession, session_id: str, projection: TurnProjection) -> int:
+async def _store_projection(
+    db: AsyncSession, session_id: str, projection: TurnProjection, cleaned: CleanedTexts
+) -> int:
     """Every turn's end writes its own: prepared statements, no ORM rows. Returns 1 when
     the turn's L2 changed."""
     turn = projection.turn
@@ -71,7 +96,7 @@ async def _store_projection(db: AsyncSession, session_id: str, projection: TurnP
     body = TurnBody(projection.user_text, projection.assistant_text, projection.ended_at)
     turn_id = await repo.store_text(session_id, turn, body)
     changed = int(turn_id is not None)
-    details = [_dedupe_key(d) for d in projection.details]
+    details = [_dedupe_key(d, cleaned) for d in projection.details]
     known = await repo.detail_sources(session_id, [d.source_id for d in details])
     new: list[Detail] = []
     for detail in details:
@@ -99,13 +124,13 @@ async def _store_projection(db: AsyncSession, session_id: str, projection: TurnP
     return changed
 
 
-def _dedupe_key(detail: Detail) -> Detail:
+def _dedupe_key(detail: Detail, cleaned: CleanedTexts) -> Detail:
     """A system message is keyed by its content: boilerplate repeated every turn is kept once."""
     if detail.kind != "system":
         return detail
     return Detail(
         kind=detail.kind,
-        source_id=f"system:{Boilerplate.fingerprint(detail.text)}",
+        source_id=f"system:{fingerprint(detail.text, cleaned)}",
         tool_name=detail.tool_name,
         text=detail.text,
     )

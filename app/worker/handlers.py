@@ -31,11 +31,18 @@ from app.engine.loop import (
 )
 from app.engine.pieces import PieceCatalog
 from app.engine.tools import ToolContext, ToolRegistry
+from app.memory.noise import CleanedTexts
 from app.services.chat import append_turn_input, turn_input
 from app.services.compaction import CompactionFailed, compact_session
 from app.services.leases import JobDatabase
 from app.services.live import LiveHub
-from app.services.memory import BlockLimits, has_predecessors, memory_block, project_turns
+from app.services.memory import (
+    BlockLimits,
+    clean_ahead,
+    has_predecessors,
+    memory_block,
+    project_turns,
+)
 from app.services.session_view import SessionView, give_back, take_view
 from app.services.sessions import get_session, session_from
 from app.services.summaries import enqueue_if_needed, summarize_backlog
@@ -99,17 +106,20 @@ def tool_context(deps: Deps, session: JobSession, **extra: Any) -> ToolContext:
     )
 
 
-def remember_turn(deps: Deps, job: Job, session: Session | None = None) -> Also:
+def remember_turn(
+    deps: Deps, job: Job, session: Session | None = None, cleaned: CleanedTexts | None = None
+) -> Also:
     """At a turn's end: its L2/L3, and the L1 backlog job when the chain outgrew the window.
 
     `session` is the session's row as the turn's start read it, when it did: which chain
     the turn belongs to changes only by a merge, and a merge queues the summaries it
-    makes due itself. Without it, the row is read here."""
+    makes due itself. Without it, the row is read here. `cleaned`: the turn's texts
+    cleaned before the end's transaction (`clean_ahead`); the others are cleaned in it."""
 
     async def also(db: AsyncSession) -> None:
         if job.turn is None:
             return
-        await project_turns(db, job.session_id, [job.turn])
+        await project_turns(db, job.session_id, [job.turn], cleaned)
         chain = session
         if chain is None:
             rows = await SessionRepository(db).session_row(job.session_id)
@@ -168,6 +178,10 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
     outcome = await run_turn(deps.llm, store, deps.tools, ctx, config, HubTurnEvents(deps.hub, job))
     if outcome.status == "cancelled":  # before the view is given back: it holds the results
         await close_dangling_tool_uses(store, CANCELLED)
+    user = [] if (user_item := _user_item(job)) is None else [user_item]
+    cleaned = await clean_ahead(
+        [*user, *store.written], thread_chars=deps.settings.memory_clean_thread_chars
+    )
 
     def committed() -> None:
         # given back once the answer is in the log, with it: the session's next reader in
@@ -175,7 +189,7 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
         store.ended()
         give_back(deps.database.caches, view)
 
-    also = store.ending(remember_turn(deps, job, session))
+    also = store.ending(remember_turn(deps, job, session, cleaned))
     return replace(_turn_ended(deps, outcome), also=also, committed=committed)
 
 

@@ -73,6 +73,9 @@ class DbTurnStore:
         self._reading: Answered | None = None  # a response whose calls only read, as they run
         self._answer: _DeferredAnswer | None = None  # until the end takes its write
         self._handed: _DeferredAnswer | None = None  # once it did
+        # what this store appended (the answer handed to the end's write included), in
+        # order: the turn's memory cleans their texts before that write (`clean_ahead`)
+        self.written: list[ItemPayload] = []
 
     async def segment(self) -> list[ItemPayload]:
         await self.session.refresh()
@@ -97,6 +100,7 @@ class DbTurnStore:
         elif self._answer_with_end:
             writes = self._writes(step, ())
             self._answer = _DeferredAnswer(writes, step.message, self.session.checkpoint)
+            self.written.append(step.message)
         else:
             await self._append(step, ())
 
@@ -127,6 +131,7 @@ class DbTurnStore:
         checkpoint = self.session.checkpoint
         work = self._writes(answer, items)
         payloads = [answer.message, *items] if answer is not None else list(items)
+        self.written.extend(payloads)
         try:
             seqs = await self.session.database.write_statements(work)
         except BaseException:

@@ -20,8 +20,15 @@ from app.domain.items import (
     UserMessage,
     user_text,
 )
-from app.memory.noise import Boilerplate
-from app.memory.projection import Detail, TurnItem, TurnProjection, project_turn
+from app.memory import noise
+from app.memory.noise import Boilerplate, CleanedTexts
+from app.memory.projection import (
+    Detail,
+    TurnItem,
+    TurnProjection,
+    project_turn,
+    texts_to_clean,
+)
 
 T0 = datetime(2026, 4, 16, 14, 23, 0, tzinfo=UTC)
 PNG = {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}
@@ -90,6 +97,25 @@ def test_representative_turn_projects_to_exact_l2_and_l3() -> None:
             Detail("image", "item:5:image:1", None, "[image]"),
         ],
     )
+
+
+def test_a_turn_with_its_texts_cleaned_ahead_projects_alike_cleaning_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    task = TaskEvent(op="TaskCreate", taskid=1, input={"subject": "Fix the path"})
+    turn = [*representative_turn(), TurnItem("item:6", task, at(6))]
+    expected = project_turn(3, turn, Boilerplate())
+    cleaned = CleanedTexts(texts_to_clean(item.payload for item in turn))
+    cleanings: list[str] = []
+
+    def counted(text: str) -> str:
+        cleanings.append(text)
+        return text
+
+    monkeypatch.setattr(noise, "clean", counted)
+
+    assert project_turn(3, turn, Boilerplate(cleaner=cleaned), cleaned) == expected
+    assert cleanings == []
 
 
 def test_projecting_the_same_items_twice_gives_equal_results() -> None:

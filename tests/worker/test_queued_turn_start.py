@@ -37,7 +37,7 @@ async def database(database_url: str) -> AsyncIterator[Database]:
 
 async def queued_turn(database: Database) -> Job:
     async def queue(db: AsyncSession) -> Job:
-        turn = await SessionRepository(db).reserve_turn(SESSION)
+        turn = await SessionRepository(db).reserve_turn(SESSION, "t")
         job = Job(
             id=new_id("job"),
             tenant="t",

@@ -146,7 +146,7 @@ async def send(
         job = await send_message(db, tenant, session_id, body.text, if_busy)
         return MessageAccepted(job_id=job.id, turn=job.turn, job=JobPublic.of(job))
 
-    answer = await database.write(idempotency.once(202, work))
+    answer = await database.write_statements(idempotency.once(202, work))
     if not wait:
         return replayed(answer) if isinstance(answer, Replay) else answer
     job_id = str(answer.body["job_id"]) if isinstance(answer, Replay) else answer.job_id

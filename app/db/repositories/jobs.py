@@ -132,6 +132,21 @@ _CLAIM = Prepared(
     )
     .returning(*_J.c)
 )
+_IS_ACTIVE = or_(*(_J.c.status == status for status in _ACTIVE))
+# a chat message's admission and its busy check (`app.services.chat.send_message`)
+_ACTIVE_COUNT = Prepared(
+    core_select(func.count())
+    .select_from(_J)
+    .where(_J.c.tenant == bindparam("j_tenant"), _IS_ACTIVE)
+)
+_ADMISSION_LOCK = Prepared(
+    core_select(func.pg_advisory_xact_lock(func.hashtext(bindparam("j_lock", type_=String))))
+)
+_SESSION_BUSY = Prepared(
+    core_select(_J.c.id)
+    .where(_J.c.session_id == bindparam("j_session"), _J.c.lane == "session", _IS_ACTIVE)
+    .limit(1)
+)
 _COLUMNS = columns_of(Job)
 # what a status change sets (`app.services.jobs.set_status`), and nothing else
 _STATUS_COLUMNS = (
@@ -171,26 +186,17 @@ class JobRepository(RowRepository):
 
     async def active_count(self, tenant: str) -> int:
         """How many jobs of the tenant are queued or running."""
-        query = (
-            select(func.count())
-            .select_from(Job)
-            .where(Job.tenant == tenant, col(Job.status).in_(_ACTIVE))
-        )
-        return int((await self.db.exec(query)).one())
+        return int((await _ACTIVE_COUNT.execute(self.db, {"j_tenant": tenant})).rows[0][0])
 
     async def lock_tenant_admission(self, tenant: str) -> None:
         """Hold the tenant's admission lock until the transaction ends, so that two units
         queueing its jobs at once count one after the other (PostgreSQL: a transaction
         advisory lock; a SQLite write transaction is exclusive already)."""
         if self.db.get_bind().dialect.name == "postgresql":
-            key = func.hashtext(cast(f"strata.admission:{tenant}", String))
-            await self.db.exec(select(func.pg_advisory_xact_lock(key)))
+            await _ADMISSION_LOCK.execute(self.db, {"j_lock": f"strata.admission:{tenant}"})
 
     async def session_is_busy(self, session_id: str) -> bool:
-        query = select(Job.id).where(
-            Job.session_id == session_id, Job.lane == "session", col(Job.status).in_(_ACTIVE)
-        )
-        return (await self.db.exec(query.limit(1))).first() is not None
+        return bool((await _SESSION_BUSY.execute(self.db, {"j_session": session_id})).rows)
 
     async def claim(self, owner: str, until: datetime, *, limit: int) -> list[Job]:
         """Lease the first `limit` jobs a runner may take to `owner`, in one prepared

@@ -166,6 +166,15 @@ _PROBE = Prepared(
 )
 
 
+_RESERVE_TURN = Prepared(
+    _S.update()
+    .where(_S.c.id == bindparam("s_id"), _S.c.tenant == bindparam("s_tenant"))
+    .values(
+        current_turn=_S.c.current_turn + 1,
+        updated_at=bindparam("s_now", type_=_S.c.updated_at.type),
+    )
+    .returning(_S.c.current_turn)
+)
 _TENANT = core_select(_S.c.tenant).where(_S.c.id == bindparam("s_id"))
 _TENANT_OF = Prepared(_TENANT)
 _TENANT_OF_LOCKED = Prepared(_TENANT.with_for_update())
@@ -261,16 +270,13 @@ class SessionRepository(RowRepository):
         }
         return _slot_of((await _ALLOCATE.execute(self.db, params)).rows, session_id)
 
-    async def reserve_turn(self, session_id: str) -> int:
-        """Take the next turn number. First statement of a chat enqueue: it also
-        locks the session row, so busy checks after it see every earlier enqueue."""
-        stmt = (
-            update(Session)
-            .where(col(Session.id) == session_id)
-            .values(current_turn=col(Session.current_turn) + 1, updated_at=utcnow())
-            .returning(col(Session.current_turn))
-        )
-        return int((await self.db.exec(stmt)).one()[0])
+    async def reserve_turn(self, session_id: str, tenant: str) -> int | None:
+        """Take the next turn number of the tenant's session (None: the tenant has no such
+        session, and nothing changed). First statement of a chat enqueue: it also locks
+        the session row, so busy checks after it see every earlier enqueue."""
+        params = {"s_id": session_id, "s_tenant": tenant, "s_now": utcnow()}
+        rows = (await _RESERVE_TURN.execute(self.db, params)).rows
+        return int(rows[0][0]) if rows else None
 
     async def add_usage(self, session_id: str, usage: Usage) -> None:
         await _ADD_USAGE.execute(self.db, {"s_id": session_id, **usage_params(usage)})
