@@ -254,7 +254,7 @@ class Settings(BaseSettings):
     bash_network: bool = False
     max_workspace_file_bytes: int = 16 * 1024 * 1024
 
-    # --- tool policies (issue 40) -------------------------------------------
+    # --- tool policies -------------------------------------------------------
     # A JSON file holding a list of tool policy rules, the operator's layer over every
     # tenant's calls; one that cannot be read or holds a bad rule stops the process at
     # its start, naming the rule. Unset: no operator rules.

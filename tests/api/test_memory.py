@@ -381,6 +381,18 @@ async def test_merge_moves_the_turns_into_the_target(
     assert (await client.get(f"/sessions/{a}")).json()["merged_into"] == b
 
 
+async def test_a_merge_into_something_that_is_no_session_id_is_refused_naming_into(
+    client: httpx.AsyncClient, two_sessions: tuple[str, str]
+) -> None:
+    a, _ = two_sessions
+
+    response = await client.post(f"/sessions/{a}/merge", json={"into": "I+h ¹"})
+
+    assert response.status_code == 422, response.text
+    assert "into" in response.text
+    assert (await client.get(f"/sessions/{a}")).json()["merged_into"] is None
+
+
 async def test_a_merged_session_answers_its_reads_through_the_target(
     client: httpx.AsyncClient, two_sessions: tuple[str, str]
 ) -> None:
@@ -427,7 +439,9 @@ async def test_merge_into_an_unknown_session_is_404(
 ) -> None:
     a, _ = two_sessions
 
-    response = await client.post(f"/sessions/{a}/merge", json={"into": "ses_nope"})
+    response = await client.post(
+        f"/sessions/{a}/merge", json={"into": "ses_01KBFQ7ZD4R3YJ8W2N5T6V9XAC"}
+    )
 
     assert response.status_code == 404
     assert (await client.get(f"/sessions/{a}")).json()["merged_into"] is None

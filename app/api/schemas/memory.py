@@ -64,4 +64,8 @@ class MergeRequest(BaseModel):
         extra="forbid", json_schema_extra={"examples": [{"into": "ses_01KBFQ7ZD4R3YJ8W2N5T6V9XAC"}]}
     )
 
-    into: str = Field(min_length=1, max_length=40, description="The session that takes the turns.")
+    into: str = Field(
+        max_length=40,
+        pattern=r"^ses_[0-9A-HJKMNP-TV-Z]{26}$",
+        description="The session that takes the turns.",
+    )
