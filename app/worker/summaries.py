@@ -10,7 +10,6 @@ fallback: no information is lost.
 from __future__ import annotations
 
 import asyncio
-import logging
 import math
 
 from app.db.engine import UnitsOfWork
@@ -18,12 +17,11 @@ from app.db.models import Job, MemoryTurn, Session
 from app.db.repositories.memory import MemoryRepository
 from app.db.repositories.rows import RowRepository
 from app.engine.context import DEFAULT_CHARS_PER_TOKEN, estimate_request_tokens
-from app.engine.llm import LLM, LLMError, LLMRequest, text_of
+from app.engine.llm import LLM, LLMRequest
 from app.memory.l1 import L1_SYSTEM, l1_request, l2_text, one_line, target_chars
 from app.services.summaries import pending_turns
 from app.settings import Settings
-
-logger = logging.getLogger("strata.summaries")
+from app.worker.llm_retry import ask_for_text
 
 
 async def summarize_backlog(settings: Settings, database: UnitsOfWork, llm: LLM, job: Job) -> int:
@@ -81,7 +79,7 @@ def fitted_l1_request(settings: Settings, l2: str) -> LLMRequest:
 
 
 async def summarize_turn(settings: Settings, llm: LLM, turn: MemoryTurn) -> tuple[str, bool]:
-    """(summary, fell_back): 2 retries, then the L2 text itself.
+    """(summary, fell_back): the summary model's line (`ask_for_text`), else the L2 text.
 
     A turn with no L2 at all (only tool calls or harness messages) is never sent to the
     summary model: its L1 is empty, which the memory block shows as nothing."""
@@ -89,13 +87,9 @@ async def summarize_turn(settings: Settings, llm: LLM, turn: MemoryTurn) -> tupl
     if not l2.strip():
         return "", False
     request = fitted_l1_request(settings, l2)
-    for attempt in range(settings.summary_retries + 1):
-        try:
-            response = await llm.complete(request)
-        except LLMError as exc:
-            logger.warning("L1 of turn %s, attempt %s: %s", turn.id, attempt + 1, exc.detail)
-            continue
-        summary = one_line(text_of(response.content))
-        if summary:
-            return summary, False
-    return l2, True
+    summary = await ask_for_text(
+        settings, llm, request, clean=one_line, what=f"L1 of turn {turn.id}"
+    )
+    if summary is None:
+        return l2, True
+    return summary, False
