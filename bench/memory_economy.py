@@ -29,7 +29,7 @@ from app.db.engine import Database
 from app.db.migrate import upgrade_to_head
 from app.db.models import MemoryTurn, Session
 from app.engine.truncation import CHARS_PER_TOKEN, estimate_tokens
-from app.services.claude_code import ingest_transcript, session_start, start_context
+from app.services.claude_code import HookSource, ingest_transcript, session_start, start_context
 from app.services.memory import BlockLimits, memory_block
 from app.settings import Settings
 from bench.common import ROOT, Context, Row, Section
@@ -104,15 +104,10 @@ async def measure(name: str, raw: str, workdir: Path) -> Economy:
     settings = Settings(_env_file=None, database_url=url)
     database = Database(settings)
     try:
-        stop = {"hook_event_name": "Stop", "session_id": f"{stem}-1", "cwd": PROJECT}
+        stop = HookSource(session_id=f"{stem}-1", cwd=PROJECT)
         lines = raw.split("\n")
         report = await ingest_transcript(database, settings, TENANT, stop, lambda: iter(lines))
-        start = {
-            "hook_event_name": "SessionStart",
-            "session_id": f"{stem}-2",
-            "cwd": PROJECT,
-            "source": "startup",
-        }
+        start = HookSource(session_id=f"{stem}-2", cwd=PROJECT)
         successor = await database.write(lambda db: session_start(db, TENANT, start))
         async with database.read() as db:
             block = await start_context(db, settings, TENANT, successor.id)

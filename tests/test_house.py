@@ -12,6 +12,8 @@ folders that are not `app/`'s (`NOT_APP_FOLDERS`); the `tests/` root holds at mo
 The house's other rules are tested where their package's tests live:
 - the engine imports nothing of what drives it: `tests/engine/test_import_boundary.py`;
 - the problem-type prefix is spelled in the domain only: `tests/api/test_problem_types.py`;
+- no service holds the LLM port (the model's calls are the worker's):
+  `tests/services/test_no_llm_call.py`;
 - one statement budget per agent step and per one-request turn, counted, not timed:
   `tests/worker/test_statement_budget.py`.
 """

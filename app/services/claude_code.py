@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import islice
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from sqlalchemy.exc import IntegrityError
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -49,6 +49,16 @@ T = TypeVar("T")
 SOURCE = "claude-code"
 
 
+@dataclass(frozen=True)
+class HookSource:
+    """Which Claude Code session a hook post is about, and the folders naming its project:
+    `cwd`, and the git root of it when the kit sent one (`project_root`)."""
+
+    session_id: str
+    cwd: str | None = None
+    project_root: str | None = None
+
+
 @dataclass
 class IngestReport:
     session_id: str
@@ -67,12 +77,12 @@ class Mirror:
     holders: tuple[str, ...]
 
 
-def project_keys(payload: dict[str, Any]) -> list[str]:
+def project_keys(source: HookSource) -> list[str]:
     """The folders naming a hook's project: the git root of `cwd` when the kit sent it
     (`project_root`: sessions started in different folders of one repository share a
     chain), and `cwd` itself. The first one is what a new session is filed under."""
-    keys = [payload.get("project_root"), payload.get("cwd")]
-    return [k for k in dict.fromkeys(keys) if isinstance(k, str) and k.strip()]
+    keys = [source.project_root, source.cwd]
+    return [k for k in dict.fromkeys(keys) if k is not None and k.strip()]
 
 
 async def write_mirrored(database: UnitsOfWork, work: Work[T]) -> T:
@@ -137,7 +147,7 @@ async def ingest_transcript(
     database: UnitsOfWork,
     settings: Settings,
     tenant: str,
-    payload: dict[str, Any],
+    source: HookSource,
     lines: Lines,
     *,
     first_line: int = 1,
@@ -157,9 +167,9 @@ async def ingest_transcript(
     chunk, never half-way; each chunk also re-projects the turn that was open when it
     began, so a retry after a failure finds the turn a failed chunk would have completed.
     """
-    external_id = _session_id(payload)
+    external_id = _session_id(source)
     facts = await asyncio.to_thread(lambda: transcript_facts(lines()))
-    projects = project_keys(payload) or ([facts.cwd] if facts.cwd else [])
+    projects = project_keys(source) or ([facts.cwd] if facts.cwd else [])
     mirrors = await write_mirrored(
         database,
         partial(
@@ -330,12 +340,10 @@ async def import_chunk(
     return imported
 
 
-async def session_start(db: AsyncSession, tenant: str, payload: dict[str, Any]) -> Session:
+async def session_start(db: AsyncSession, tenant: str, source: HookSource) -> Session:
     """Find or make the starting session, linked into its project's chain (a write); a
     session merged away answers through the one it was merged into."""
-    session = await mirrored_session(
-        db, tenant, _session_id(payload), projects=project_keys(payload)
-    )
+    session = await mirrored_session(db, tenant, _session_id(source), projects=project_keys(source))
     return await resolve(db, tenant, session.id)
 
 
@@ -346,8 +354,8 @@ async def start_context(db: AsyncSession, settings: Settings, tenant: str, sessi
     return block.text
 
 
-def _session_id(payload: dict[str, Any]) -> str:
-    value = payload.get("session_id")
-    if not isinstance(value, str) or not value.strip() or len(value) > 150:
+def _session_id(source: HookSource) -> str:
+    value = source.session_id
+    if not value.strip() or len(value) > 150:
         raise InvalidInput("the hook payload has no usable session_id", field="session_id")
     return value

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -144,24 +145,36 @@ async def status_of(db: AsyncSession, row: Session) -> SessionStatus:
     return (await statuses_of(db, [row]))[row.id]
 
 
+@dataclass(frozen=True)
+class SessionChanges:
+    """What a PATCH of a session changes: the fields named in `sent`, and only those
+    (None included: a sent null title clears it)."""
+
+    sent: frozenset[str]
+    title: str | None = None
+    metadata: dict[str, Any] | None = None
+    tools: list[str] | None = None
+    tool_policy: Sequence[ToolPolicyRule] = ()
+
+
 async def update_session(
     db: AsyncSession,
     tenant: str,
     session_id: str,
-    changes: dict[str, Any],
+    changes: SessionChanges,
     known_tools: Collection[str] = (),
     policy_bounds: RuleBounds | None = None,
 ) -> Session:
     """Apply only the fields the client sent; `metadata`, `tools` and `tool_policy` are
     replaced whole."""
     row = await get_session(db, tenant, session_id)
-    if "tools" in changes:
-        row.tools = check_tools(changes["tools"], known_tools)
-    if "tool_policy" in changes:
-        row.tool_policy = _session_rules(changes["tool_policy"], policy_bounds)
-    if "title" in changes:
-        row.title = changes["title"]
-    if "metadata" in changes:
-        row.metadata_ = changes["metadata"] or {}
+    if "tools" in changes.sent:
+        row.tools = check_tools(changes.tools, known_tools)
+    if "tool_policy" in changes.sent:
+        row.tool_policy = _session_rules(changes.tool_policy, policy_bounds)
+    if "title" in changes.sent:
+        row.title = changes.title
+    if "metadata" in changes.sent:
+        row.metadata_ = changes.metadata or {}
     row.updated_at = utcnow()
     return await SessionRepository(db).save(row)

@@ -98,26 +98,38 @@ async def list_subscriptions(
     return page_of(rows, limit, lambda row: row.id)
 
 
+@dataclass(frozen=True)
+class SubscriptionChanges:
+    """What a PATCH of a subscription changes: `url`, `events` and `enabled` when not
+    None; `description` when `description_sent` (None then clears it)."""
+
+    url: str | None = None
+    events: list[str] | None = None
+    enabled: bool | None = None
+    description: str | None = None
+    description_sent: bool = False
+
+
 async def update_subscription(
     db: AsyncSession,
     tenant: str,
     subscription_id: str,
-    changes: dict[str, Any],
+    changes: SubscriptionChanges,
 ) -> WebhookSubscription:
     """Only the fields sent change (a new `url` has passed `check_target`). Enabling
     again clears the reason and the failing clock."""
     row = await get_subscription(db, tenant, subscription_id)
-    if changes.get("url") is not None:
-        row.url = changes["url"]
-    if changes.get("events") is not None:
-        row.events = _check_events(changes["events"])
-    if "description" in changes:
-        row.description = changes["description"]
-    if changes.get("enabled") is not None:
-        if changes["enabled"] and not row.enabled:
+    if changes.url is not None:
+        row.url = changes.url
+    if changes.events is not None:
+        row.events = _check_events(changes.events)
+    if changes.description_sent:
+        row.description = changes.description
+    if changes.enabled is not None:
+        if changes.enabled and not row.enabled:
             row.disabled_reason = None
             row.failing_since = None
-        row.enabled = bool(changes["enabled"])
+        row.enabled = changes.enabled
     row.updated_at = utcnow()
     await WebhookRepository(db).save(row)
     caches.forget(db, caches.WEBHOOKS, tenant)

@@ -39,9 +39,9 @@ from app.engine.context import (
 from app.engine.llm import LLMRequest, LLMResponse
 from app.engine.loop import REBUILD, SEND, STOP, ContextVerdict, Note, TurnStore
 from app.engine.truncation import ResponseBudget, result_budget
-from app.services.compaction import CompactionFailed
 from app.services.events import record_event
 from app.settings import Settings
+from app.worker.compaction import CompactionFailed
 
 logger = logging.getLogger("strata.context")
 

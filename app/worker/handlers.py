@@ -33,7 +33,6 @@ from app.engine.pieces import PieceCatalog
 from app.engine.tools import ToolContext, ToolRegistry
 from app.memory.noise import CleanedTexts
 from app.services.chat import append_turn_input, turn_input
-from app.services.compaction import CompactionFailed, compact_session
 from app.services.leases import JobDatabase
 from app.services.live import LiveHub
 from app.services.memory import (
@@ -45,12 +44,14 @@ from app.services.memory import (
 )
 from app.services.session_view import SessionView, give_back, take_view
 from app.services.sessions import get_session, session_from
-from app.services.summaries import enqueue_if_needed, summarize_backlog
+from app.services.summaries import enqueue_if_needed
 from app.settings import Settings
+from app.worker.compaction import CompactionFailed, compact_session
 from app.worker.context_policy import ChatContext
 from app.worker.job_session import JobSession
 from app.worker.memory_gateway import LogMemoryGateway
 from app.worker.reminder import task_reminder
+from app.worker.summaries import summarize_backlog
 from app.worker.task_gateway import JobTaskGateway
 from app.worker.turn_store import DbTurnStore, HubTurnEvents
 

@@ -5,7 +5,7 @@ are read once per STRATA_WEBHOOK_CACHE_SECONDS, and every change made in the pro
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pytest
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -102,11 +102,14 @@ async def test_a_new_subscription_gets_the_next_event_at_once(database: Database
 
 @pytest.mark.parametrize(
     "change",
-    [{"enabled": False}, {"events": ["job.failed"]}],
+    [
+        webhooks.SubscriptionChanges(enabled=False),
+        webhooks.SubscriptionChanges(events=["job.failed"]),
+    ],
     ids=["disabled", "other-events"],
 )
 async def test_an_updated_subscription_is_seen_by_the_next_event_at_once(
-    database: Database, change: dict[str, Any]
+    database: Database, change: webhooks.SubscriptionChanges
 ) -> None:
     subscription = await subscribe(database)
     assert len(await event(database)) == 1

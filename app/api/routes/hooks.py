@@ -4,7 +4,6 @@ import asyncio
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
@@ -21,6 +20,7 @@ from app.api.schemas.hooks import ClaudeCodeHook, HookAnswer, HookSpecificOutput
 from app.db.engine import Database
 from app.domain.errors import Forbidden, InvalidInput
 from app.services.claude_code import (
+    HookSource,
     ingest_transcript,
     session_start,
     start_context,
@@ -127,9 +127,9 @@ async def _answer(
     settings: Settings,
     admission: Admission,
 ) -> HookAnswer:
-    payload: dict[str, Any] = hook.model_dump(exclude={"transcript"})
+    source = HookSource(session_id=hook.session_id, cwd=hook.cwd, project_root=hook.project_root)
     if hook.hook_event_name == "SessionStart":
-        session = await write_mirrored(database, lambda db: session_start(db, tenant, payload))
+        session = await write_mirrored(database, lambda db: session_start(db, tenant, source))
         async with database.read() as db:
             text = await start_context(db, settings, tenant, session.id)
         response.headers["Strata-Session"] = session.id
@@ -152,7 +152,7 @@ async def _answer(
         )
     async with admission.import_slot(database, tenant):
         report = await ingest_transcript(
-            database, settings, tenant, payload, lines, first_line=hook.transcript_first_line
+            database, settings, tenant, source, lines, first_line=hook.transcript_first_line
         )
     response.headers["Strata-Session"] = report.session_id
     response.headers["Strata-Imported"] = str(report.imported)

@@ -123,9 +123,13 @@ async def update_session(
     tenant: CurrentTenant,
     runtime: RuntimeDep,
 ) -> SessionPublic:
-    changes = body.model_dump(exclude_unset=True)
-    if "tool_policy" in changes:
-        changes["tool_policy"] = body.tool_policy  # the rules, not their dump
+    changes = service.SessionChanges(
+        sent=frozenset(body.model_fields_set),
+        title=body.title,
+        metadata=body.metadata,
+        tools=body.tools,
+        tool_policy=body.tool_policy,
+    )
 
     async def work(db: AsyncSession) -> SessionPublic:
         row = await service.update_session(

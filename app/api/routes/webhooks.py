@@ -109,11 +109,16 @@ async def update_webhook(
     tenant: CurrentTenant,
     settings: SettingsDep,
 ) -> WebhookPublic:
-    changes = body.model_dump(exclude_unset=True)
-    if changes.get("url") is not None:  # resolved before the write, never inside it
-        changes["url"] = await check_target(
-            changes["url"], allow_private=settings.webhook_allow_private
-        )
+    url = body.url
+    if url is not None:  # resolved before the write, never inside it
+        url = await check_target(url, allow_private=settings.webhook_allow_private)
+    changes = service.SubscriptionChanges(
+        url=url,
+        events=list(body.events) if body.events is not None else None,
+        enabled=body.enabled,
+        description=body.description,
+        description_sent="description" in body.model_fields_set,
+    )
     row = await database.write(
         lambda db: service.update_subscription(db, tenant, webhook_id, changes)
     )

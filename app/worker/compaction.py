@@ -13,8 +13,6 @@ the request the model answers ends with what the user just said.
 
 from __future__ import annotations
 
-import logging
-
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import UnitsOfWork
@@ -24,14 +22,13 @@ from app.domain.items import ItemPayload, Origin
 from app.domain.tasks import render_snapshot, render_task_list
 from app.engine.compaction import carried_input, opening_items, summary_request
 from app.engine.context import estimate_request_tokens
-from app.engine.llm import LLM, LLMError, LLMRequest, text_of
+from app.engine.llm import LLM, LLMRequest
 from app.services.events import record_event
 from app.services.items import append_item, segment_payloads
 from app.services.sessions import get_session
 from app.services.tasks import load_store
 from app.settings import Settings
-
-logger = logging.getLogger("strata.compaction")
+from app.worker.llm_retry import ask_for_text
 
 
 class CompactionFailed(Exception):
@@ -68,7 +65,9 @@ async def compact_session(
         snapshot = render_snapshot(store, settings.task_snapshot_max_chars)
     items, carried = carried_input(segment, turn_input)
     request = fitted_summary_request(settings, items, snapshot, window_tokens)
-    summary = await _summarize(llm, request, settings.summary_retries)
+    summary = await ask_for_text(
+        settings, llm, request, clean=str.strip, what=f"compaction summary of {session_id}"
+    )
     if summary is None:
         await database.write(
             lambda db: record_event(
@@ -127,17 +126,3 @@ def fitted_summary_request(
     )
     request.max_tokens = max(1, min(answer, window - estimate_request_tokens(request)))
     return request
-
-
-async def _summarize(llm: LLM, request: LLMRequest, retries: int) -> str | None:
-    for attempt in range(retries + 1):
-        try:
-            response = await llm.complete(request)
-        except LLMError as exc:
-            logger.warning("compaction summary attempt %s failed: %s", attempt + 1, exc.detail)
-            continue
-        text = text_of(response.content).strip()
-        if text:
-            return text
-        logger.warning("compaction summary attempt %s was empty", attempt + 1)
-    return None
