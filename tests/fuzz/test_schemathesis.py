@@ -195,7 +195,7 @@ def live_app(
     The in-process runner and webhook dispatcher run as in `strata serve`, the LLM is the
     fake Messages API answering everything at once. Nothing leaves the machine: webhook
     URLs are not resolved (`webhook_allow_private`: a generated host name would be a DNS
-    query, and its answer not deterministic), and the dispatcher's HTTP client goes
+    query, and its answer not deterministic), and every HTTP client but the LLM's goes
     through a proxy on a closed loopback port.
     """
     fake_llm.always(_answer)
@@ -203,6 +203,9 @@ def live_app(
         monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv(name.lower(), raising=False)
     monkeypatch.setenv("ALL_PROXY", "http://127.0.0.1:9")  # one proxy: each costs an SSL context
+    # the SDK honours the proxy variables too: the fake LLM alone is reached directly, so a
+    # generated `?wait=true` with a long timeout sees the turn's answer, not a 502
+    monkeypatch.setenv("NO_PROXY", fake_llm.url)
     yield create_app(
         make_settings(
             api_keys=f"fuzz:{KEY}",
@@ -237,3 +240,20 @@ def test_api(case: schemathesis.Case[Any], live_app: FastAPI, existing: Existing
     existing.use_in(case)
     fresh_idempotency_key(case)
     case.call_and_validate(app=live_app)
+
+
+def test_the_fuzzed_apps_agent_reaches_the_fake_llm(live_app: FastAPI) -> None:
+    """A waited message is answered: the proxy that keeps webhooks on the machine does not
+    stand between the agent and the fake Messages API."""
+    session = Existing(live_app).ids["session_id"]
+    case = schema["/sessions/{session_id}/messages"]["POST"].Case(
+        headers=dict(AUTH),
+        path_parameters={"session_id": session},
+        query={"wait": True, "timeout": 60},
+        body={"text": "hello"},
+    )
+
+    response = case.call(app=live_app)
+
+    assert response.status_code == 200, response.text
+    assert response.json()["job"]["status"] == "succeeded"
