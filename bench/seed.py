@@ -52,7 +52,7 @@ def _turn(turn: int) -> list[tuple[ItemPayload, Origin]]:
 
 
 async def session_with_log(
-    database: Database, items: int, segment_items: int, task_ops: int = 0
+    database: Database, items: int, segment_items: int, task_ops: int = 0, tenant: str = TENANT
 ) -> str:
     """A new session whose log holds `items` chat items, the last `segment_items` of them
     in its current segment (the rest in earlier, compacted segments).
@@ -60,8 +60,12 @@ async def session_with_log(
     With `task_ops`, the log starts with that many task operations (TaskCreate /
     TaskUpdate results and REST task events, as `bench.replay` writes them) in a
     compacted segment of their own: the task list is rebuilt from the log, so a turn
-    in such a session shows what a long task history costs each step."""
-    session = await database.write(lambda db: create_session(db, TENANT, title=f"{items} items"))
+    in such a session shows what a long task history costs each step. With no
+    `segment_items`, the current segment is empty, as a newly opened one is: a turn's
+    requests then hold only what the turn adds.
+
+    The session is `tenant`'s."""
+    session = await database.write(lambda db: create_session(db, tenant, title=f"{items} items"))
     session_id = session.id
     start = utcnow() - timedelta(seconds=items)
     rows: list[dict[str, Any]] = []
@@ -102,9 +106,11 @@ async def session_with_log(
             row["segment"] = current
 
     async def fill(db: AsyncSession) -> None:
+        # Core statements on the unit's connection (SQLModel's session deprecates `execute`)
+        connection = await db.connection()
         for chunk in range(0, len(rows), 5000):
-            await db.execute(insert(Item), rows[chunk : chunk + 5000])
-        await db.execute(
+            await connection.execute(insert(Item), rows[chunk : chunk + 5000])
+        await connection.execute(
             update(Session)
             .where(Session.id == session_id)  # type: ignore[arg-type]
             .values(last_seq=len(rows), current_turn=turns, current_segment=current)

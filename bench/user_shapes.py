@@ -17,10 +17,16 @@ its own), and the bench is the user:
   fake received it), run by run. The fake records when each request arrived and its
   answer was written; a step gap is from an answer written to the next request arrived,
   so it holds everything the client did between two calls. Own work per step is
-  Strata's median gap minus the bare loop's, pair by pair.
+  Strata's median gap minus the bare loop's, pair by pair. Two more `?wait=true` rows
+  run the same loop on a session whose log already holds 10,000 chat items, or 10,000
+  task operations, before its current segment (written into the serve process's
+  database by `bench.seed`, as `bench/overhead.py` seeds its own, before the server
+  starts); the segment is empty, so their requests are the fresh session's and the rows
+  differ from it only in what lies before the segment.
 - **CPU per one-request chat turn, its HTTP request included.** 32 clients (the runner's
-  default concurrency) each send one-request turns (`?wait=true`, the fake answering after
-  200 ms) to sessions of their own; the serve process's CPU (`/proc/<pid>/stat`) over the
+  default concurrency, where the issue's figure had 200: see `CPU_CLIENTS`) each send
+  one-request turns (`?wait=true`, the fake answering after 200 ms) to sessions of their
+  own; the serve process's CPU (`/proc/<pid>/stat`) over the
   run divided by its turns, beside a bare SDK loop's CPU per call at the same concurrency
   sending a request of Strata's (`bench.capacity.bare_run`), right after it; with and
   without 100 idle streams. Worker CPU alone: the same with `STRATA_RUN_WORKER_IN_SERVER=
@@ -51,13 +57,16 @@ from typing import Any
 
 import httpx
 
+from app.db.engine import Database
 from app.db.migrate import upgrade_to_head
 from app.domain.jobs import TERMINAL
+from app.settings import Settings
 from bench import fake_llm
 from bench.api_throughput import Server
 from bench.capacity import bare_run
 from bench.common import Context, Row, Section, Stats, cpu_seconds, step_gaps_ms
 from bench.overhead import bare_turn
+from bench.seed import session_with_log
 
 NAME = "user_shapes"
 TITLE = "The user's shapes: `strata serve` over HTTP beside a bare SDK loop"
@@ -65,7 +74,12 @@ LOOP_REQUESTS = 120
 IDLE_STREAMS = 100
 TOOL = "current_time"
 LLM_SECONDS = 0.2
-CPU_CLIENTS = 32  # `STRATA_WORKER_CONCURRENCY`'s default: every client's turn runs at once
+CPU_CLIENTS = 32
+"""Clients sending one-request turns at once: `STRATA_WORKER_CONCURRENCY`'s default, so
+every client's turn runs as soon as it is sent. Issue #39 speaks of 200 at once: past the
+runner's 32 slots the other 168 turns would wait queued, their requests held open, and
+Strata's CPU per turn would also hold that queue's work, which the bare loop beside it
+(200 calls in flight, no queue) has no counterpart for."""
 CPU_TURNS_PER_CLIENT = 8  # under the memory's L2 window: no turn queues a summary
 IDLE_SECONDS = 10.0
 BIG_CALLS = 10
@@ -76,6 +90,8 @@ CONTEXT_WINDOW = 1_000_000  # tokens: 1 MB of tool results is ~250k of them
 # tokens the tool results of one response may hold in all (the default, 60,000, would cut
 # the 10 results of ~100 KB to ~24 KB each)
 RESULT_MAX_TOKENS = 300_000
+SEEDED = 10_000  # log items, or task operations, before the loop's segment
+TENANT = "bench"
 TURN_TIMEOUT = 600.0
 KEEPALIVE_SECONDS = 2.0
 PAIRS = 3
@@ -155,10 +171,23 @@ def within(ratio: float, bound: float) -> bool:
 
 
 # --- the server -------------------------------------------------------------------------
+def database_url(workdir: Path) -> str:
+    """The serve process's SQLite database, in its folder."""
+    return f"sqlite:///{workdir / 'strata.db'}"
+
+
+def migrated(workdir: Path) -> str:
+    """The serve process's database made and migrated to head, in a new folder; its URL."""
+    workdir.mkdir(parents=True)
+    url = database_url(workdir)
+    upgrade_to_head(url)
+    return url
+
+
 def _env(workdir: Path, llm_url: str, **overrides: str) -> dict[str, str]:
     return {
         **{k: v for k, v in os.environ.items() if not k.startswith(("STRATA_", "ANTHROPIC_"))},
-        "STRATA_DATABASE_URL": f"sqlite:///{workdir / 'strata.db'}",
+        "STRATA_DATABASE_URL": database_url(workdir),
         "STRATA_DATA_DIR": str(workdir / "data"),
         "STRATA_LOG_LEVEL": "warning",
         "STRATA_AGENT_MAX_ITERATIONS": str(LOOP_REQUESTS + 10),
@@ -173,7 +202,7 @@ def _env(workdir: Path, llm_url: str, **overrides: str) -> dict[str, str]:
 def create_key(env: dict[str, str], workdir: Path) -> str:
     """`strata keys create --tenant bench`: the key is the last line it prints."""
     done = subprocess.run(
-        [sys.executable, "-m", "app.cli", "keys", "create", "--tenant", "bench"],
+        [sys.executable, "-m", "app.cli", "keys", "create", "--tenant", TENANT],
         env=env,
         cwd=workdir,
         capture_output=True,
@@ -199,8 +228,8 @@ def serving(
 ) -> Iterator[tuple[Server, str, int | None]]:
     """A migrated `strata serve`, ready, with a key of its own; with `worker_apart`, its
     runner off and a `strata worker` process beside it. Yields the server, the key and
-    the worker's pid."""
-    workdir.mkdir(parents=True)
+    the worker's pid. The folder may hold a database seeded already."""
+    workdir.mkdir(parents=True, exist_ok=True)
     env = _env(workdir, llm_url)
     upgrade_to_head(env["STRATA_DATABASE_URL"])
     key = create_key(env, workdir)
@@ -340,19 +369,60 @@ async def send_turn(client: httpx.AsyncClient, session_id: str, text: str, *, wa
     raise RuntimeError("the session's stream ended before the turn did")
 
 
+ITEMS = "log items"
+TASK_OPS = "task operations"
+
+
 @dataclass(frozen=True)
 class Shape:
     label: str
     wait: bool
     streams: bool
+    before: str = ""  # what the session's log holds before the loop: ITEMS, TASK_OPS or none
+
+    def session(self, seeded: int) -> str:
+        """The session the loop runs on, `seeded` being the size of what its log holds."""
+        return f"after {seeded:,} {self.before}" if self.before else "fresh session"
 
 
 SHAPES = (
     Shape("`?wait=true`", wait=True, streams=False),
     Shape("POST, then the session's event stream", wait=False, streams=False),
+    Shape("`?wait=true`", wait=True, streams=False, before=ITEMS),
+    Shape("`?wait=true`", wait=True, streams=False, before=TASK_OPS),
     Shape(f"`?wait=true`, {IDLE_STREAMS} idle streams", wait=True, streams=True),
     Shape(f"POST + event stream, {IDLE_STREAMS} idle streams", wait=False, streams=True),
 )
+
+
+def seeds_needed(shapes: Sequence[Shape], pairs: int) -> dict[str, int]:
+    """The sessions to seed before the server starts, by what their logs hold: one per
+    pair of each shape that runs on one (a loop leaves its session longer than seeded)."""
+    needed: dict[str, int] = {}
+    for shape in shapes:
+        if shape.before:
+            needed[shape.before] = needed.get(shape.before, 0) + pairs
+    return needed
+
+
+async def seed_sessions(workdir: Path, needed: dict[str, int], size: int) -> dict[str, list[str]]:
+    """The serve process's database, migrated, with `needed` sessions of the tenant's
+    whose logs hold `size` chat items (ITEMS) or `size` task operations (TASK_OPS), all
+    in compacted segments, the current one empty; written as `bench/overhead.py` writes
+    its sessions (`bench.seed`), before the server starts."""
+    url = migrated(workdir)
+    database = Database(Settings(_env_file=None, database_url=url, data_dir=workdir / "data"))
+    seeded: dict[str, list[str]] = {}
+    try:
+        for before, count in needed.items():
+            items, task_ops = (size, 0) if before == ITEMS else (0, size)
+            seeded[before] = [
+                await session_with_log(database, items, 0, task_ops, tenant=TENANT)
+                for _ in range(count)
+            ]
+    finally:
+        await database.dispose()
+    return seeded
 
 
 class Names:
@@ -367,12 +437,18 @@ class Names:
 
 
 async def loop_pair(
-    running: Running, fake: fake_llm.FakeLLM, names: Names, shape: Shape, requests: int
+    running: Running,
+    fake: fake_llm.FakeLLM,
+    names: Names,
+    shape: Shape,
+    requests: int,
+    session_id: str | None = None,
 ) -> tuple[float, float]:
-    """Strata's loop of `requests` requests on a fresh session, then the bare loop's
-    sending what Strata first sent: both median step gaps, ms."""
+    """Strata's loop of `requests` requests on `session_id` (a fresh session if none),
+    then the bare loop's sending what Strata first sent: both median step gaps, ms."""
     name, bare = names("s"), names("b")
-    session_id = await new_session(running.client)
+    if session_id is None:
+        session_id = await new_session(running.client)
     fake.take_conversations()
     text = f"Work through it. {fake_llm.marker(name, loop=requests)}"
     await send_turn(running.client, session_id, text, wait=shape.wait)
@@ -497,6 +573,7 @@ async def run(ctx: Context) -> Section:
     per_client = ctx.scale(CPU_TURNS_PER_CLIENT, 2)
     cpu_pairs = ctx.scale(PAIRS, 1)
     idle_seconds = ctx.scale(int(IDLE_SECONDS), 2)
+    seeded_size = ctx.scale(SEEDED, 1_000)
     gaps = {shape: Pairs() for shape in SHAPES}
     cpu: dict[str, list[CpuRun]] = {"plain": [], "streams": [], "apart": []}
     big_with: list[float] = []
@@ -505,6 +582,8 @@ async def run(ctx: Context) -> Section:
     big_gaps: list[int] = []
     idle_share = 0.0
     names = Names()
+    progress("seeding")
+    seeded = await seed_sessions(ctx.workdir / "serve", seeds_needed(SHAPES, pairs), seeded_size)
     with fake_llm.running(delay=LLM_SECONDS, tool=TOOL) as fake:
         async with strata(ctx.workdir / "serve", fake.url) as running:
             # warm-up: imports, statement caches, connections, the bare loop's too
@@ -524,7 +603,10 @@ async def run(ctx: Context) -> Section:
                     shapes = [s for s in SHAPES if s.streams == streams]
                     for _ in range(pairs):
                         for shape in shapes:
-                            gaps[shape].add(*await loop_pair(running, fake, names, shape, requests))
+                            session = seeded[shape.before].pop() if shape.before else None
+                            gaps[shape].add(
+                                *await loop_pair(running, fake, names, shape, requests, session)
+                            )
                     for _ in range(cpu_pairs):
                         cpu["streams" if streams else "plain"].append(
                             await cpu_pair(running, fake, per_client)
@@ -546,7 +628,7 @@ async def run(ctx: Context) -> Section:
                 cpu["apart"].append(await cpu_pair(running, fake, per_client))
     section = Section(NAME, TITLE, TARGET)
     for shape in SHAPES:
-        section.rows.append(gap_row(shape.label, gaps[shape]))
+        section.rows.append(gap_row(f"{shape.session(seeded_size)} · {shape.label}", gaps[shape]))
     section.rows += cpu_rows(cpu)
     section.rows.append(
         Row(
@@ -558,7 +640,13 @@ async def run(ctx: Context) -> Section:
     )
     section.rows.append(big_row(big_alone, big_with, big_ended, big_gaps))
     section.notes += notes(
-        pairs, requests, cpu_pairs, per_client, idle_seconds, time.monotonic() - started
+        pairs,
+        requests,
+        cpu_pairs,
+        per_client,
+        idle_seconds,
+        seeded_size,
+        time.monotonic() - started,
     )
     return section
 
@@ -567,7 +655,7 @@ def gap_row(label: str, pairs: Pairs) -> Row:
     strata_gap, bare_gap = Stats.of(pairs.strata, "ms"), Stats.of(pairs.bare, "ms")
     own = pairs.difference("ms")
     return Row(
-        f"{LOOP_REQUESTS}-step tool loop, fresh session · {label}",
+        f"{LOOP_REQUESTS}-step tool loop, {label}",
         {
             "Strata": strata_gap.cell(),
             "bare SDK loop": bare_gap.cell(),
@@ -658,7 +746,13 @@ def big_row(alone: list[float], with_big: list[float], ended: list[int], gaps: l
 
 
 def notes(
-    pairs: int, requests: int, cpu_pairs: int, per_client: int, idle_seconds: int, took: float
+    pairs: int,
+    requests: int,
+    cpu_pairs: int,
+    per_client: int,
+    idle_seconds: int,
+    seeded: int,
+    took: float,
 ) -> list[str]:
     turns = CPU_CLIENTS * per_client
     return [
@@ -671,6 +765,15 @@ def notes(
         "current time, as `current_time` does. The rows with streams run with "
         f"{IDLE_STREAMS} live `GET /sessions/{{id}}/events` streams open on other, idle "
         "sessions, read by the bench. One warm-up pair first, not counted.",
+        f"**After {seeded:,} log items, after {seeded:,} task operations.** The same "
+        "`?wait=true` loop, taking turns with the fresh session's pair by pair, each run on "
+        "a session of its own seeded before the server started (`bench.seed`, as "
+        f"`bench/overhead.py` seeds its sessions): its log holds {seeded:,} chat items "
+        "(turns of question, tool call, tool result, answer) in four compacted segments, "
+        f"or {seeded:,} task operations (TaskCreate / TaskUpdate results and REST task "
+        "events, the task list rebuilt from them) in one, and its current segment is empty, "
+        "as a newly opened one is. Its requests are then the fresh session's: a step that "
+        "reads the log, or rebuilds the task list from it, shows in the difference.",
         f"**CPU per turn.** {cpu_pairs} pair(s) per row of {turns} one-request turns "
         f"({CPU_CLIENTS} clients × {per_client}, `?wait=true`, the fake answering after "
         f"{LLM_SECONDS * 1000:.0f} ms), then the bare loop's {turns} calls at "
@@ -678,9 +781,14 @@ def notes(
         "length (`bench/capacity.py`'s `bare_run`). Strata's figure is the serve "
         "process's CPU time (user + system) over the run per turn: the HTTP request, the "
         "wait, the runner, the database, the events; the bare loop's, its process's CPU "
-        "per call. Worker alone: `strata serve` with `STRATA_RUN_WORKER_IN_SERVER=false` "
-        "and one `strata worker` process (polling every 50 ms, as on SQLite it learns of "
-        "new jobs only so), the worker's CPU per turn; the server's beside it is given too.",
+        "per call. The clients are the runner's default concurrency, "
+        f"{CPU_CLIENTS}, not the 200 issue #39 speaks of: past the runner's slots the "
+        "other turns would wait queued with their requests open, and Strata's figure would "
+        "hold that queue's work, which the bare loop beside it has no counterpart for. "
+        "Worker alone: `strata serve` with "
+        "`STRATA_RUN_WORKER_IN_SERVER=false` and one `strata worker` process (polling "
+        "every 50 ms, as on SQLite it learns of new jobs only so), the worker's CPU per "
+        "turn; the server's beside it is given too.",
         f"**Idle.** The serve process's CPU time over a {idle_seconds} s window with "
         f"{IDLE_STREAMS} streams open and no turn, over the window's wall time.",
         "**1 MB turns.** The same loop's step gap p95 (nearest rank) over its gaps that "

@@ -6,10 +6,12 @@ the gaps kept apart by conversation, and the helpers that turn runs into figures
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import anthropic
 import pytest
+import sqlalchemy as sa
 
 from bench import fake_llm, user_shapes
 from tests.fakes.messages_api import Reply, ToolUse
@@ -154,3 +156,57 @@ def test_gaps_within_a_window_are_those_that_overlap_it() -> None:
     exchanges = [(1.5, 1.6), (0.9, 1.0), (1.1, 1.2), (2.0, 2.1)]
 
     assert user_shapes.gaps_within(exchanges, 1.3, 1.7) == pytest.approx([300.0, 400.0])
+
+
+def test_a_seeded_shape_names_what_its_session_log_holds() -> None:
+    fresh = user_shapes.Shape("`?wait=true`", wait=True, streams=False)
+    items = user_shapes.Shape("`?wait=true`", wait=True, streams=False, before=user_shapes.ITEMS)
+    tasks = user_shapes.Shape("`?wait=true`", wait=True, streams=False, before=user_shapes.TASK_OPS)
+
+    assert fresh.session(10_000) == "fresh session"
+    assert items.session(10_000) == "after 10,000 log items"
+    assert tasks.session(1_000) == "after 1,000 task operations"
+
+
+def test_each_pair_of_a_seeded_shape_gets_a_session_of_its_own() -> None:
+    assert user_shapes.seeds_needed(user_shapes.SHAPES, 3) == {
+        user_shapes.ITEMS: 3,
+        user_shapes.TASK_OPS: 3,
+    }
+
+
+def test_the_seeded_shapes_run_with_wait_and_no_streams() -> None:
+    seeded = [s for s in user_shapes.SHAPES if s.before]
+
+    assert {s.before for s in seeded} == {user_shapes.ITEMS, user_shapes.TASK_OPS}
+    assert all(s.wait and not s.streams for s in seeded)
+
+
+async def test_seeded_sessions_are_the_keys_tenant_with_an_empty_current_segment(
+    tmp_path: Path,
+) -> None:
+    """What the seeded rows' loops run on: the served tenant's sessions whose whole log
+    lies before the current segment (so their requests are a fresh session's)."""
+    needed = {user_shapes.ITEMS: 1, user_shapes.TASK_OPS: 1}
+
+    seeded = await user_shapes.seed_sessions(tmp_path / "serve", needed, 40)
+
+    url = user_shapes.database_url(tmp_path / "serve")
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            for before, (session_id,) in seeded.items():
+                tenant, last_seq, segment = conn.execute(
+                    sa.text(
+                        "SELECT tenant, last_seq, current_segment FROM sessions WHERE id = :id"
+                    ),
+                    {"id": session_id},
+                ).one()
+                in_segment = conn.execute(
+                    sa.text("SELECT count(*) FROM items WHERE session_id = :id AND segment = :s"),
+                    {"id": session_id, "s": segment},
+                ).scalar_one()
+                assert (before, tenant, in_segment) == (before, user_shapes.TENANT, 0)
+                assert last_seq >= 40
+    finally:
+        engine.dispose()
