@@ -1,12 +1,15 @@
-"""The README stays true: its quick start and configuration table match the code."""
+"""The README and docs stay true: the quick start, the configuration reference and the links."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from app.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
+README_MAX_LINES = 250
+LINK = re.compile(r"\]\((?!https?:|mailto:|#)([^)\s]+)\)")
 
 
 def _env_names() -> list[str]:
@@ -26,9 +29,8 @@ def test_readme_opens_with_the_two_commands() -> None:
     assert "make test" in quick_start
 
 
-def test_readme_configuration_table_names_every_setting() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    table = readme.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+def test_configuration_reference_names_every_setting() -> None:
+    table = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
     missing = [name for name in _env_names() if f"`{name}`" not in table]
 
     assert missing == []
@@ -56,3 +58,23 @@ def test_project_docs_point_at_nothing_outside_the_repository() -> None:
     for doc in docs:
         text = doc.read_text(encoding="utf-8")
         assert "../shared" not in text and "shared/DESIGN" not in text, doc.name
+
+
+def test_readme_is_a_first_page_and_the_reference_lives_in_docs() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+
+    assert len(readme.splitlines()) <= README_MAX_LINES
+    for page in ("api", "tasks", "jobs-and-pieces", "memory", "webhooks", "configuration"):
+        assert f"(docs/{page}.md" in readme, page
+
+
+def test_every_relative_link_of_the_docs_names_a_file_that_exists() -> None:
+    docs = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
+    broken = []
+    for doc in docs:
+        for target in LINK.findall(doc.read_text(encoding="utf-8")):
+            path = target.split("#", 1)[0]
+            if path and not (doc.parent / path).exists():
+                broken.append(f"{doc.name}: {target}")
+
+    assert broken == []

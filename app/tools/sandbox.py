@@ -19,7 +19,7 @@ Where bubblewrap (`bwrap`) works, the command also runs in its own namespaces: i
 the system's programs and libraries read-only, a private /tmp and /dev, the job folder
 (as `/workspace`) and nothing else of the file system, has no network unless enabled,
 holds no capabilities, and dies with its whole process tree when Strata stops it.
-Without bwrap, the command can read what the server's user can read: the README says so.
+Without bwrap, the command can read what the server's user can read (docs/jobs-and-pieces.md).
 
 The limits are applied by a tiny launcher (`python -I -S -c …`), because `preexec_fn` is
 unsafe in a threaded server: it forks the command, sets them in the child before the exec,

@@ -1,4 +1,4 @@
-"""Standard Webhooks signing: the upstream vectors, the reference library, the README examples."""
+"""Standard Webhooks signing: the upstream vectors, the reference library, the docs' examples."""
 
 from __future__ import annotations
 
@@ -165,14 +165,13 @@ def test_a_malformed_retry_schedule_is_refused(schedule: str) -> None:
         Settings(_env_file=None, webhook_retry_schedule=schedule)
 
 
-# --- the README's verification examples work -------------------------------------------
+# --- the webhooks page's verification examples work -------------------------------------------
 
 
 def _readme_block(language: str) -> str:
-    readme = (ROOT / "README.md").read_text("utf-8")
-    section = readme.split("## Webhooks", 1)[1].split("\n## ", 1)[0]
+    section = (ROOT / "docs" / "webhooks.md").read_text("utf-8")
     match = re.search(rf"```{language}\n(.*?)```", section, re.S)
-    assert match, f"README's Webhooks section has no {language} block"
+    assert match, f"docs/webhooks.md has no {language} block"
     return match.group(1)
 
 

@@ -113,8 +113,8 @@ METRICS_TABLE = re.compile(r"^\| (`strata_[^|]*) \|", re.MULTILINE)
 
 
 def documented_metrics() -> list[str]:
-    """Every metric name the README's metrics table lists (labels left off)."""
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    """Every metric name the operations page's metrics table lists (labels left off)."""
+    readme = (REPO_ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
     names = [
         name.split("{", 1)[0]
         for cell in METRICS_TABLE.findall(readme)
