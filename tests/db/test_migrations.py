@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import Engine, create_engine, inspect, text
+from sqlalchemy import Engine, inspect, text
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import SQLModel
 
 import app.db.models  # noqa: F401  (registers every table on SQLModel.metadata)
-from app.db.engine import Database, sync_url
+from app.db.engine import Database
 from app.db.migrate import downgrade_to_base, head_revision, upgrade_to_head
 from app.db.models import Item
 from app.db.models.item import AppendedItem
@@ -24,19 +23,6 @@ from app.domain.jobs import JobKind, JobStatus
 from app.settings import Settings
 
 APPLICATION_TABLES = {"api_keys", "items", "sessions"}
-
-
-@pytest.fixture
-def fresh_url(empty_database_url: str) -> str:
-    """A never-migrated database on the backend under test."""
-    return empty_database_url
-
-
-@pytest.fixture
-def sync_engine(fresh_url: str) -> Iterator[Engine]:
-    engine = create_engine(sync_url(fresh_url))
-    yield engine
-    engine.dispose()
 
 
 def table_names(engine: Engine) -> set[str]:

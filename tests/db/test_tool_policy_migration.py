@@ -3,30 +3,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from alembic import command
-from sqlalchemy import Engine, create_engine, inspect, text
+from sqlalchemy import Engine, inspect, text
 
-from app.db.engine import sync_url
 from app.db.migrate import alembic_config, upgrade_to_head
 
 BEFORE = "187fc6cb837b"
 REVISION = "a7c3e91f4d26"
-
-
-@pytest.fixture
-def fresh_url(empty_database_url: str) -> str:
-    return empty_database_url
-
-
-@pytest.fixture
-def sync_engine(fresh_url: str) -> Iterator[Engine]:
-    engine = create_engine(sync_url(fresh_url))
-    yield engine
-    engine.dispose()
 
 
 def _insert_session(connection: Any) -> None:
