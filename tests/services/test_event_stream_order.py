@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator
 
 import pytest
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -16,6 +15,7 @@ from app.services.items import append_item
 from app.services.live import LiveHub, run_clock
 from app.services.streams import event_stream
 from app.settings import Settings
+from tests.support.units import add_rows
 
 
 @pytest.fixture
@@ -27,15 +27,6 @@ async def database(settings: Settings) -> AsyncIterator[Database]:
 
 def job_status(n: int) -> Event:
     return Event(session_id="ses_1", job_id="job_1", type="job.status", data={"n": n})
-
-
-def add_rows(*rows: Any) -> Callable[[AsyncSession], Awaitable[None]]:
-    async def work(db: AsyncSession) -> None:
-        for row in rows:
-            db.add(row)
-            await db.flush()
-
-    return work
 
 
 async def test_deltas_queued_before_a_commit_are_sent_before_its_events(

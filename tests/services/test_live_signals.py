@@ -21,6 +21,7 @@ from app.services.streams import StreamEvent, event_stream
 from app.services.waiting import wait_for_job
 from app.settings import Settings
 from app.wiring import runtime
+from tests.support.units import add_rows
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -147,15 +148,6 @@ async def test_a_waiter_looks_again_at_the_clocks_tick(database: Database, jobs:
 
 def event(session_id: str, n: int) -> Event:
     return Event(session_id=session_id, job_id=None, type="job.status", data={"n": n})
-
-
-def add_rows(*rows: Any) -> Callable[[AsyncSession], Awaitable[None]]:
-    async def work(db: AsyncSession) -> None:
-        for row in rows:
-            db.add(row)
-            await db.flush()
-
-    return work
 
 
 async def test_idle_streams_of_other_sessions_read_nothing_while_a_turn_commits(

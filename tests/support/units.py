@@ -26,3 +26,15 @@ def count_write_units(database: Database) -> list[str]:
     database.write = counted(write)  # type: ignore[method-assign,assignment]
     database.write_statements = counted(write_statements)  # type: ignore[method-assign,assignment]
     return names
+
+
+def add_rows(*rows: Any) -> Callable[[AsyncSession], Awaitable[None]]:
+    """A write unit that inserts `rows` in order, each flushed before the next (an event's
+    row after its session's)."""
+
+    async def work(db: AsyncSession) -> None:
+        for row in rows:
+            db.add(row)
+            await db.flush()
+
+    return work
