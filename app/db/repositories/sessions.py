@@ -152,7 +152,6 @@ _ALLOCATE_ANSWERED = Prepared(
     )
     .returning(_S.c.last_seq, _S.c.current_turn, _S.c.current_segment, _S.c.tenant)
 )
-_ADD_USAGE = Prepared(_S.update().where(_S.c.id == bindparam("s_id")).values(**_plus_usage(_S)))
 _J = Job.__table__  # type: ignore[attr-defined]
 _PROBE = Prepared(
     core_select(
@@ -277,9 +276,6 @@ class SessionRepository(RowRepository):
         params = {"s_id": session_id, "s_tenant": tenant, "s_now": utcnow()}
         rows = (await _RESERVE_TURN.execute(self.db, params)).rows
         return int(rows[0][0]) if rows else None
-
-    async def add_usage(self, session_id: str, usage: Usage) -> None:
-        await _ADD_USAGE.execute(self.db, {"s_id": session_id, **usage_params(usage)})
 
     async def tenant_of(self, session_id: str, *, lock: bool = False) -> str | None:
         """Whose the session is (None: there is none), in one prepared statement; with
