@@ -5,8 +5,9 @@ The layers, highest first (`app.domain.tool_policy`): the operator's, a JSON fil
 the session's (its `tool_policy`; a job runs under its session's); a piece movement's
 (its `tool_policy` in the piece file). A rule must name a tool that is offered: one of
 the server's builtin tools, or an MCP tool (`mcp__…`, offered when a session runs, not
-checked). The runner compiles the four layers into one `Policy` with `effective_policy`
-at a turn's (or movement's) start and asks it per call, in memory.
+checked). `effective_policy` compiles the four layers into one `Policy`, which decides a
+call in memory; the check route answers with it. The runner does not apply the rules
+yet: the pause an `ask` needs (a pending action a person resolves) comes first.
 """
 
 from __future__ import annotations

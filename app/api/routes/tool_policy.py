@@ -77,9 +77,10 @@ async def session_tools(
     "/sessions/{session_id}/tool-policy/check",
     name="check_policy",
     summary="Which rule of which layer decides a tool call in a session",
-    description="The call is decided as the runner decides it: within a layer the last "
+    description="The call is decided by the four layers' rules: within a layer the last "
     "matching rule, the lowest layer with one decides, a `deny` is final; no match: the "
-    "tool's default. Nothing runs. An unknown tool, piece or movement is a 422.",
+    "tool's default. Nothing runs. An unknown tool, piece or movement is a 422. The "
+    "runner does not apply the rules yet: calls still run as they are asked for.",
     responses=problem_responses(404, 413, 422),
 )
 async def check_policy(
