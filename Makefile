@@ -24,7 +24,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet -e '.[mcp]'
 	@touch $@
 
 $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
