@@ -3,6 +3,7 @@ LLM response and one per step's tool results, and still sees what others write."
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -142,10 +143,11 @@ async def test_task_changes_made_over_rest_during_a_turn_reach_the_agents_task_l
     thinks before its TaskCreate: both are in what the agent is told, and its own task
     takes the next id, as replaying the log gives."""
     session_id = await new_session(agent_client)
-    fake_llm.reply(tool_use("TaskList", {}, id="toolu_list"), delay=0.5)
+    thinking = threading.Event(), threading.Event()
+    fake_llm.reply(tool_use("TaskList", {}, id="toolu_list"), held=thinking[0])
     fake_llm.reply(
         tool_use("TaskCreate", {"subject": "agent task", "description": "d"}, id="toolu_new"),
-        delay=0.5,
+        held=thinking[1],
     )
     fake_llm.reply("Done.")
     tasks = f"/sessions/{session_id}/tasks"
@@ -154,8 +156,10 @@ async def test_task_changes_made_over_rest_during_a_turn_reach_the_agents_task_l
     assert sent.status_code == 202
     await fake_llm.wait_for_requests(1)
     first = await agent_client.post(tasks, json={"subject": "from the user", "description": ""})
+    thinking[0].set()
     await fake_llm.wait_for_requests(2)
     second = await agent_client.post(tasks, json={"subject": "also the user", "description": ""})
+    thinking[1].set()
     requests = await fake_llm.wait_for_requests(3)
     listed = (await agent_client.get(tasks)).json()["data"]
 

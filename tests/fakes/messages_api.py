@@ -94,6 +94,8 @@ SSE_FIXTURES_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "anthro
 """Recorded SSE bodies from the SDK's own tests (see ATTRIBUTION.md there)."""
 
 MESSAGES_PATH = "/v1/messages"
+HELD_POLL_SECONDS = 0.05
+"""The slice a held reply waits for its release in (a cancelled wait ends within it)."""
 DEFAULT_CONTEXT_WINDOW_TOKENS = 200_000
 """The context window of the models the fake plays (every current Claude model's default)."""
 CHARS_PER_TOKEN = 4
@@ -154,6 +156,7 @@ class Reply:
     delay: float = 0.0
     delay_between_chunks: float = 0.0
     chunk_text: bool = True
+    held: threading.Event | None = None
 
     @property
     def effective_stop_reason(self) -> str:
@@ -213,6 +216,7 @@ def reply(
     delay: float = 0.0,
     delay_between_chunks: float = 0.0,
     chunk_text: bool = True,
+    held: threading.Event | None = None,
 ) -> Reply:
     """An assistant message made of `blocks` (a plain str is shorthand for `text(str)`).
 
@@ -222,6 +226,8 @@ def reply(
     keys such as `cache_read_input_tokens` / `cache_creation_input_tokens` included.
     `delay` seconds pass before the response starts; `delay_between_chunks` seconds pass
     between SSE events. With `chunk_text`, streamed text is split into deltas of two words.
+    With `held`, the response starts only once the test sets that event: the model
+    "thinks" exactly as long as the test needs, whatever the machine's speed.
     """
     return Reply(
         blocks=tuple(Text(b) if isinstance(b, str) else b for b in blocks),
@@ -231,6 +237,7 @@ def reply(
         delay=delay,
         delay_between_chunks=delay_between_chunks,
         chunk_text=chunk_text,
+        held=held,
     )
 
 
@@ -948,6 +955,7 @@ class FakeMessagesAPI:
         delay: float = 0.0,
         delay_between_chunks: float = 0.0,
         chunk_text: bool = True,
+        held: threading.Event | None = None,
     ) -> Reply:
         """Enqueue `reply(...)` and return the step."""
         step = reply(
@@ -958,6 +966,7 @@ class FakeMessagesAPI:
             delay=delay,
             delay_between_chunks=delay_between_chunks,
             chunk_text=chunk_text,
+            held=held,
         )
         self.enqueue(step)
         return step
@@ -1156,7 +1165,7 @@ class FakeMessagesAPI:
             if await self._pause(request, step.seconds):
                 return reject(500, f"hang({step.seconds}) ran out and the client still waited")
             return Response(status_code=499)
-        if not await self._pause(request, step.delay):
+        if not await self._pause(request, step.delay, getattr(step, "held", None)):
             return Response(status_code=499)
         if isinstance(step, ErrorReply):
             body_out = (
@@ -1215,16 +1224,26 @@ class FakeMessagesAPI:
             headers={"request-id": request_id, "cache-control": "no-cache"},
         )
 
-    async def _pause(self, request: Request, seconds: float) -> bool:
-        """Sleep `seconds`; False if the client disconnected or the server stops first."""
-        if seconds <= 0:
+    async def _pause(
+        self, request: Request, seconds: float, held: threading.Event | None = None
+    ) -> bool:
+        """Sleep `seconds`, then until `held` is set; False if the client disconnected or
+        the server stops first."""
+        if seconds <= 0 and held is None:
             return True
+
+        async def sleep() -> None:
+            await asyncio.sleep(seconds)
+            # the test sets a thread's event: wait for it in short slices, so a stop or
+            # a disconnect cancels the wait in time
+            while held is not None and not await asyncio.to_thread(held.wait, HELD_POLL_SECONDS):
+                pass
 
         async def disconnected() -> None:
             while (await request.receive())["type"] != "http.disconnect":
                 pass
 
-        sleeper = asyncio.ensure_future(asyncio.sleep(seconds))
+        sleeper = asyncio.ensure_future(sleep())
         watchers: list[asyncio.Future[Any]] = [asyncio.ensure_future(disconnected())]
         if self._stopping is not None:
             watchers.append(asyncio.ensure_future(self._stopping.wait()))
