@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from app.console import auth
+from app.console.markdown import render_markdown
 from app.domain.jobs import TERMINAL, JobStatus
 from app.domain.tool_ids import api_tool_id
 
@@ -75,7 +76,14 @@ def environment(zone: ZoneInfo) -> Environment:
             parts.append(f"{cached:,} cached")
         return " · ".join(parts)
 
-    env.filters.update(clock=clock, when=when, pretty=pretty, tokens=tokens, tool_id=api_tool_id)
+    env.filters.update(
+        clock=clock,
+        when=when,
+        pretty=pretty,
+        tokens=tokens,
+        tool_id=api_tool_id,
+        markdown=render_markdown,
+    )
     env.globals["zone"] = str(zone)
     env.globals["JobStatus"] = JobStatus  # templates compare job statuses by their enum
     # a job in one of these has ended: it takes no more comments (the API answers 409)

@@ -144,3 +144,22 @@ def test_a_detail_looked_up_by_time_shows_what_was_said_and_the_tool_details(
     page.get_by_label("Time or range").fill("25:99")
     page.get_by_role("button", name="Look up").click()
     expect(page.locator("#detail-result .error")).to_contain_text("Not a time the look-up reads")
+
+
+def test_an_answer_in_markdown_reads_formatted_with_its_code_highlighted(
+    page: Page, console: Console, fake_llm: FakeMessagesAPI
+) -> None:
+    fake_llm.reply(text('Run **this** first:\n\n```python\nprint("ready")\n```'))
+    with console.api() as api:
+        session_id = api.post("/sessions", json={"title": "Markdown"}).json()["id"]
+        answered = api.post(
+            f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": "how?"}
+        )
+        assert answered.status_code == 200, answered.text
+    sign_in(page, then=f"/console/sessions/{session_id}")
+
+    answer = page.locator("#conversation .item.assistant_message .markdown")
+    expect(answer.locator("strong")).to_have_text("this")
+    expect(answer.locator("pre code")).to_have_text('print("ready")')
+    expect(answer.locator("pre code span.hl-nb")).to_have_text("print")
+    assert "**" not in answer.inner_text()
