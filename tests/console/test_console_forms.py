@@ -55,3 +55,14 @@ async def test_a_subscription_is_disabled_and_enabled_again_from_its_page(
             states.append((await client.get(hook)).json()["enabled"])
 
     assert states == [False, True]
+
+
+async def test_the_new_session_form_offers_only_the_tools_a_chat_turn_can_use(
+    client: httpx.AsyncClient,
+) -> None:
+    tools = (await client.get("/tools")).json()["data"]
+    page = (await client.get("/console/sessions")).text
+    offered = set(re.findall(r'name="tools" value="([^"]+)"', page))
+
+    assert offered == {tool["name"] for tool in tools if tool["in_chat"]}
+    assert not offered & {"transition", "spawn_subtask"}
