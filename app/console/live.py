@@ -176,6 +176,7 @@ class SessionFeed(Feed):
             return
         if job.get("kind") == JobKind.summary:  # background memory work: not the agent's
             return
+        self.dirty.add("status")  # the header's badge: running, waiting or idle
         what = f"turn {job['turn']}" if job.get("kind") == JobKind.chat else str(job.get("kind"))
         problem = data.get("error") or {}
         detail = f": {problem.get('detail')}" if problem.get("detail") else ""
@@ -194,6 +195,10 @@ class SessionFeed(Feed):
                 return ""
             html = self.renderer.fragment("partials/task_board.html", tasks=tasks, **self._ids())
             return oob("task-board", html, "innerHTML")
+        if region == "status":
+            session = await self.api.get(path)
+            html = self.renderer.fragment("partials/session_status.html", session=session)
+            return oob("session-status", html, "innerHTML")
         if region == "usage":
             session = await self.api.get(path)
             turns = await self.api.get("/jobs", session_id=self.session_id, limit=self.page_size)

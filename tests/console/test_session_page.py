@@ -4,6 +4,7 @@ the answer stream in, steer its task list, look up what happened at a time."""
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any
 
 import pytest
@@ -163,3 +164,26 @@ def test_an_answer_in_markdown_reads_formatted_with_its_code_highlighted(
     expect(answer.locator("pre code")).to_have_text('print("ready")')
     expect(answer.locator("pre code span.hl-nb")).to_have_text("print")
     assert "**" not in answer.inner_text()
+
+
+def test_the_sessions_badge_says_running_while_a_turn_runs_and_idle_after(
+    page: Page, console: Console, fake_llm: FakeMessagesAPI
+) -> None:
+    thinking = threading.Event()
+    fake_llm.reply(text("Done thinking."), held=thinking)
+    with console.api() as api:
+        session_id = api.post("/sessions", json={"title": "Badge"}).json()["id"]
+    sign_in(page, then=f"/console/sessions/{session_id}")
+    badge = page.locator("#session-status .badge")
+    expect(badge).to_have_text("idle")
+    wait_live(page)
+    mark_page(page)
+
+    page.get_by_label(re.compile("^Message")).fill("think")
+    page.get_by_role("button", name="Send").click()
+    expect(badge).to_have_text("running")
+    thinking.set()
+
+    expect(page.locator("#conversation .item.assistant_message")).to_contain_text("Done thinking.")
+    expect(badge).to_have_text("idle")
+    assert_not_reloaded(page)
