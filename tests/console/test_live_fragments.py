@@ -20,6 +20,7 @@ from app.api.schemas.items import (
     CompactSummaryItem,
     SystemItem,
     ToolResultItem,
+    UserMessageItem,
 )
 from app.console.api import PublicApi
 from app.console.live import JobFeed, LastWord, SessionFeed, relay
@@ -249,3 +250,26 @@ def test_streamed_text_and_activity_lines_are_text_on_the_page() -> None:
 
     assert page.ids() == set()
     assert [tag for tag, _ in page.tags] == ["template", "div", "span", "template", "div"]
+
+
+async def test_a_movements_instructions_are_folded_to_their_first_line() -> None:
+    async def no_app(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("items need no API call")
+
+    feed = SessionFeed(PublicApi(no_app, None, buffer=8), Renderer(ZoneInfo("UTC")), resumed=False)
+    meta: dict[str, Any] = {
+        "session_id": "ses_1", "turn": 1, "segment": 1,
+        "created_at": datetime(2026, 12, 3, 14, 23, 5, tzinfo=UTC),
+    }  # fmt: skip
+    prompt = "## Movement: gather\n" + "Read every source and note what it says.\n" * 40
+    instructions = UserMessageItem(seq=1, content=[{"type": "text", "text": prompt}],
+                                   origin=Origin.system, **meta)  # fmt: skip
+    asked = UserMessageItem(seq=2, content=[{"type": "text", "text": "## Mine"}],
+                            origin=Origin.user, **meta)  # fmt: skip
+
+    for item in (instructions, asked):
+        await feed.take(_event("item.appended", {"item": item.model_dump(mode="json")}))
+    html = await feed.flush()
+
+    assert '<details class="prompt"><summary>## Movement: gather</summary>' in html
+    assert '<div class="text">## Mine</div>' in html
