@@ -66,3 +66,48 @@ async def test_the_new_session_form_offers_only_the_tools_a_chat_turn_can_use(
 
     assert offered == {tool["name"] for tool in tools if tool["in_chat"]}
     assert not offered & {"transition", "spawn_subtask"}
+
+
+async def test_continue_makes_a_session_that_continues_this_one_with_its_settings(
+    client: httpx.AsyncClient,
+) -> None:
+    created = await client.post(
+        "/sessions", json={"title": "Memo", "model": "claude-x", "tools": ["TaskList"]}
+    )
+    page = f"/console/sessions/{created.json()['id']}"
+
+    sent = await client.post(f"{page}/continue", data={"csrf_token": await _token(client, page)})
+
+    assert sent.status_code == 303
+    new_id = sent.headers["location"].rsplit("/", 1)[1]
+    new = (await client.get(f"/sessions/{new_id}")).json()
+    assert (new["continues_from"], new["title"]) == (created.json()["id"], "Memo (continued)")
+    assert (new["model"], new["tools"]) == ("claude-x", ["TaskList"])
+
+
+async def test_compact_now_queues_a_compaction_of_the_session(client: httpx.AsyncClient) -> None:
+    session_id = (await client.post("/sessions", json={})).json()["id"]
+    page = f"/console/sessions/{session_id}"
+
+    sent = await client.post(f"{page}/compact", data={"csrf_token": await _token(client, page)})
+
+    assert (sent.status_code, sent.headers["location"]) == (303, page)
+    jobs = (await client.get("/jobs", params={"session_id": session_id})).json()["data"]
+    assert [job["kind"] for job in jobs] == ["compaction"]
+
+
+async def test_delete_removes_the_session_only_when_confirmed(client: httpx.AsyncClient) -> None:
+    session_id = (await client.post("/sessions", json={})).json()["id"]
+    page = f"/console/sessions/{session_id}"
+
+    unconfirmed = await client.post(
+        f"{page}/delete", data={"csrf_token": await _token(client, page)}
+    )
+    kept = (await client.get(f"/sessions/{session_id}")).status_code
+    confirmed = await client.post(
+        f"{page}/delete", data={"csrf_token": await _token(client, page), "confirm": "yes"}
+    )
+
+    assert (unconfirmed.status_code, kept) == (303, 200)
+    assert (confirmed.status_code, confirmed.headers["location"]) == (303, "/console/sessions")
+    assert (await client.get(f"/sessions/{session_id}")).status_code == 404

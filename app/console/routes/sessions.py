@@ -195,3 +195,36 @@ async def change_task(
     await api.send("PATCH", f"/sessions/{q(session_id)}/tasks/{taskid}", body)
     html = await _board(api, templates, request, session_id)
     return done(request, f"/console/sessions/{q(session_id)}#tasks", html)
+
+
+CONTINUED_FIELDS = ("model", "system_prompt", "tools")
+"""What a session continued from the console keeps of the one it continues."""
+
+
+@router.post("/{session_id}/continue")
+async def continue_session(session_id: str, api: Api) -> Response:
+    """A new session that continues this one: it starts with this one's memory."""
+    session = await api.get(f"/sessions/{q(session_id)}")
+    body: dict[str, Any] = {
+        name: session[name] for name in CONTINUED_FIELDS if session.get(name) is not None
+    }
+    body["continues_from"] = session_id
+    if session.get("title"):
+        body["title"] = f"{session['title']} (continued)"
+    created = await api.send("POST", "/sessions", body)
+    return RedirectResponse(f"/console/sessions/{q(created['id'])}", status_code=303)
+
+
+@router.post("/{session_id}/compact")
+async def compact_session(session_id: str, api: Api) -> Response:
+    await api.send("POST", f"/sessions/{q(session_id)}/compact")
+    return RedirectResponse(f"/console/sessions/{q(session_id)}", status_code=303)
+
+
+@router.post("/{session_id}/delete")
+async def delete_session(session_id: str, api: Api, form: Form) -> Response:
+    """Deletes only with the form's confirmation ticked (the browser requires it too)."""
+    if text(form, "confirm") != "yes":
+        return RedirectResponse(f"/console/sessions/{q(session_id)}", status_code=303)
+    await api.send("DELETE", f"/sessions/{q(session_id)}")
+    return RedirectResponse("/console/sessions", status_code=303)
