@@ -315,6 +315,9 @@ class Settings(BaseSettings):
     # How long a process reuses a tenant's enabled subscriptions when queueing events, in
     # seconds; changes made in this process count at once, others after this long at most.
     webhook_cache_seconds: float = Field(default=5.0, ge=0)
+    # After a secret is rotated, deliveries carry a signature with the old secret too for
+    # this long, in seconds, so a receiver can switch secrets without rejecting one.
+    webhook_secret_overlap_seconds: float = Field(default=86_400.0, ge=0)
 
     # --- context manager thresholds (seed 004) ------------------------------
     context_warn_ratio: float = 0.70

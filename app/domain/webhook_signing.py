@@ -16,7 +16,7 @@ import hashlib
 import hmac
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 SECRET_PREFIX = "whsec_"
 SECRET_BYTES = 24
@@ -55,12 +55,16 @@ def sign(secret: str, msg_id: str, timestamp: int, body: bytes | str) -> str:
     return "v1," + base64.b64encode(digest).decode("ascii")
 
 
-def signed_headers(secret: str, msg_id: str, timestamp: int, body: bytes | str) -> dict[str, str]:
-    """The three Standard Webhooks headers of one attempt."""
+def signed_headers(
+    secrets: str | Sequence[str], msg_id: str, timestamp: int, body: bytes | str
+) -> dict[str, str]:
+    """The three Standard Webhooks headers of one attempt; with several secrets (a rotation
+    under way), one signature of each, space-separated, the first secret's first."""
+    keys = [secrets] if isinstance(secrets, str) else list(secrets)
     return {
         "webhook-id": msg_id,
         "webhook-timestamp": str(timestamp),
-        "webhook-signature": sign(secret, msg_id, timestamp, body),
+        "webhook-signature": " ".join(sign(key, msg_id, timestamp, body) for key in keys),
     }
 
 

@@ -136,6 +136,32 @@ async def update_subscription(
     return row
 
 
+async def rotate_secret(
+    db: AsyncSession, tenant: str, subscription_id: str, overlap_seconds: float
+) -> WebhookSubscription:
+    """A new signing secret (returned once, in the row). The one it replaces keeps signing
+    deliveries too for `overlap_seconds` (STRATA_WEBHOOK_SECRET_OVERLAP_SECONDS): each
+    carries both signatures meanwhile, so a receiver switches without rejecting one."""
+    row = await get_subscription(db, tenant, subscription_id)
+    now = utcnow()
+    overlaps = overlap_seconds > 0
+    row.previous_secret = row.secret if overlaps else None
+    row.previous_secret_until = now + timedelta(seconds=overlap_seconds) if overlaps else None
+    row.secret = generate_secret()
+    row.updated_at = now
+    await WebhookRepository(db).save(row)
+    return row
+
+
+def signing_secrets(row: WebhookSubscription, now: datetime) -> tuple[str, ...]:
+    """The secrets a delivery is signed with at `now`: the current one, and the one before
+    it while its overlap lasts."""
+    until = row.previous_secret_until
+    if row.previous_secret is not None and until is not None and now < until:
+        return (row.secret, row.previous_secret)
+    return (row.secret,)
+
+
 async def disable_tenant_subscriptions(db: AsyncSession, tenant: str, reason: str) -> int:
     """Disable every enabled subscription of `tenant` (nothing more is delivered to them,
     what was queued included); how many were."""
@@ -169,6 +195,33 @@ async def list_deliveries(
         DeliveryView(row, [a for a in attempts if a.delivery_id == row.id]) for row in page.data
     ]
     return Page(data=views, next_cursor=page.next_cursor)
+
+
+async def redeliver(
+    db: AsyncSession, tenant: str, subscription_id: str, delivery_id: str
+) -> DeliveryView:
+    """Send a delivery that ended (succeeded or failed) again: the same `webhook-id` and
+    payload, so a receiver that did process it can tell, with a fresh retry schedule. Its
+    earlier attempts stay listed. 409 while it is still being tried or the subscription is
+    disabled."""
+    subscription = await get_subscription(db, tenant, subscription_id)
+    repo = WebhookRepository(db)
+    # locked: the dispatcher's record of an attempt and this change never interleave
+    delivery = await repo.by_id(WebhookDelivery, delivery_id, locked=True)
+    if delivery is None or delivery.subscription_id != subscription.id:
+        raise NotFound(f"webhook {subscription_id!r} has no delivery {delivery_id!r}")
+    if delivery.status == "pending":
+        raise Conflict(f"delivery {delivery_id!r} is still being tried")
+    if not subscription.enabled:
+        raise Conflict(f"webhook {subscription_id!r} is disabled; enable it first")
+    delivery.status = "pending"
+    delivery.attempts = 0
+    delivery.next_attempt_at = utcnow()
+    delivery.lease_until = None
+    delivery.delivered_at = None
+    await repo.save(delivery)
+    signals.emit(db, signals.WakeDispatcher())
+    return DeliveryView(delivery, await repo.attempts_of([delivery.id]))
 
 
 async def send_test(db: AsyncSession, tenant: str, subscription_id: str) -> DeliveryView:
@@ -298,7 +351,7 @@ class Claimed:
     delivery_id: str
     subscription_id: str
     url: str
-    secret: str
+    secrets: tuple[str, ...]  # the current secret first (see `signing_secrets`)
     payload: dict[str, Any]
     attempt: int
     lease_until: datetime
@@ -345,7 +398,7 @@ async def claim_deliveries(
             delivery_id=delivery.id,
             subscription_id=subscription.id,
             url=subscription.url,
-            secret=subscription.secret,
+            secrets=signing_secrets(subscription, now),
             payload=delivery.payload,
             attempt=delivery.attempts,
             lease_until=delivery.lease_until or now,

@@ -155,7 +155,7 @@ class WebhookDispatcher:
         headers = {
             "host": target.host_header,
             "content-type": "application/json",
-            **signed_headers(claimed.secret, claimed.delivery_id, int(time.time()), body),
+            **signed_headers(claimed.secrets, claimed.delivery_id, int(time.time()), body),
         }
         # the response body is not read: only the status counts
         async with client.stream(

@@ -16,6 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from standardwebhooks import Webhook
 
+from app.domain.webhook_signing import WebhookVerificationError
 from app.settings import Settings
 from tests.fakes.messages_api import FakeMessagesAPI, text, tool_use
 from tests.support.apps import serve
@@ -428,3 +429,83 @@ async def test_a_rest_task_change_is_delivered_and_a_failed_one_is_not(
     assert len(shown) == 2  # the refused change (404) enqueued nothing
     for request in got:
         request.verify(hook["secret"])
+
+
+# --- redelivery and secret rotation ------------------------------------------------------
+
+
+async def test_a_failed_delivery_is_sent_again_with_its_webhook_id_and_history(
+    make_settings: MakeSettings,
+) -> None:
+    with Receiver([500, 500, 500]) as receiver:
+        async with serve(delivering(make_settings)) as (_, client):
+            hook = await subscribe(client, receiver.url, "task.updated")
+            queued = (await client.post(f"/webhooks/{hook['id']}/test")).json()
+            [failed] = await settled(client, hook["id"], 1)
+            again = await client.post(f"/webhooks/{hook['id']}/deliveries/{queued['id']}/redeliver")
+            got = await receiver.wait_for(4)
+            [delivered] = await settled(client, hook["id"], 1)
+
+    assert failed["status"] == "failed"
+    assert (again.status_code, again.json()["status"]) == (202, "pending")
+    assert got[3].webhook_id == queued["id"] and got[3].body == got[0].body
+    assert delivered["status"] == "succeeded"
+    assert [a["status_code"] for a in delivered["attempts"]] == [500, 500, 500, 200]
+
+
+async def test_a_delivery_still_being_tried_is_not_sent_again(api: httpx.AsyncClient) -> None:
+    hook = await subscribe(api, PUBLIC, "task.updated")
+    queued = (await api.post(f"/webhooks/{hook['id']}/test")).json()
+
+    again = await api.post(f"/webhooks/{hook['id']}/deliveries/{queued['id']}/redeliver")
+
+    assert (again.status_code, again.headers["content-type"]) == (409, PROBLEM)
+
+
+async def test_redelivering_an_unknown_or_anothers_delivery_is_404(
+    api: httpx.AsyncClient,
+) -> None:
+    first = await subscribe(api, PUBLIC, "task.updated")
+    second = await subscribe(api, PUBLIC, "task.updated")
+    queued = (await api.post(f"/webhooks/{first['id']}/test")).json()
+
+    unknown = await api.post(f"/webhooks/{first['id']}/deliveries/msg_nope/redeliver")
+    elsewhere = await api.post(f"/webhooks/{second['id']}/deliveries/{queued['id']}/redeliver")
+
+    assert (unknown.status_code, elsewhere.status_code) == (404, 404)
+
+
+async def test_a_rotated_secret_is_shown_once_and_both_sign_during_the_overlap(
+    make_settings: MakeSettings,
+) -> None:
+    with Receiver() as receiver:
+        async with serve(delivering(make_settings)) as (_, client):
+            hook = await subscribe(client, receiver.url, "task.updated")
+            rotated = await client.post(f"/webhooks/{hook['id']}/rotate-secret")
+            shown = (await client.get(f"/webhooks/{hook['id']}")).json()
+            await client.post(f"/webhooks/{hook['id']}/test")
+            [got] = await receiver.wait_for(1)
+
+    assert rotated.status_code == 200
+    new_secret = rotated.json()["secret"]
+    assert new_secret.startswith("whsec_") and new_secret != hook["secret"]
+    assert "secret" not in shown and shown["previous_secret_until"] is not None
+    got.verify(new_secret)
+    got.verify(hook["secret"])
+    for secret in (new_secret, hook["secret"]):  # and as a receiver's library reads them
+        Webhook(secret).verify(got.body, got.headers)
+    assert len(got.headers["webhook-signature"].split(" ")) == 2
+
+
+async def test_without_an_overlap_only_the_new_secret_signs(make_settings: MakeSettings) -> None:
+    with Receiver() as receiver:
+        settings = delivering(make_settings, webhook_secret_overlap_seconds=0)
+        async with serve(settings) as (_, client):
+            hook = await subscribe(client, receiver.url, "task.updated")
+            rotated = (await client.post(f"/webhooks/{hook['id']}/rotate-secret")).json()
+            await client.post(f"/webhooks/{hook['id']}/test")
+            [got] = await receiver.wait_for(1)
+
+    got.verify(rotated["secret"])
+    with pytest.raises(WebhookVerificationError):
+        got.verify(hook["secret"])

@@ -1,9 +1,11 @@
 """The pieces page (graphs, YAML, files that failed to load) and the webhooks pages
-(subscriptions, deliveries with their attempts, "send test") in a real browser."""
+(subscriptions, deliveries with their attempts, "send test", redelivery, editing, a new
+secret) in a real browser."""
 
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from playwright.sync_api import Page, expect
@@ -47,5 +49,49 @@ def test_a_subscription_made_in_the_console_lists_the_test_delivery_it_was_sent(
 
     page.get_by_role("button", name="Send test").click()
 
-    delivery = page.locator("#deliveries li.delivery").first
+    delivery = page.locator("#deliveries tbody > tr").first
     expect(delivery).to_contain_text("webhook.test")
+
+
+def _ended(console: Console, webhook_id: str, attempts: int) -> None:
+    """Wait until the subscription's newest delivery has ended after `attempts` tries."""
+    with console.api() as api:
+        for _ in range(600):
+            [newest, *_] = api.get(f"/webhooks/{webhook_id}/deliveries").json()["data"]
+            if newest["status"] != "pending" and len(newest["attempts"]) == attempts:
+                return
+            time.sleep(0.05)
+    raise AssertionError(f"the delivery of {webhook_id} never ended after {attempts} tries")
+
+
+def test_a_subscription_is_edited_its_delivery_sent_again_and_its_secret_rotated(
+    page: Page, console: Console, fake_llm: FakeMessagesAPI
+) -> None:
+    with console.api() as api:
+        hook = api.post(
+            "/webhooks", json={"url": "http://127.0.0.1:9/first", "events": ["job.succeeded"]}
+        ).json()
+        api.post(f"/webhooks/{hook['id']}/test")
+    _ended(console, hook["id"], 1)
+    sign_in(page, then=f"/console/webhooks/{hook['id']}")
+    assert_labelled(page)
+
+    row = page.locator("#deliveries tbody > tr").first
+    expect(row).to_contain_text("failed")
+    row.get_by_role("button", name=re.compile("^Redeliver")).click()
+    _ended(console, hook["id"], 2)
+    page.reload()
+    expect(page.locator("#deliveries tbody > tr").first.locator("td").nth(3)).to_have_text("2")
+
+    page.get_by_text("Edit or rotate the secret").click()
+    page.get_by_label("URL").fill("http://127.0.0.1:9/second")
+    page.get_by_label(re.compile("^Events")).fill("job.succeeded, task.updated")
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator(".page-head")).to_contain_text("http://127.0.0.1:9/second")
+    expect(page.locator(".page-head")).to_contain_text("job.succeeded, task.updated")
+
+    page.get_by_text("Edit or rotate the secret").click()
+    page.get_by_role("button", name="Rotate the signing secret").click()
+    secret = page.get_by_label("Signing secret", exact=True)
+    expect(secret).to_have_value(re.compile(r"^whsec_\S+$"))
+    assert secret.input_value() != hook["secret"]

@@ -85,7 +85,7 @@ async def test_a_delivery_connects_to_the_address_that_was_checked(
             delivery_id="whd_1",
             subscription_id="wh_1",
             url=f"http://hooks.example:{port}/hooks/strata",
-            secret="whsec_" + "A" * 32,
+            secrets=("whsec_" + "A" * 32,),
             payload={"type": "webhook.test"},
             attempt=1,
             lease_until=utcnow(),

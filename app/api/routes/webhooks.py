@@ -31,6 +31,10 @@ from app.services.webhook_targets import check_target
 router = APIRouter(prefix="/webhooks", tags=["webhooks"], responses=problem_responses(401, 503))
 
 WebhookId = Annotated[str, Path(max_length=40, description="A webhook subscription id (`wh_…`).")]
+DeliveryId = Annotated[
+    str,
+    Path(max_length=40, description="A delivery id (`msg_…`), its `webhook-id` header."),
+]
 
 SIGNING = (
     " Deliveries are POSTed as JSON `{type, timestamp, data}` with the Standard Webhooks "
@@ -172,3 +176,37 @@ async def test_webhook(
 ) -> DeliveryPublic:
     view = await database.write(lambda db: service.send_test(db, tenant, webhook_id))
     return DeliveryPublic.of(view)
+
+
+@router.post(
+    "/{webhook_id}/deliveries/{delivery_id}/redeliver",
+    status_code=202,
+    name="redeliver",
+    summary="Send a delivery that ended (succeeded or failed) again",
+    description="The same `webhook-id` and payload, with a fresh retry schedule; its earlier "
+    "attempts stay listed. 409 while the delivery is still being tried or the subscription "
+    "is disabled.",
+    responses=problem_responses(404, 409, 422),
+)
+async def redeliver(
+    webhook_id: WebhookId, delivery_id: DeliveryId, database: DatabaseDep, tenant: CurrentTenant
+) -> DeliveryPublic:
+    view = await database.write(lambda db: service.redeliver(db, tenant, webhook_id, delivery_id))
+    return DeliveryPublic.of(view)
+
+
+@router.post(
+    "/{webhook_id}/rotate-secret",
+    name="rotate_secret",
+    summary="Replace the signing secret",
+    description="The answer holds the new `secret`, shown this once. Until "
+    "`previous_secret_until` (STRATA_WEBHOOK_SECRET_OVERLAP_SECONDS) every delivery carries "
+    "a signature with the old secret too, so a receiver can switch without rejecting one.",
+    responses=problem_responses(404, 422),
+)
+async def rotate_secret(
+    webhook_id: WebhookId, database: DatabaseDep, tenant: CurrentTenant, settings: SettingsDep
+) -> WebhookCreated:
+    overlap = settings.webhook_secret_overlap_seconds
+    row = await database.write(lambda db: service.rotate_secret(db, tenant, webhook_id, overlap))
+    return WebhookCreated.of(row)

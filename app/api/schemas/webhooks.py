@@ -82,6 +82,11 @@ class WebhookPublic(BaseModel):
     failing_since: datetime | None = Field(
         description="Since when its deliveries fail without a success (null: healthy)."
     )
+    previous_secret_until: datetime | None = Field(
+        default=None,
+        description="After a secret rotation: until when deliveries also carry a signature "
+        "with the secret before it.",
+    )
     created_at: datetime
     updated_at: datetime
 

@@ -20,6 +20,9 @@ class WebhookSubscription(SQLModel, table=True):
     events: list[str] = Field(default_factory=list, sa_column=Column(JSONType, nullable=False))
     description: str | None = Field(default=None, max_length=500)
     secret: str = Field(max_length=200)
+    # after a rotation: the secret before it, which signs too until `previous_secret_until`
+    previous_secret: str | None = Field(default=None, max_length=200)
+    previous_secret_until: datetime | None = Field(default=None, sa_type=UTCDateTime)
     enabled: bool = True
     disabled_reason: str | None = Field(default=None, max_length=500)
     failing_since: datetime | None = Field(default=None, sa_type=UTCDateTime)
