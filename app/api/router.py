@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from app.api.routes import (
+    api_keys,
     chat,
     events,
     health,
@@ -38,3 +39,4 @@ api_router.include_router(hooks.router)
 api_router.include_router(webhooks.router)
 api_router.include_router(metrics.router)
 api_router.include_router(tool_policy.router)
+api_router.include_router(api_keys.router)

@@ -23,7 +23,7 @@ from app.db.engine import Database
 from app.db.models import ApiKey
 from app.db.repositories.api_keys import ApiKeyRepository
 from app.db.types import utcnow
-from app.domain.errors import InvalidInput, NotFound, Unauthorized
+from app.domain.errors import Conflict, InvalidInput, NotFound, Unauthorized
 from app.domain.ids import new_id
 from app.services.webhooks import disable_tenant_subscriptions
 from app.settings import ConfiguredKey
@@ -73,6 +73,55 @@ async def create_key(
 
 async def list_keys(db: AsyncSession) -> list[ApiKey]:
     return await ApiKeyRepository(db).list_all()
+
+
+async def tenant_keys(db: AsyncSession, tenant: str) -> list[ApiKey]:
+    """The keys of `tenant` stored in the database, newest first (those of STRATA_API_KEYS
+    are the operator's and are not listed)."""
+    return await ApiKeyRepository(db).list_for_tenant(tenant)
+
+
+async def create_tenant_key(
+    db: AsyncSession, tenant: str, *, keyless: bool, expires_at: datetime | None = None
+) -> tuple[ApiKey, str]:
+    """A new key for the caller's own tenant (`create_key`). Refused on a server without
+    keys (`keyless`): the first key turns authentication on for every client, which is
+    the operator's decision (`strata keys create`)."""
+    if keyless:
+        raise Conflict(
+            "this server has no API keys; the operator creates the first one with "
+            "`strata keys create --tenant <name>`, which turns authentication on"
+        )
+    return await create_key(db, tenant, expires_at=expires_at)
+
+
+async def revoke_tenant_key(
+    db: AsyncSession, tenant: str, key_id: str, *, configured_tenants: Collection[str] = ()
+) -> ApiKey:
+    """Revoke a key of the caller's own tenant (another tenant's: 404). Refused when it
+    would leave the tenant without a valid key: its clients, its console and its webhooks
+    would all stop, which only the operator decides (`strata keys revoke`)."""
+    keys = ApiKeyRepository(db)
+    row = await keys.by_id(ApiKey, key_id, locked=True)
+    if row is None or row.tenant != tenant:
+        raise NotFound(f"no API key {key_id!r}")
+    if row.revoked_at is not None:
+        return row
+    others = [
+        key
+        for key in await keys.list_for_tenant(tenant)
+        if key.id != key_id and _valid(key, utcnow())
+    ]
+    if not others and tenant not in configured_tenants:
+        raise Conflict(
+            f"{key_id!r} is the tenant's last valid API key; create another one first "
+            "(the operator can still revoke it with `strata keys revoke`)"
+        )
+    return (await revoke_key(db, key_id, configured_tenants=configured_tenants)).key
+
+
+def _valid(key: ApiKey, now: datetime) -> bool:
+    return key.revoked_at is None and (key.expires_at is None or key.expires_at > now)
 
 
 @dataclass(frozen=True)

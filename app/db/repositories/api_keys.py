@@ -36,6 +36,11 @@ class ApiKeyRepository(RowRepository):
         query = select(ApiKey).order_by(col(ApiKey.tenant), col(ApiKey.created_at))
         return list((await self.db.exec(query)).all())
 
+    async def list_for_tenant(self, tenant: str) -> list[ApiKey]:
+        """The tenant's stored keys, newest first (ids are time-ordered)."""
+        query = select(ApiKey).where(ApiKey.tenant == tenant).order_by(col(ApiKey.id).desc())
+        return list((await self.db.exec(query)).all())
+
     async def revoke(self, key_id: str, at: datetime) -> ApiKey | None:
         """Marks the key revoked (once: the first time stays); None when there is no such key."""
         await self.db.exec(
