@@ -16,7 +16,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 TS_CLIENT := clients/typescript
 CC_CLI := tests/e2e/claude-code-cli
 
-.PHONY: serve test test-sqlite test-postgres lint format typecheck openapi install dev ts-tools sandbox-tools browser-tools cc-cli bench bench-tools clean
+
+.PHONY: serve test test-sqlite test-postgres lint format typecheck openapi install dev ts-tools sandbox-tools browser-tools cc-cli bench bench-tools screenshots clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Strata needs Python 3.11 or newer; set PYTHON=python3.x")'
@@ -105,6 +106,16 @@ bench-tools:
 ## openapi: re-export openapi/openapi.json after an API change
 openapi: install
 	$(BIN)/strata openapi
+
+## screenshots: the console's pictures in docs/, taken anew by its browser tests (SQLite)
+SHOTS := test-artifacts/console/sqlite/master
+SHOT_TESTS := task_moved_on_the_board or draft_job_takes or edited_its_delivery or key_made_in_the_console
+screenshots: dev browser-tools
+	STRATA_TEST_DATABASE=sqlite $(BIN)/pytest -n 0 -q tests/console -k "$(SHOT_TESTS)"
+	cp $(SHOTS)/test_a_task_moved_on_the_board_reaches_the_agents_next_request_as_a_note.png docs/console-session.png
+	cp $(SHOTS)/test_a_draft_job_takes_an_uploaded_file_starts_asks_and_completes_after_the_answer.png docs/console-job.png
+	cp $(SHOTS)/test_a_subscription_is_edited_its_delivery_sent_again_and_its_secret_rotated.png docs/console-webhook.png
+	cp $(SHOTS)/test_a_key_made_in_the_console_is_shown_once_works_and_is_revoked.png docs/console-keys.png
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache $(TS_CLIENT)/node_modules $(TS_CLIENT)/generated $(CC_CLI)/node_modules
