@@ -16,7 +16,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 TS_CLIENT := clients/typescript
 CC_CLI := tests/e2e/claude-code-cli
 
-.PHONY: serve test test-sqlite test-postgres lint format typecheck openapi install dev ts-tools sandbox-tools browser-tools cc-cli bench bench-tools clean
+.PHONY: serve test test-sqlite test-postgres lint format typecheck openapi docs install dev ts-tools sandbox-tools browser-tools cc-cli bench bench-tools clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Strata needs Python 3.11 or newer; set PYTHON=python3.x")'
@@ -28,7 +28,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	@touch $@
 
 $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,docs]'
 	@touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed
@@ -102,9 +102,15 @@ bench-tools:
 	@command -v wrk >/dev/null || $(SUDO) apt-get install -y wrk || \
 		{ $(SUDO) apt-get update && $(SUDO) apt-get install -y wrk; }
 
+## docs: regenerate the configuration reference (docs/configuration.md, .env.example) from
+## app/settings.py, then build the documentation site into site/ (MkDocs Material, strict)
+docs: dev
+	$(BIN)/python -m tools.config_reference
+	$(BIN)/mkdocs build --strict --site-dir site
+
 ## openapi: re-export openapi/openapi.json after an API change
 openapi: install
 	$(BIN)/strata openapi
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache $(TS_CLIENT)/node_modules $(TS_CLIENT)/generated $(CC_CLI)/node_modules
+	rm -rf $(VENV) site .pytest_cache .ruff_cache .mypy_cache $(TS_CLIENT)/node_modules $(TS_CLIENT)/generated $(CC_CLI)/node_modules
