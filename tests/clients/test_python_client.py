@@ -15,7 +15,9 @@ nothing more about the document or the client (the API itself is tested on both 
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import inspect
 import json
 import os
 import secrets
@@ -88,6 +90,24 @@ def smoke(generated_client: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[M
         for name in list(sys.modules):
             if name.partition(".")[0] in {spec.name, "strata_client"}:
                 del sys.modules[name]
+
+
+def test_the_generated_client_types_a_streams_events(
+    smoke: ModuleType, generated_client: Path
+) -> None:
+    """The stream's response is the union of its event models, not `Any`: what a client's
+    SSE parser hands each `data:` line to."""
+    stream = importlib.import_module("strata_client.api.events.events_session_stream")
+    models = importlib.import_module("strata_client.models")
+
+    returned = str(inspect.signature(stream.sync).return_annotation)
+    delta = models.TextDelta.from_dict(
+        {"type": "text.delta", "session_id": "ses_x", "job_id": "job_x", "index": 0, "text": "Hi"}
+    )
+
+    for event in ("ItemAppended", "JobStatusEvent", "TextDelta", "ToolFinished", "UsageEvent"):
+        assert event in returned, returned
+    assert (delta.type_, delta.text) == ("text.delta", "Hi")
 
 
 def transition(next_step: str, summary: str) -> Any:
