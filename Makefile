@@ -121,7 +121,7 @@ bench-tools:
 ## app/settings.py, then build the documentation site into site/ (MkDocs Material, strict)
 docs: dev
 	$(BIN)/python -m tools.config_reference
-	$(BIN)/mkdocs build --strict --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 ## openapi: re-export openapi/openapi.json after an API change
 openapi: install

@@ -179,7 +179,7 @@ class Settings(BaseSettings):
     job_session_cache_items: int = Field(default=5_000, ge=1)
     # net allocations of container objects between two collections of the cyclic garbage
     # collector's youngest generation in `strata serve` / `strata worker` (Python's default is
-    # 700; at that a worker spent ~20% of its CPU per turn collecting)
+    # 700, at which a worker spends a large share of its CPU collecting)
     gc_threshold: int = Field(default=50_000, ge=700)
 
     # --- layered memory (seed 003) ------------------------------------------
@@ -193,10 +193,9 @@ class Settings(BaseSettings):
     # The share of the block the newest turns (L2) may fill when older turns follow, so
     # that long recent turns cannot crowd out every older turn's summary line.
     memory_block_l2_ratio: float = Field(default=0.7, gt=0, le=1)
-    # A turn's end cleans its texts for its memory (~350-475 ns a character) before the
-    # transaction that stores it; past this many characters on a thread of its own, so
-    # that the worker's event loop serves its other jobs meanwhile (a hand-off costs
-    # ~0.1 ms of CPU, the cleaning of ~250 characters).
+    # A turn's end cleans its texts for its memory before the transaction that stores it;
+    # past this many characters on a thread of its own, so that the worker's event loop
+    # serves its other jobs meanwhile (below it, the hand-off costs more than the cleaning).
     memory_clean_thread_chars: int = Field(default=4_000, ge=0)
     # One page of a detail look-up (GET /sessions/{id}/detail/{time}), in characters, when
     # the request names no `max_chars`: one turn's detail is 250-590 KB on some real

@@ -169,7 +169,7 @@ def render_markdown(settings: list[Setting]) -> str:
             if len(out) > 2:
                 out.append("")
             out += [
-                f"### {section[:1].upper()}{section[1:]}",
+                f"## {section[:1].upper()}{section[1:]}",
                 "",
                 "| variable | type | default | description |",
                 "| --- | --- | --- | --- |",
