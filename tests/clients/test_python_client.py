@@ -28,6 +28,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.e2e.conftest import StrataProcesses
@@ -187,8 +188,14 @@ def stream(
         spec.loader.exec_module(module)
         yield module
     finally:
-        for name in ("strata_client_stream", "smoke"):
+        for name in ("strata_client_stream", "smoke", "events"):
             sys.modules.pop(name, None)
+
+
+@pytest.fixture
+def events(stream: ModuleType) -> ModuleType:
+    """clients/python/events.py, as stream.py imported it."""
+    return sys.modules["events"]
 
 
 def test_the_streaming_example_follows_a_turn_on_a_keyless_server(
@@ -207,12 +214,53 @@ def test_the_streaming_example_follows_a_turn_on_a_keyless_server(
     assert all(e["job_id"] == followed.job_id for e in followed.events)
 
 
+def test_a_cut_stream_resumes_after_the_last_event_it_saw(
+    events: ModuleType, smoke: ModuleType, strata_procs: StrataProcesses, fake_llm: FakeMessagesAPI
+) -> None:
+    server = strata_procs.serve()
+    fake_llm.reply(ASSISTANT_TEXT)
+    session = httpx.post(f"{server.url}/sessions", json={}, timeout=10).json()["id"]
+    turn = httpx.post(
+        f"{server.url}/sessions/{session}/messages",
+        params={"wait": "true"},
+        json={"text": "hello"},
+        timeout=30,
+    ).json()
+    path = f"/jobs/{turn['job_id']}/events"
+
+    with smoke.connect(server.url, None, timeout=30.0) as client:
+        whole = list(events.stream(client, path))
+        cut = events.stream(client, path)
+        before = [next(cut), next(cut)]
+        cut.close()  # the connection is gone: resume after the last id seen
+        after = list(events.stream(client, path, last_event_id=before[-1].id))
+
+    assert [r.id for r in before + after] == [r.id for r in whole]
+    assert any(isinstance(r.event, events.ItemAppended) for r in whole)
+    assert isinstance(whole[-1].event, events.JobStatusEvent)
+    assert whole[-1].event.status == "succeeded"
+
+
+def test_a_stream_answered_with_a_problem_raises_it(
+    events: ModuleType, smoke: ModuleType, strata_procs: StrataProcesses
+) -> None:
+    server = strata_procs.serve()
+
+    with smoke.connect(server.url, None, timeout=30.0) as client:
+        with pytest.raises(events.StreamProblem) as raised:
+            next(events.stream(client, "/jobs/job_00000000000000000000000000/events"))
+
+    problem = raised.value.problem
+    assert (problem.status, problem.type_) == (404, "urn:strata:problem:not-found")
+
+
 def test_the_examples_type_check_against_the_generated_client(generated_client: Path) -> None:
     done = subprocess.run(
         [
             sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent",
             "--no-incremental", "--cache-dir=/dev/null",
             str(CLIENT_DIR / "smoke.py"), str(CLIENT_DIR / "stream.py"),
+            str(CLIENT_DIR / "events.py"),
         ],
         cwd=CLIENT_DIR,
         env={**os.environ, "MYPYPATH": f"{generated_client}{os.pathsep}{CLIENT_DIR}"},
