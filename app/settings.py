@@ -41,12 +41,18 @@ class Settings(BaseSettings):
     )
 
     # --- server and storage -------------------------------------------------
+    # Address `strata serve` binds.
     host: str = "127.0.0.1"
+    # Port to listen on; `PORT`, as hosting platforms set it, is read too.
     port: int = Field(default=8000, validation_alias=AliasChoices("STRATA_PORT", "PORT"))
+    # SQLAlchemy URL: SQLite, or PostgreSQL as `postgresql+psycopg://user:pass@host:5432/db`.
     database_url: str = "sqlite:///./data/strata.db"
+    # Where Strata keeps files (job workspaces).
     data_dir: Path = Path("./data")
+    # How long a SQLite writer waits for the lock.
     sqlite_busy_timeout_ms: int = 5000
-    # reads run on the event loop; in WAL mode they wait only in rare moments (recovery)
+    # How long a SQLite read waits for a lock, in milliseconds: reads run on the event loop;
+    # in WAL mode they wait only in rare moments (recovery)
     sqlite_read_busy_timeout_ms: int = 100
     # read connections kept open (SQLite): each read unit in progress holds one, and one
     # opened past these is closed after use, which costs more than the read itself
@@ -64,6 +70,7 @@ class Settings(BaseSettings):
     background_stall_seconds: float = 15.0
     # Entries each in-process cache (API keys, webhook subscriptions, task lists) keeps at most.
     cache_max_entries: int = Field(default=10_000, ge=1)
+    # Log level.
     log_level: str = "info"
     # `json`: one JSON object per log line, with the request, session and job ids it concerns
     log_format: Literal["text", "json"] = "text"
@@ -78,7 +85,9 @@ class Settings(BaseSettings):
     api_key_cache_seconds: float = Field(default=5.0, ge=0)
 
     # --- HTTP limits --------------------------------------------------------
+    # Request body limit (413 above).
     max_body_bytes: int = 1024 * 1024
+    # Body limit of `POST /hooks/claude-code` (whole transcripts).
     hook_max_body_bytes: int = 64 * 1024 * 1024
     # Let POST /hooks/claude-code read `transcript_path` itself (same machine only).
     hook_read_transcript_path: bool = False
@@ -91,8 +100,11 @@ class Settings(BaseSettings):
     # items is tens of milliseconds on the writer thread, and the chunk that completes a turn
     # also projects it.
     import_chunk_items: int = Field(default=20, ge=1)
+    # How long an `Idempotency-Key` is remembered.
     idempotency_ttl_seconds: float = 24 * 3600
+    # Items of a list page when the request names no `limit`.
     page_limit_default: int = 50
+    # The largest `limit` a list request may ask for.
     page_limit_max: int = 200
     # Jobs one tenant may have queued or running at once (plus its transcript imports
     # running in this process): a new message, job, draft start or import past it gets
@@ -106,28 +118,39 @@ class Settings(BaseSettings):
     admission_retry_after_seconds: int = Field(default=2, ge=0)
 
     # --- LLM ----------------------------------------------------------------
+    # The Anthropic key (a secret, never logged).
     anthropic_api_key: SecretStr | None = Field(
         default=None,
         validation_alias=AliasChoices("STRATA_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY"),
     )
+    # Messages API base URL (tests point it at a fake server).
     anthropic_base_url: str | None = Field(
         default=None,
         validation_alias=AliasChoices("STRATA_ANTHROPIC_BASE_URL", "ANTHROPIC_BASE_URL"),
     )
+    # The agent model.
     model: str = "claude-sonnet-4-5"
+    # The cheap model for summaries and compaction.
     summary_model: str = "claude-haiku-4-5-20251001"
+    # `max_tokens` per request.
     llm_max_tokens: int = 8192
+    # Per-request timeout.
     llm_timeout_seconds: float = 600.0
+    # SDK retries on 429/529/5xx/timeouts.
     llm_max_retries: int = 2
     # LLM requests in flight on one client's connection pool at most; past it a request
     # takes the next client (each request looks through its pool's connections, so one
     # pool of a thousand costs every request a thousand checks)
     llm_requests_per_pool: int = Field(default=64, ge=1)
+    # The model's context window (a smaller one the API names in a refusal wins).
     context_window_tokens: int = 200_000
+    # LLM calls per agent loop before the job fails.
     agent_max_iterations: int = 50
 
     # --- task reminder (seed 000) -------------------------------------------
+    # Task reminder: N requests without TaskCreate/TaskUpdate.
     reminder_requests_since_task_write: int = 8  # N
+    # Task reminder: cooldown M.
     reminder_requests_between_reminders: int = 8  # M
     # the reminder's task lines at most, in characters (a longer list ends saying how many
     # active tasks it leaves out): everything that enters a request has a budget
@@ -146,14 +169,21 @@ class Settings(BaseSettings):
     # turn miss), and at most this many items in all (a segment grows with every turn until
     # compaction: the oldest views go first)
     job_session_cache_seconds: float = Field(default=60.0, ge=0)
+    # Sessions whose views are kept at most, the oldest going first: each holds its session's
+    # segment (~1 MB of text near the context window); fewer than the sessions turning at once in
+    # the process makes every turn miss.
     job_session_cache_entries: int = Field(default=1_000, ge=1)
+    # Log items those kept views hold in all, the oldest views going first (a segment grows with
+    # every turn until compaction, so this bounds their memory; a segment longer than this is not
+    # kept).
     job_session_cache_items: int = Field(default=5_000, ge=1)
     # net allocations of container objects between two collections of the cyclic garbage
     # collector's youngest generation in `strata serve` / `strata worker` (Python's default is
-    # 700; at that a worker spent ~20% of its CPU per turn collecting)
+    # 700, at which a worker spends a large share of its CPU collecting)
     gc_threshold: int = Field(default=50_000, ge=700)
 
     # --- layered memory (seed 003) ------------------------------------------
+    # Turns kept as L2 in the memory block, at most.
     memory_l2_window_turns: int = 20
     # The memory block's length in characters, at most: Claude Code inlines a SessionStart
     # `additionalContext` only up to 10,000 characters (a longer one becomes a file the
@@ -163,10 +193,9 @@ class Settings(BaseSettings):
     # The share of the block the newest turns (L2) may fill when older turns follow, so
     # that long recent turns cannot crowd out every older turn's summary line.
     memory_block_l2_ratio: float = Field(default=0.7, gt=0, le=1)
-    # A turn's end cleans its texts for its memory (~350-475 ns a character) before the
-    # transaction that stores it; past this many characters on a thread of its own, so
-    # that the worker's event loop serves its other jobs meanwhile (a hand-off costs
-    # ~0.1 ms of CPU, the cleaning of ~250 characters).
+    # A turn's end cleans its texts for its memory before the transaction that stores it;
+    # past this many characters on a thread of its own, so that the worker's event loop
+    # serves its other jobs meanwhile (below it, the hand-off costs more than the cleaning).
     memory_clean_thread_chars: int = Field(default=4_000, ge=0)
     # One page of a detail look-up (GET /sessions/{id}/detail/{time}), in characters, when
     # the request names no `max_chars`: one turn's detail is 250-590 KB on some real
@@ -176,13 +205,17 @@ class Settings(BaseSettings):
     # small transaction has decided the merge: a chunk of 1,000 turns of 1 KB holds SQLite's
     # write lock for tens of milliseconds, commit included.
     merge_chunk_turns: int = Field(default=1000, ge=1)
+    # L1 summary length, 1/5 of L2.
     summary_target_ratio: float = 0.2  # 1/5 of the L2 length
     # An L1 request's `max_tokens` per character of the summary's target length: a line
     # averages ~4 characters a token, so 1 leaves room for one that runs long or a denser
     # language, and never reserves 8,192 tokens for a 40-token line.
     summary_max_tokens_per_char: float = Field(default=1.0, gt=0)
+    # Retries before L2 is stored as L1.
     summary_retries: int = 2
+    # L1 summaries at once.
     summary_concurrency: int = 2
+    # Zone of `HH:MM:SS` times.
     display_timezone: str = "UTC"
     # GET /sessions/{id}/turns shows each turn's L1, else the start of its user text, cut
     # to this many characters: a timeline to pick a time from, not the turns themselves
@@ -197,27 +230,33 @@ class Settings(BaseSettings):
     # A page's live stream that ends reads the regions it could not read (the API busy or
     # away for a moment) again, this many times, this many seconds apart.
     console_stream_last_tries: int = Field(default=3, ge=1)
+    # How far apart those tries are, in seconds.
     console_stream_last_try_seconds: float = Field(default=0.2, ge=0)
     # Messages of a streamed API answer (a page's live events, a download) the console
     # holds for its browser; a browser that reads slower stops the API's stream there.
     console_stream_buffer: int = Field(default=64, ge=1)
+    # Each log item is cut to this length in the compaction summary's transcript.
     compaction_item_max_chars: int = 4000
 
     # --- jobs, comments, lessons (seed 004) ---------------------------------
+    # Comments in a job's enriched instruction.
     job_comments_in_prompt: int = 5
+    # Characters per comment in that instruction.
     job_comment_max_chars: int = 500
     # paths of `input/` and of `output/` listed in a movement's prompt, each (~9 tokens a
     # path); the rest is counted, for the model to Glob
     job_files_in_prompt: int = Field(default=200, ge=1)
+    # Lessons handed to the next movement.
     lessons_max_chars: int = 2000
     # feedback a checking movement sends back to an earlier one, capped like the lessons
     feedback_max_chars: int = Field(default=2000, ge=100)
     # movements a piece job may run (its piece's `max_movements` wins); then it is aborted
     job_max_movements: int = Field(default=30, ge=1)
-    # subtasks one job may start with spawn_subtask, and how many levels of subtasks a job
-    # tree may have below its root (at most 16, the depth cancels and waiting questions
-    # are followed to); a job tree's movements all count against its root's budget above
+    # subtasks one job may start with spawn_subtask (a job tree's movements all count
+    # against its root's movement budget)
     job_max_subtasks: int = Field(default=10, ge=0)
+    # Levels of subtasks below a job tree's root (at most 16, the depth cancels and waiting
+    # questions are followed to); a subtask at the deepest level cannot start one.
     job_max_subtask_depth: int = Field(default=3, ge=0, le=16)
     # the checklists of logs/checklists/*.json shown to the next movement, in characters
     checklists_max_chars: int = Field(default=2000, ge=100)
@@ -226,32 +265,43 @@ class Settings(BaseSettings):
     subtask_outcomes_max_chars: int = Field(default=4000, ge=100)
     # the `git status` / diff excerpt handed on after a verify movement, in characters
     git_excerpt_max_chars: int = Field(default=2000, ge=100)
-    # what reading the excerpt may cost (it is computed in Python, git never runs): the
-    # entries it looks at (of HEAD's tree, the index and the folders), the bytes it reads
-    # (and matches against ignore patterns), and the lines of a changed region it aligns
-    # line by line (difflib's time grows with their square; a longer region is shown
-    # removed, then added)
+    # the entries the excerpt looks at, of HEAD's tree, the index and the folders (it is
+    # computed in Python, git never runs; it says where it stopped)
     git_excerpt_max_files: int = Field(default=100_000, ge=1)
+    # Bytes the excerpt reads at most from the repository and its files, characters matched against
+    # `.gitignore` patterns included (128 MiB).
     git_excerpt_max_read_bytes: int = Field(default=128 * 1024**2, ge=1024)
+    # Lines of a changed region (between a file's unchanged start and end) the excerpt aligns
+    # line by line (difflib's time grows with their square); a longer region is shown
+    # removed, then added.
     git_excerpt_diff_max_lines: int = Field(default=1000, ge=1)
+    # A claimed job's lease; a dead runner's job is resumed after it expires.
     job_lease_seconds: float = 30.0
+    # How often a runner renews its leases and looks for cancel requests.
     job_heartbeat_seconds: float = 10.0
 
     # --- pieces and workspaces (seed 004) -----------------------------------
+    # A folder of extra piece YAML files.
     pieces_dir: Path | None = None
+    # Offer the `Bash` tool to movements that allow it.
     bash_tool_enabled: bool = False
+    # Longest run of one `Bash` command.
     bash_timeout_seconds: float = 60.0
-    # limits of each Bash command (0: unlimited): CPU seconds, address space, the largest
-    # file it may write, processes of the server's user (not applied by Linux to root)
+    # CPU seconds of each process a `Bash` command starts (0: unlimited)
     bash_cpu_seconds: int = Field(default=60, ge=0)
+    # Address space of each process a `Bash` command starts (2 GiB; 0: unlimited).
     bash_memory_bytes: int = Field(default=2 * 1024**3, ge=0)
+    # Largest file a `Bash` command may write (256 MiB; 0: unlimited).
     bash_file_size_bytes: int = Field(default=256 * 1024**2, ge=0)
+    # Processes of the server's user a `Bash` command may run (Linux does not apply it to root; 0:
+    # unlimited).
     bash_max_processes: int = Field(default=256, ge=0)
     # "auto": bubblewrap when it works here, else limits only; "bwrap": refuse to run
     # Bash without it; "none": never
     bash_sandbox: Literal["auto", "bwrap", "none"] = "auto"
     # let a bubblewrap-confined command use the network
     bash_network: bool = False
+    # Largest file `PUT` into a job's `input/`.
     max_workspace_file_bytes: int = 16 * 1024 * 1024
 
     # --- tool policies -------------------------------------------------------
@@ -263,11 +313,17 @@ class Settings(BaseSettings):
     tool_policy_max_rules: int = Field(default=100, ge=1)
 
     # --- the runner (ours) --------------------------------------------------
+    # Run a job runner inside `strata serve` (false: only `strata worker` processes run jobs).
     run_worker_in_server: bool = True
+    # Jobs one runner runs at once.
     worker_concurrency: int = 32
+    # How often an idle runner looks for new rows.
     worker_poll_seconds: float = 0.5
+    # On shutdown, how long running jobs may finish their step before they are handed back.
     worker_shutdown_grace_seconds: float = 2.0
+    # Default longest wait of `POST /sessions/{id}/messages?wait=true`.
     chat_wait_seconds: float = 60.0
+    # Keep-alive comment interval on event streams.
     sse_keepalive_seconds: float = 15.0
     # on SQLite, how often event streams and waiting requests look for what another
     # process committed (never while this process is the database's only writer)
@@ -304,6 +360,7 @@ class Settings(BaseSettings):
     # --- outbound webhooks --------------------------------------------------
     # Let subscriptions target private, loopback, link-local or reserved addresses.
     webhook_allow_private: bool = False
+    # Longest wait for a webhook receiver's answer.
     webhook_timeout_seconds: float = 10.0
     # Delays before each attempt, in seconds: the first from the event, each next one
     # from the previous attempt. Its length is the number of attempts.
@@ -311,6 +368,7 @@ class Settings(BaseSettings):
     # A subscription failing this long without a success is disabled when a delivery fails
     # for good.
     webhook_disable_after_hours: float = 24.0
+    # How often the webhook dispatcher looks for due deliveries.
     webhook_poll_seconds: float = 1.0
     # How long a process reuses a tenant's enabled subscriptions when queueing events, in
     # seconds; changes made in this process count at once, others after this long at most.
@@ -320,14 +378,21 @@ class Settings(BaseSettings):
     webhook_secret_overlap_seconds: float = Field(default=86_400.0, ge=0)
 
     # --- context manager thresholds (seed 004) ------------------------------
+    # Context use that emits a `warn` event.
     context_warn_ratio: float = 0.70
+    # Context use that asks the agent to wrap up.
     context_prompt_ratio: float = 0.85
+    # Context use that forces a transition (compaction in chat).
     context_force_ratio: float = 0.95
+    # Context use at which a request is never sent (`context-exhausted`).
     context_exhausted_ratio: float = 0.99
 
     # --- tool-output truncation (seed 004) ----------------------------------
+    # Share of the available tokens the tool results of one response may use together.
     tool_result_budget_ratio: float = 0.5
+    # That budget's cap, in tokens.
     tool_result_max_tokens: int = 60_000
+    # The floor of each tool result within that budget, in tokens.
     tool_result_min_tokens: int = 1_000
 
     @field_validator("webhook_retry_schedule")

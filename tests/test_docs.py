@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
-from app.settings import Settings
+import pytest
+
+from tools import config_reference, mkdocs_hooks
 
 ROOT = Path(__file__).resolve().parents[1]
 README_MAX_LINES = 250
+BUILD_WITHIN = 300.0  # seconds; the site builds in about 10 s on an idle machine
 LINK = re.compile(r"\]\((?!https?:|mailto:|#)([^)\s]+)\)")
-
-
-def _env_names() -> list[str]:
-    names = []
-    for field_name, field in Settings.model_fields.items():
-        alias = field.validation_alias
-        choices = getattr(alias, "choices", None)
-        names.append(str(choices[-1]) if choices else f"STRATA_{field_name.upper()}")
-    return names
 
 
 def test_readme_opens_with_the_two_commands() -> None:
@@ -29,11 +26,10 @@ def test_readme_opens_with_the_two_commands() -> None:
     assert "make test" in quick_start
 
 
-def test_configuration_reference_names_every_setting() -> None:
-    table = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
-    missing = [name for name in _env_names() if f"`{name}`" not in table]
+def test_configuration_reference_and_env_example_are_generated_from_the_settings() -> None:
+    stale = config_reference.stale_files()
 
-    assert missing == []
+    assert stale == [], f"{stale} differ from app/settings.py: run `make docs`"
 
 
 def test_ci_runs_exactly_make_test() -> None:
@@ -78,3 +74,45 @@ def test_every_relative_link_of_the_docs_names_a_file_that_exists() -> None:
                 broken.append(f"{doc.name}: {target}")
 
     assert broken == []
+
+
+@pytest.mark.sqlite_only  # no database: the PostgreSQL run would only repeat it
+def test_the_documentation_site_builds_strictly(tmp_path: Path) -> None:
+    """`mkdocs build --strict`: a broken link or anchor, or any other warning, fails it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path)],
+        cwd=ROOT,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        capture_output=True,
+        text=True,
+        timeout=BUILD_WITHIN,
+        check=False,
+    )
+
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    assert (tmp_path / "index.html").is_file()
+    assert (tmp_path / "getting-started.html").is_file()
+
+
+def test_the_site_links_published_files_to_their_pages() -> None:
+    assert mkdocs_hooks.site_link("docs/api.md#event-streams", "index.md") == (
+        "api.md#event-streams"
+    )
+    assert mkdocs_hooks.site_link("../README.md#console", "console.md") == "index.md#console"
+    assert mkdocs_hooks.site_link("RESULTS.md", "benchmarks.md") == "benchmark-results.md"
+
+
+def test_the_site_leaves_other_links_as_written() -> None:
+    assert mkdocs_hooks.site_link("tasks.md", "api.md") == "tasks.md"
+    assert (
+        mkdocs_hooks.site_link("https://example.com/x.md", "api.md") == "https://example.com/x.md"
+    )
+    assert mkdocs_hooks.site_link("../app/settings.py", "api.md") == "../app/settings.py"
+
+
+def test_the_site_rewrites_no_link_inside_a_code_block() -> None:
+    markdown = "[a](docs/api.md)\n```text\n[b](docs/api.md)\n```\n"
+
+    assert mkdocs_hooks.rewrite_links(markdown, "index.md") == (
+        "[a](api.md)\n```text\n[b](docs/api.md)\n```\n"
+    )

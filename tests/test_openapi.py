@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,8 @@ from app.main import create_app
 from app.settings import Settings
 
 COMMITTED = Path(__file__).resolve().parents[1] / "openapi" / "openapi.json"
+LINT_DIR = COMMITTED.parent / "lint"
+LINT_WITHIN = 300.0  # seconds; each linter takes a few seconds on an idle machine
 HTTP_METHODS = {"get", "post", "put", "patch", "delete"}
 
 
@@ -71,3 +75,78 @@ def test_authenticated_operations_declare_401_and_not_found_ones_404(
         assert "401" in operation["responses"], (method, path)
         if "{" in path:
             assert "404" in operation["responses"], (method, path)
+
+
+def test_every_tag_is_described(document: dict[str, Any]) -> None:
+    described = {tag["name"] for tag in document["tags"] if tag.get("description")}
+    used = {operation["tags"][0] for _, _, operation in _operations(document)}
+
+    assert used - described == set()
+
+
+def test_event_streams_are_typed_as_the_union_of_their_events(document: dict[str, Any]) -> None:
+    """A 3.1 `schema` (not 3.2's `itemSchema`), so generators type each event."""
+    for path in ("/sessions/{session_id}/events", "/jobs/{job_id}/events"):
+        content = document["paths"][path]["get"]["responses"]["200"]["content"]
+
+        assert content["text/event-stream"] == {
+            "schema": {"$ref": "#/components/schemas/StreamEventData"}
+        }
+    union = document["components"]["schemas"]["StreamEventData"]
+    assert len(union["oneOf"]) == len(set(union["discriminator"]["mapping"].values()))
+
+
+def _lint_tool(name: str) -> Path:
+    path = LINT_DIR / "node_modules" / ".bin" / name
+    if not path.exists():
+        pytest.fail(
+            f"{path} is missing: install the OpenAPI linters with `make openapi-lint-tools` "
+            "(`make test` does it), i.e. `npm ci` in openapi/lint",
+            pytrace=False,
+        )
+    return path
+
+
+def _run_json(*command: str | Path) -> Any:
+    done = subprocess.run(
+        [str(part) for part in command],
+        cwd=LINT_DIR,
+        capture_output=True,
+        text=True,
+        timeout=LINT_WITHIN,
+        check=False,
+    )
+    try:
+        return json.loads(done.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(f"{command[0]} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
+
+
+@pytest.mark.sqlite_only  # no database: the PostgreSQL run would only repeat it
+def test_spectral_recommended_rules_find_no_error() -> None:
+    spectral = _lint_tool("spectral")
+
+    found = _run_json(spectral, "lint", "--ruleset", ".spectral.yaml", "-f", "json", COMMITTED)
+
+    errors = [
+        f"{p['code']} at {'.'.join(map(str, p['path']))}: {p['message']}"
+        for p in found
+        if p["severity"] == 0
+    ]
+    warnings = sum(1 for p in found if p["severity"] == 1)
+    sys.stderr.write(f"spectral: {len(errors)} errors, {warnings} warnings (make openapi-lint)\n")
+    assert errors == []
+
+
+@pytest.mark.sqlite_only
+def test_redocly_recommended_rules_find_no_error() -> None:
+    redocly = _lint_tool("redocly")
+
+    found = _run_json(redocly, "lint", "--config", "redocly.yaml", "--format", "json", COMMITTED)
+
+    errors = [
+        f"{p['ruleId']}: {p['message']}" for p in found["problems"] if p["severity"] == "error"
+    ]
+    totals = found["totals"]
+    sys.stderr.write(f"redocly: {totals['errors']} errors, {totals['warnings']} warnings\n")
+    assert errors == []

@@ -40,6 +40,65 @@ CREATORS = {
     "webhooks-create": ("webhook_id", "/id"),
 }
 
+# every tag, described, in the order the API docs list them (a test fails on a tag not here)
+TAGS: list[dict[str, str]] = [
+    {"name": "sessions", "description": "Agent conversations: create, list, read, rename, delete."},
+    {
+        "name": "chat",
+        "description": "A user message starts a turn (a chat job), optionally waiting for its "
+        "answer; compaction on demand.",
+    },
+    {
+        "name": "items",
+        "description": "A session's append-only log: messages, answers, tool calls and results.",
+    },
+    {
+        "name": "events",
+        "description": "Server-Sent Events of a session or a job: replayed from any position "
+        "(`Last-Event-ID`), then live.",
+    },
+    {
+        "name": "tasks",
+        "description": "The agent's task list, rebuilt from the log; changes made here are "
+        "notes the agent reads.",
+    },
+    {
+        "name": "memory",
+        "description": "Layered memory: the memory block, the turns timeline, a turn's "
+        "detail, and merges of sessions.",
+    },
+    {
+        "name": "jobs",
+        "description": "Long work from a queue: chat turns and piece jobs, their comments "
+        "and workspace files.",
+    },
+    {"name": "pieces", "description": "The pieces a job can run: movements and transitions."},
+    {
+        "name": "tools",
+        "description": "The tools a session may be offered, and the tool policies that decide "
+        "each call.",
+    },
+    {
+        "name": "webhooks",
+        "description": "Signed outbound webhooks: subscriptions, their deliveries, a test "
+        "send, redelivery and secret rotation.",
+    },
+    {
+        "name": "api-keys",
+        "description": "The tenant's own API keys: list, create (shown once), revoke.",
+    },
+    {
+        "name": "hooks",
+        "description": "Inbound hooks: Claude Code's hook events and transcripts.",
+    },
+    {"name": "health", "description": "Liveness and readiness probes."},
+    {"name": "metrics", "description": "Prometheus metrics of the processes and the database."},
+]
+# relative: the server that serves the document (`make serve`: http://127.0.0.1:8000), so
+# the served API docs call the server they came from
+SERVERS = [{"url": "/", "description": "The Strata server that serves this document"}]
+LICENSE = {"name": "MIT", "identifier": "MIT"}
+
 REF_TEMPLATE = "#/components/schemas/{model}"
 # request bodies a route reads itself (declared in its `openapi_extra`), as components
 READ_BY_THE_ROUTE: dict[str, type[BaseModel]] = {"ClaudeCodeHook": ClaudeCodeHook}
@@ -64,6 +123,9 @@ def install_openapi(app: FastAPI) -> None:
                 summary=app.summary,
                 description=app.description,
                 routes=app.routes,
+                tags=TAGS,
+                servers=SERVERS,
+                license_info=LICENSE,
             )
             problem = {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
             for operations in document.get("paths", {}).values():

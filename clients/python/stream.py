@@ -1,5 +1,6 @@
-"""Following a turn live: the generated client sends the message, `httpx-sse` reads the job's
-event stream (generated clients do not read Server-Sent Events), on the same connection pool.
+"""Following a turn live: the generated client sends the message, `events.stream()` reads the
+job's event stream as typed events (generated clients do not read Server-Sent Events), on the
+same connection pool.
 
     python clients/python/stream.py --base-url http://127.0.0.1:8000 "Tell me a joke."
 
@@ -11,17 +12,22 @@ ends by itself once the job has ended; every event's `data` is a JSON object wit
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from httpx_sse import connect_sse
+from events import stream
 from smoke import connect, expect
 from strata_client.api.chat import chat_send
 from strata_client.api.sessions import sessions_create
-from strata_client.models import MessageAccepted, MessageCreate, SessionCreate, SessionPublic
+from strata_client.models import (
+    MessageAccepted,
+    MessageCreate,
+    SessionCreate,
+    SessionPublic,
+    TextDelta,
+)
 
 
 @dataclass
@@ -68,16 +74,10 @@ def stream_reply(
             "send the message",
         )
         followed = Followed(job_id=accepted.job_id)
-        http = client.get_httpx_client()  # the generated client's own httpx.Client
-        with connect_sse(http, "GET", f"/jobs/{accepted.job_id}/events") as source:
-            source.response.raise_for_status()
-            for sse in source.iter_sse():
-                if not sse.data:  # a keep-alive comment (httpx-sse hands it over, empty)
-                    continue
-                data = json.loads(sse.data)
-                followed.events.append(data)
-                if data["type"] == "text.delta" and on_text is not None:
-                    on_text(data["text"])  # live, as the answer is written
+        for received in stream(client, f"/jobs/{accepted.job_id}/events"):
+            followed.events.append(received.event.to_dict())
+            if isinstance(received.event, TextDelta) and on_text is not None:
+                on_text(received.event.text)  # live, as the answer is written
         return followed  # the stream ended: so did the job
 
 

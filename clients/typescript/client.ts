@@ -14,6 +14,10 @@ export type MessageReply = Schemas["MessageReply"];
 export type Task = Schemas["Task"];
 export type Memory = Schemas["MemoryPublic"];
 export type Problem = Schemas["Problem"];
+/** One event of a session's or a job's stream: the JSON of an SSE frame's `data:` line. */
+export type StreamEvent = NonNullable<
+  paths["/sessions/{session_id}/events"]["get"]["responses"][200]["content"]["text/event-stream"]
+>;
 
 type Method = "get" | "post" | "put" | "patch" | "delete";
 
@@ -172,4 +176,20 @@ export async function example(client: StrataClient): Promise<string> {
     ...open.map((task) => `#${task.taskid} [${task.status}] ${task.subject}`),
     `${memory.counts.total_turns} turn(s) remembered`,
   ].join("\n");
+}
+
+/** What a stream's event says, narrowed on its `type` (each type its own fields). */
+export function describeEvent(event: StreamEvent): string {
+  switch (event.type) {
+    case "text.delta":
+      return event.text;
+    case "item.appended":
+      return `item ${event.seq} (${event.kind})`;
+    case "job.status":
+      return `job ${event.job_id} ${event.status}`;
+    case "tool.finished":
+      return `${event.name} ${event.is_error ? "failed" : "done"}`;
+    default:
+      return event.type;
+  }
 }

@@ -4,7 +4,7 @@
  * that the check on client.ts is not vacuous (types that degraded to `any` or `unknown`
  * would accept everything).
  */
-import type { Schemas, StrataClient } from "./client";
+import type { Schemas, StrataClient, StreamEvent } from "./client";
 
 export async function mistakes(client: StrataClient): Promise<void> {
   // @ts-expect-error -- SessionCreate has no `titel`
@@ -29,5 +29,11 @@ export async function mistakes(client: StrataClient): Promise<void> {
   // @ts-expect-error -- POST /sessions/{session_id}/tasks needs the session id
   await client.request("post", "/sessions/{session_id}/tasks", { status: 201, body: task });
 
-  void [patch, text, answer];
+  const event = JSON.parse("{}") as StreamEvent;
+  // @ts-expect-error -- only a `text.delta` event has `text`: the stream is a typed union
+  const delta: string = event.text;
+  // @ts-expect-error -- `text.deltas` is no event type of the stream
+  const isDelta = event.type === "text.deltas";
+
+  void [patch, text, answer, delta, isDelta];
 }

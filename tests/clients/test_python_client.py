@@ -15,7 +15,9 @@ nothing more about the document or the client (the API itself is tested on both 
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import inspect
 import json
 import os
 import secrets
@@ -26,6 +28,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.e2e.conftest import StrataProcesses
@@ -88,6 +91,24 @@ def smoke(generated_client: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[M
         for name in list(sys.modules):
             if name.partition(".")[0] in {spec.name, "strata_client"}:
                 del sys.modules[name]
+
+
+def test_the_generated_client_types_a_streams_events(
+    smoke: ModuleType, generated_client: Path
+) -> None:
+    """The stream's response is the union of its event models, not `Any`: what a client's
+    SSE parser hands each `data:` line to."""
+    stream = importlib.import_module("strata_client.api.events.events_session_stream")
+    models = importlib.import_module("strata_client.models")
+
+    returned = str(inspect.signature(stream.sync).return_annotation)
+    delta = models.TextDelta.from_dict(
+        {"type": "text.delta", "session_id": "ses_x", "job_id": "job_x", "index": 0, "text": "Hi"}
+    )
+
+    for event in ("ItemAppended", "JobStatusEvent", "TextDelta", "ToolFinished", "UsageEvent"):
+        assert event in returned, returned
+    assert (delta.type_, delta.text) == ("text.delta", "Hi")
 
 
 def transition(next_step: str, summary: str) -> Any:
@@ -167,8 +188,14 @@ def stream(
         spec.loader.exec_module(module)
         yield module
     finally:
-        for name in ("strata_client_stream", "smoke"):
+        for name in ("strata_client_stream", "smoke", "events"):
             sys.modules.pop(name, None)
+
+
+@pytest.fixture
+def events(stream: ModuleType) -> ModuleType:
+    """clients/python/events.py, as stream.py imported it."""
+    return sys.modules["events"]
 
 
 def test_the_streaming_example_follows_a_turn_on_a_keyless_server(
@@ -187,12 +214,53 @@ def test_the_streaming_example_follows_a_turn_on_a_keyless_server(
     assert all(e["job_id"] == followed.job_id for e in followed.events)
 
 
+def test_a_cut_stream_resumes_after_the_last_event_it_saw(
+    events: ModuleType, smoke: ModuleType, strata_procs: StrataProcesses, fake_llm: FakeMessagesAPI
+) -> None:
+    server = strata_procs.serve()
+    fake_llm.reply(ASSISTANT_TEXT)
+    session = httpx.post(f"{server.url}/sessions", json={}, timeout=10).json()["id"]
+    turn = httpx.post(
+        f"{server.url}/sessions/{session}/messages",
+        params={"wait": "true"},
+        json={"text": "hello"},
+        timeout=30,
+    ).json()
+    path = f"/jobs/{turn['job_id']}/events"
+
+    with smoke.connect(server.url, None, timeout=30.0) as client:
+        whole = list(events.stream(client, path))
+        cut = events.stream(client, path)
+        before = [next(cut), next(cut)]
+        cut.close()  # the connection is gone: resume after the last id seen
+        after = list(events.stream(client, path, last_event_id=before[-1].id))
+
+    assert [r.id for r in before + after] == [r.id for r in whole]
+    assert any(isinstance(r.event, events.ItemAppended) for r in whole)
+    assert isinstance(whole[-1].event, events.JobStatusEvent)
+    assert whole[-1].event.status == "succeeded"
+
+
+def test_a_stream_answered_with_a_problem_raises_it(
+    events: ModuleType, smoke: ModuleType, strata_procs: StrataProcesses
+) -> None:
+    server = strata_procs.serve()
+
+    with smoke.connect(server.url, None, timeout=30.0) as client:
+        with pytest.raises(events.StreamProblem) as raised:
+            next(events.stream(client, "/jobs/job_00000000000000000000000000/events"))
+
+    problem = raised.value.problem
+    assert (problem.status, problem.type_) == (404, "urn:strata:problem:not-found")
+
+
 def test_the_examples_type_check_against_the_generated_client(generated_client: Path) -> None:
     done = subprocess.run(
         [
             sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent",
             "--no-incremental", "--cache-dir=/dev/null",
             str(CLIENT_DIR / "smoke.py"), str(CLIENT_DIR / "stream.py"),
+            str(CLIENT_DIR / "events.py"),
         ],
         cwd=CLIENT_DIR,
         env={**os.environ, "MYPYPATH": f"{generated_client}{os.pathsep}{CLIENT_DIR}"},

@@ -15,19 +15,24 @@ run sends the same requests every time; a failure prints a `curl` line to replay
 
 No operation is excluded. A session's SSE stream never ends, a job's only with the
 job: Schemathesis's ASGI transport cuts both after one event or STREAM_SECONDS and
-validates what arrived. The LLM is the fake Messages API answering at once, so the
-`?wait=true` endpoints return as soon as the turn ends (200); REQUEST_TIMEOUT turns any
-request that still hangs into a failing test, not a stuck run.
+`stream_events_conform_to_the_document` validates what arrived: each `data:` is one of the
+document's stream events (the stream's `schema`, the union generators type it as; before
+OpenAPI 3.2 Schemathesis reads a stream's `schema` as the whole SSE frame's, so its own
+conformance check is off for the streams). The LLM is the fake Messages API answering at
+once, so the `?wait=true` endpoints return as soon as the turn ends (200); REQUEST_TIMEOUT
+turns any request that still hangs into a failing test, not a stuck run.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import zlib
 from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 from typing import Any
 
+import jsonschema  # type: ignore[import-untyped]
 import pytest
 import schemathesis
 from fastapi import FastAPI
@@ -75,6 +80,7 @@ CONFIG = SchemathesisConfig.from_dict(
                 "include-path-regex": "/events$",
                 "max-stream-events": 1,
                 "request-timeout": STREAM_SECONDS,
+                "checks": {"response_schema_conformance": {"enabled": False}},
             },
             {
                 # A workspace path the file system refuses (a segment over 255 bytes, a
@@ -111,6 +117,33 @@ CONFIG = SchemathesisConfig.from_dict(
 )
 
 schema = schemathesis.openapi.from_path(OPENAPI, config=CONFIG)
+
+DOCUMENT = json.loads(OPENAPI.read_text(encoding="utf-8"))
+
+
+def _stream_event_schema(path: str) -> dict[str, Any] | None:
+    """The schema the document gives each event of the stream at `path`, if it is one."""
+    responses = DOCUMENT["paths"].get(path, {}).get("get", {}).get("responses", {})
+    stream = responses.get("200", {}).get("content", {}).get("text/event-stream")
+    return None if stream is None else {**stream["schema"], "components": DOCUMENT["components"]}
+
+
+@schemathesis.check
+def stream_events_conform_to_the_document(
+    ctx: Any, response: schemathesis.Response, case: schemathesis.Case[Any]
+) -> bool | None:
+    """Every `data:` line of an event stream's answer is valid under the stream's schema."""
+    event_schema = _stream_event_schema(case.operation.path)
+    if event_schema is None or response.status_code != 200:
+        return None
+    validator = jsonschema.Draft202012Validator(event_schema)
+    for line in response.content.decode("utf-8").splitlines():
+        if line.startswith("data:"):
+            data = json.loads(line.removeprefix("data:").strip())
+            errors = sorted(validator.iter_errors(data), key=str)
+            assert not errors, f"event {data.get('type')!r} breaks the document: {errors[0]}"
+    return True
+
 
 # Hypothesis warns when the global `random` state moves while it draws a case; here the app's
 # own background work (its runner, on the test client's thread) moves it, not a strategy.

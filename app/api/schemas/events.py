@@ -6,33 +6,12 @@ itself sends the recorded data as it is (`app.services.streams`).
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
 from app.api.schemas.items import ItemKind, ItemPublic
 from app.domain.jobs import JobKind, JobStatus
-
-
-class StreamEventType(StrEnum):
-    item_appended = "item.appended"
-    job_status = "job.status"
-    job_comment = "job.comment"
-    job_subtask_waiting = "job.subtask_waiting"
-    movement_started = "movement.started"
-    movement_ended = "movement.ended"
-    usage = "usage"
-    task_updated = "task.updated"
-    session_compacted = "session.compacted"
-    compaction_failed = "compaction.failed"
-    context_warn = "context.warn"
-    context_prompt = "context.prompt"
-    context_force_transition = "context.force_transition"
-    context_exhausted = "context.exhausted"
-    text_delta = "text.delta"
-    tool_started = "tool.started"
-    tool_finished = "tool.finished"
 
 
 class _Event(BaseModel):
@@ -220,7 +199,6 @@ STRATA_SSE_KEY_CHECK_SECONDS whether its key is valid: one revoked or expired si
 # named schemas the document gets beside the routes' own (app.api.openapi)
 STREAM_SCHEMAS: dict[str, Any] = {
     "StreamEventData": StreamEventData,
-    "StreamEventType": StreamEventType,
 }
 
 
@@ -230,22 +208,11 @@ def stream_responses() -> dict[int | str, dict[str, Any]]:
             "description": "The event stream (`text/event-stream`); each `data:` line is "
             "one `StreamEventData` object.",
             "content": {
+                # the union of the event objects each `data:` line holds: what 3.1 tools
+                # and generators read as the stream's type (a client parses the frames)
                 "text/event-stream": {
-                    # OpenAPI 3.2's description of an event stream; keep-alive comment
-                    # frames carry none of the fields
-                    "itemSchema": {
-                        "type": "object",
-                        "properties": {
-                            "event": {"$ref": "#/components/schemas/StreamEventType"},
-                            "id": {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?$"},
-                            "data": {
-                                "type": "string",
-                                "contentMediaType": "application/json",
-                                "contentSchema": {"$ref": "#/components/schemas/StreamEventData"},
-                            },
-                        },
-                    },
-                }
+                    "schema": {"$ref": "#/components/schemas/StreamEventData"},
+                },
             },
         }
     }
