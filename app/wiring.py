@@ -113,6 +113,7 @@ class Runtime:
             case signals.CancelJob(job_id=job_id):
                 if self.runner is not None:
                     self.runner.cancel(job_id)
+                self.hub.cancel(job_id)  # the runners of other processes
             case signals.Forget() | signals.Keep():
                 pass  # the Database applied it to its caches at the commit
             case _:
@@ -165,6 +166,7 @@ async def runtime(
     tasks.append(asyncio.create_task(clock, name="strata-live-clock"))
     if with_runner:
         parts.runner = Runner(settings, database, parts.llm, parts.tools, hub, parts.pieces)
+        hub.on_cancel = parts.runner.cancel  # cancels committed by other processes
         parts.dispatcher = WebhookDispatcher(settings, database)
         tasks.append(asyncio.create_task(parts.runner.run(stop), name="strata-runner"))
         tasks.append(asyncio.create_task(parts.dispatcher.run(stop), name="strata-webhooks"))

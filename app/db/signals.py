@@ -39,7 +39,8 @@ class WakeDispatcher:
 @dataclass(frozen=True)
 class CancelJob:
     """A running job was asked to stop: a runner of this process that runs it stops it
-    at once (others see the flag at their next step or heartbeat)."""
+    at once, one of another process too on PostgreSQL (`LiveHub.cancel`); on SQLite
+    others see the flag at their next step or heartbeat."""
 
     job_id: str
 

@@ -92,6 +92,19 @@ class EndCause(StrEnum):
     """Anything else: the server's fault."""
 
 
+INTERRUPTED: Final = "interrupted"
+"""The problem type slug of a job the user interrupted (`interrupted_error`)."""
+
+
+def interrupted_error() -> dict[str, Any]:
+    """The `error` of a job that ended `cancelled` because the user interrupted its turn."""
+    return {
+        "type": PROBLEM_PREFIX + INTERRUPTED,
+        "title": "Interrupted",
+        "detail": "the user interrupted the turn; calls it left open were answered as such",
+    }
+
+
 _SESSION_STATE_SLUGS: Final = frozenset({"context-exhausted", "agent-max-iterations"})
 
 

@@ -89,6 +89,9 @@ INTERRUPTED = (
     "the tool may or may not have run"
 )
 CANCELLED = "cancelled: the job was cancelled before this tool finished; it may not have run"
+INTERRUPTED_BY_USER = (
+    "interrupted by the user: the turn was stopped before this tool finished; it may not have run"
+)
 
 
 @dataclass(frozen=True)

@@ -15,15 +15,19 @@ from app.domain.ids import new_id
 from app.domain.items import ItemPayload, Origin, user_text
 from app.domain.jobs import JobKind
 from app.services.items import add_item, append_item
-from app.services.jobs import enqueue
+from app.services.jobs import enqueue, interrupt_job
 from app.services.sessions import get_session, no_session
 
 
 class IfBusy(StrEnum):
-    """What to do with a message sent while a turn runs (LangGraph's double-texting)."""
+    """What to do with a message sent while a turn runs (LangGraph's double-texting):
+    queue it as the next turn, refuse it, interrupt the turn and queue it, or steer the
+    turn with it (`app.services.turn_control`)."""
 
     enqueue = "enqueue"
     reject = "reject"
+    interrupt = "interrupt"
+    steer = "steer"
 
 
 async def send_message(
@@ -40,9 +44,13 @@ async def send_message(
     turn = await sessions.reserve_turn(session_id, tenant)
     if turn is None:
         raise no_session(session_id)
-    busy = await JobRepository(db).session_is_busy(session_id)
+    jobs = JobRepository(db)
+    busy = await jobs.session_is_busy(session_id)
     if busy and if_busy is IfBusy.reject:
         raise Conflict("the session is busy with another turn", reason="session-busy")
+    if busy and if_busy is IfBusy.interrupt and (head := await jobs.lane_head(session_id)):
+        await interrupt_job(db, head)
+        busy = await jobs.session_is_busy(session_id)  # a queued head ended at once
     job = Job(
         id=new_id("job"),
         tenant=tenant,
@@ -50,6 +58,7 @@ async def send_message(
         kind=JobKind.chat,
         turn=turn,
         input={"text": text},
+        steer=busy and if_busy is IfBusy.steer,
     )
     if busy:
         return await enqueue(db, job)

@@ -1,6 +1,7 @@
 """The `data` of events that both the streams and the webhooks carry, built in one place so
 that one event name means one payload everywhere (`job.status` on a stream and the
-`job.<status>` webhooks; `task.updated` and `movement.started` / `movement.ended` on both)."""
+`job.<status>` webhooks; `task.updated`, `movement.started` / `movement.ended` and
+`turn.interrupted` / `turn.steered` on both)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,12 @@ def movement_data(job: Job, movement: str, **more: Any) -> dict[str, Any]:
         "attempt": job.attempts,
         **more,
     }
+
+
+def turn_data(job: Job, **more: Any) -> dict[str, Any]:
+    """`turn.interrupted` and `turn.steered` (`more`: `steer_job_id`, `seq`): the turn is
+    the job's."""
+    return {"job_id": job.id, "session_id": job.session_id, "turn": job.turn, **more}
 
 
 def task_updated_data(

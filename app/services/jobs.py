@@ -14,7 +14,7 @@ from app.db.repositories.jobs import JobRepository
 from app.db.repositories.sessions import SessionRepository
 from app.db.types import utcnow
 from app.domain.errors import Conflict, NotFound
-from app.domain.jobs import TERMINAL, WAITING, JobKind, JobStatus
+from app.domain.jobs import TERMINAL, WAITING, JobKind, JobStatus, interrupted_error
 from app.services import webhooks
 from app.services.event_payloads import job_status_data
 from app.services.events import record_event
@@ -235,6 +235,20 @@ async def cancel_job(db: AsyncSession, tenant: str, job_id: str) -> Job:
     if job.status not in TERMINAL:  # ending it swept its subtasks already
         await _cancel_descendants(db, job)
     return job
+
+
+async def interrupt_job(db: AsyncSession, job: Job) -> None:
+    """The user's interrupt of `job` (queued or running): a cancel whose end says so. A
+    queued job ends at once as `interrupted`; a running one is stopped now by its runner
+    (`signals.CancelJob`), which closes the calls it leaves open as interrupted by the
+    user and records the end, with `turn.interrupted`, in one transaction."""
+    job.interrupt_requested = True
+    if job.status != JobStatus.running:
+        await set_status(db, job, JobStatus.cancelled, error=interrupted_error())
+        await webhooks.turn_event(db, job, "turn.interrupted")
+        return
+    await _cancel(db, job)
+    await _cancel_descendants(db, job)
 
 
 async def _cancel(db: AsyncSession, job: Job) -> None:

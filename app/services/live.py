@@ -34,6 +34,10 @@ class LiveSignal:
     ended: bool = False
 
 
+CANCEL = "strata.cancel"
+"""The type of a signal that asks the runner holding `job_id` to stop it (`LiveHub.cancel`):
+carried between processes, never to a reader."""
+
 TICK = LiveSignal(type=None)
 """The clock's safety tick: look at the table, something may have been committed elsewhere."""
 
@@ -92,6 +96,8 @@ class LiveHub:
         self._everything: set[Subscription] = set()
         self._ticked: set[Subscription] = set()
         self.bridge: Bridge | None = None
+        # hears the cancels other processes committed (`cancel`): this process's runner
+        self.on_cancel: Callable[[str], None] | None = None
 
     @contextmanager
     def subscribe(
@@ -142,6 +148,13 @@ class LiveHub:
     def transient(self, type_: str, session_id: str, job_id: str, data: dict[str, Any]) -> None:
         self._publish(LiveSignal(type=type_, session_id=session_id, job_id=job_id, data=data))
 
+    def cancel(self, job_id: str) -> None:
+        """A cancel of `job_id` was committed here: the runners of the other processes
+        sharing the database hear of it at once (PostgreSQL); this process's runner was
+        told directly."""
+        if self.bridge is not None:
+            self.bridge.publish(LiveSignal(type=CANCEL, job_id=job_id))
+
     def tick(self) -> None:
         """The clock's safety tick, to this process's readers that asked for ticks."""
         for subscription in list(self._ticked):
@@ -153,7 +166,12 @@ class LiveHub:
             self.bridge.publish(signal)
 
     def offer(self, signal: LiveSignal) -> None:
-        """To this process's readers of the signal's session and job only."""
+        """To this process's readers of the signal's session and job only; a cancel to
+        its runner (`on_cancel`) and to no reader."""
+        if signal.type == CANCEL:
+            if self.on_cancel is not None and signal.job_id is not None:
+                self.on_cancel(signal.job_id)
+            return
         if signal.session_id is None and signal.job_id is None and signal.type is None:
             # a commit naming nobody: every reader looks, as at a tick
             targets = self._everything | self._ticked

@@ -25,7 +25,12 @@ from app.domain.ids import new_id
 from app.domain.jobs import JobKind, JobStatus
 from app.domain.tasks import Task
 from app.domain.webhook_signing import generate_secret
-from app.services.event_payloads import job_status_data, movement_data, task_updated_data
+from app.services.event_payloads import (
+    job_status_data,
+    movement_data,
+    task_updated_data,
+    turn_data,
+)
 from app.services.events import record_event
 from app.services.pagination import Page, page_of
 from app.settings import Settings
@@ -43,6 +48,8 @@ EventType = Literal[
     "movement.ended",
     "session.turn.completed",
     "task.updated",
+    "turn.interrupted",
+    "turn.steered",
 ]
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)
 ALL_EVENTS = "*"
@@ -298,12 +305,13 @@ async def job_status_changed(
     db: AsyncSession, job: Job, *, error: dict[str, Any] | None, result: dict[str, Any] | None
 ) -> None:
     """`job.<status>` for the statuses subscribers can ask for; a chat job that
-    succeeded is also a `session.turn.completed`."""
+    succeeded is also a `session.turn.completed`, unless it was a steer that another
+    turn took (its `turn.steered` says so)."""
     event = JOB_EVENTS.get(job.status)
     if event is None:
         return
     await enqueue_event(db, job.tenant, event, job_status_data(job, error=error))
-    if job.status == JobStatus.succeeded and job.kind == JobKind.chat:
+    if job.status == JobStatus.succeeded and job.kind == JobKind.chat and not job.steer:
         turn = {
             "session_id": job.session_id,
             "job_id": job.id,
@@ -339,6 +347,19 @@ async def movement_event(
     """A piece job's movement began or transitioned: the event of the job's streams and
     its webhook, one payload, in the transaction that records it."""
     data = movement_data(job, movement, **more)
+    await record_event(db, job.session_id, type_, data, job_id=job.id)
+    await enqueue_event(db, job.tenant, type_, data)
+
+
+async def turn_event(
+    db: AsyncSession,
+    job: Job,
+    type_: Literal["turn.interrupted", "turn.steered"],
+    **more: Any,
+) -> None:
+    """The user interrupted the job's turn, or steered it: the event of the session's
+    streams and its webhook, one payload, in the transaction that records it."""
+    data = turn_data(job, **more)
     await record_event(db, job.session_id, type_, data, job_id=job.id)
     await enqueue_event(db, job.tenant, type_, data)
 

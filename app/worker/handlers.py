@@ -22,13 +22,7 @@ from app.domain.items import ItemPayload
 from app.domain.jobs import JobStatus
 from app.engine.context import WindowLimit
 from app.engine.llm import LLM
-from app.engine.loop import (
-    CANCELLED,
-    TurnConfig,
-    TurnOutcome,
-    close_dangling_tool_uses,
-    run_turn,
-)
+from app.engine.loop import TurnConfig, TurnOutcome, run_turn
 from app.engine.pieces import PieceCatalog
 from app.engine.tools import ToolContext, ToolRegistry
 from app.memory.noise import CleanedTexts
@@ -172,13 +166,13 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
     )
     if (item := turn_input(job)) is not None:
         held.known(*item)
-    held.probed(probe_from(session, job.cancel_requested))
-    store = DbTurnStore(held, answer_with_end=True)
+    held.probed(probe_from(session, job.cancel_requested, job.interrupt_requested))
+    store = DbTurnStore(held, answer_with_end=True, takes_steers=True)
     config = await _chat_config(deps, job, session, held, view)
     ctx = tool_context(deps, held)
     outcome = await run_turn(deps.llm, store, deps.tools, ctx, config, HubTurnEvents(deps.hub, job))
-    if outcome.status == "cancelled":  # before the view is given back: it holds the results
-        await close_dangling_tool_uses(store, CANCELLED)
+    if outcome.status == "cancelled":  # its open calls are answered with its end
+        await store.close_at_end()
     user = [] if (user_item := _user_item(job)) is None else [user_item]
     cleaned = await clean_ahead(
         [*user, *store.written], thread_chars=deps.settings.memory_clean_thread_chars

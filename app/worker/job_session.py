@@ -3,12 +3,12 @@
 The job reads its session through the process's view of it (`app.services.session_view`:
 the segment's items, the task list and the request messages, as far as the log was read)
 and keeps that view current with its own writes. Each step asks the database one
-question (`SessionRepository.probe`): where the log ends, the reminder's counters, and
-whether the job's cancel was asked. Only when the log moved past the view's end is
-anything else read, in one snapshot; a view that may be off (a write failed half-way in
-memory) is forgotten and read again whole. A load that replayed a long stretch of task
-operations leaves a task checkpoint (`app.services.tasks`), written with the job's next
-append.
+question (`SessionRepository.probe`): where the log ends, the reminder's counters,
+whether the job's cancel (or interrupt) was asked, and whether a steer waits. Only
+when the log moved past the view's end is anything else read, in one snapshot; a view
+that may be off (a write failed half-way in memory) is forgotten and read again whole.
+A load that replayed a long stretch of task operations leaves a task checkpoint
+(`app.services.tasks`), written with the job's next append.
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ class JobSession:
         self.checkpoint: CheckpointRow | None = None
         self.reminder = ReminderState(0, 0, 0)
         self.cancel_requested = False
+        self.interrupt_requested = False  # the cancel is the user's interrupt
+        self.steer_pending = False  # a steer waits for this turn (`SessionRepository.probe`)
         # the next step's probe, when something read it already (the turn's start)
         self._probed: Probe | None = None
 
@@ -84,8 +86,11 @@ class JobSession:
             probe = await peek_probe(self.database, self.job.session_id, self.job.id)
         if probe is None:  # the session or the job is gone: stop
             self.cancel_requested = True
+            self.steer_pending = False
             return
         self.cancel_requested = probe.cancel_requested
+        self.interrupt_requested = probe.interrupt_requested
+        self.steer_pending = probe.steer_pending
         self.reminder = probe.reminder
         if probe.segment != self.segment_no or probe.last_seq > self.view.last_seq:
 

@@ -26,6 +26,7 @@ from app.domain.jobs import WAIT_SUBTASKS, JobStatus
 from app.engine.context import ContextAction
 from app.engine.loop import (
     CANCELLED,
+    INTERRUPTED_BY_USER,
     Note,
     TurnConfig,
     TurnOutcome,
@@ -255,7 +256,8 @@ async def run_movement(
             deps.llm, store, deps.tools, ctx, config, HubTurnEvents(deps.hub, job)
         )
         if outcome.status == "cancelled":
-            await close_dangling_tool_uses(store, CANCELLED)
+            stopped = INTERRUPTED_BY_USER if held.interrupt_requested else CANCELLED
+            await close_dangling_tool_uses(store, stopped)
             return None
         ended = _movement_ended(outcome, movement, gateway)
         if ended is not None:

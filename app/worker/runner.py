@@ -20,7 +20,7 @@ import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, Literal, TypeVar
 
@@ -31,9 +31,8 @@ from app.db.models import Job
 from app.db.repositories.jobs import JobRepository, any_claimable
 from app.db.types import utcnow
 from app.domain.ids import new_id
-from app.domain.jobs import WAITING, JobStatus
+from app.domain.jobs import WAITING, JobStatus, interrupted_error
 from app.engine.llm import LLM, LLMError
-from app.engine.loop import CANCELLED, close_dangling_tool_uses
 from app.engine.pieces import PieceCatalog
 from app.engine.tools import ToolRegistry
 from app.observability import context as log_context
@@ -41,6 +40,7 @@ from app.observability import tracing
 from app.services.jobs import claim_jobs, set_status
 from app.services.leases import JobDatabase, LeaseLost, fence, held_job
 from app.services.live import LiveHub
+from app.services.webhooks import turn_event
 from app.settings import Settings
 from app.worker.handlers import Deps, Outcome, problem
 from app.worker.idle import idle
@@ -63,6 +63,10 @@ class _Running:
     # once the job's work is over, its closing write is never interrupted
     settling: bool = False
     done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+async def _nothing(db: AsyncSession) -> None:
+    """A job's end that writes nothing more."""
 
 
 class Runner:
@@ -290,12 +294,14 @@ class Runner:
     async def _after_stop(self, running: _Running) -> None:
         job = running.job
         if running.stop_reason == "cancel":
+            # the calls it left open are answered in the transaction of its end
             store = DbTurnStore(JobSession(JobDatabase(self.database, job), job))
             try:
-                await close_dangling_tool_uses(store, CANCELLED)
+                await store.close_at_end()
             except LeaseLost:
                 return
             outcome = handler_of(job).cancelled(self.deps, job)
+            outcome = replace(outcome, also=store.ending(outcome.also or _nothing))
             await self._persist(job, lambda j: self._finish(j, outcome))
         elif running.stop_reason == "shutdown":
             await self._persist(job, self._hand_back)
@@ -347,9 +353,18 @@ class Runner:
             if current.cancel_requested and outcome.status in WAITING:
                 # cancelled while it ran (e.g. its parent ended): it does not wait for anyone
                 ending = Outcome(JobStatus.cancelled)
+            interrupted = (
+                ending.status == JobStatus.cancelled
+                and ending.error is None
+                and await JobRepository(db).interrupt_requested(job.id)
+            )
+            if interrupted:
+                ending = replace(ending, error=interrupted_error())
             if ending.also is not None:
                 await ending.also(db)
             await set_status(db, current, ending.status, error=ending.error, result=ending.result)
+            if interrupted:
+                await turn_event(db, current, "turn.interrupted")
             return ending.status
 
         ended = await self._closing_write(finish)

@@ -17,15 +17,23 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.db.models import Job
 from app.db.repositories.jobs import JobRepository
 from app.db.repositories.task_checkpoints import CheckpointRow
-from app.domain.items import AssistantMessage, ItemPayload, Origin, ToolUseBlock
+from app.domain.items import (
+    AssistantMessage,
+    ItemPayload,
+    Origin,
+    ToolResult,
+    ToolUseBlock,
+)
 from app.domain.tasks import TASK_WRITE_TOOLS
 from app.domain.usage import Usage
-from app.engine.loop import Answered, Note, Results, Step
+from app.engine.loop import CANCELLED, INTERRUPTED_BY_USER, Answered, Note, Results, Step
+from app.engine.requests import unanswered_tool_uses
 from app.engine.tools import ToolOutput
 from app.services.events import record_event
 from app.services.items import append_answered, append_item
 from app.services.live import LiveHub
 from app.services.tasks import keep_checkpoint
+from app.services.turn_control import take_steers
 from app.worker.job_session import JobSession
 
 Writes = Callable[[AsyncSession], Awaitable[list[int]]]
@@ -36,14 +44,21 @@ Write = Callable[[AsyncSession], Awaitable[object]]
 
 @dataclass
 class _DeferredAnswer:
-    """The answer that ends a turn, written by the job's end: what it writes, the item,
-    the task checkpoint its write keeps (the one the job owed), and where the end's
-    transaction put it (the last run of that unit: a unit run again tells it anew)."""
+    """Items written by the job's end (the answer that ends a turn, or the results that
+    close the calls a stopped turn left open): what it writes, the items, the task
+    checkpoint its write keeps (the one the job owed), and where the end's transaction
+    put them (the last run of that unit: a unit run again tells it anew)."""
 
     writes: Writes
-    payload: ItemPayload
+    payloads: list[ItemPayload]
     checkpoint: CheckpointRow | None
     seqs: list[int] = field(default_factory=list)
+
+
+def _after_results(items: Sequence[ItemPayload]) -> bool:
+    """A step ended here: its tool results are the last items, and the next request is
+    still to be built (where a steer goes)."""
+    return bool(items) and isinstance(items[-1], ToolResult)
 
 
 def writes_tasks(message: AssistantMessage) -> bool:
@@ -66,10 +81,13 @@ class DbTurnStore:
     before the job's status, and a job that ends without that transaction (its lease
     lost, the process gone) is resumed from the log, asking the LLM again."""
 
-    def __init__(self, session: JobSession, *, answer_with_end: bool = False) -> None:
+    def __init__(
+        self, session: JobSession, *, answer_with_end: bool = False, takes_steers: bool = False
+    ) -> None:
         self.session = session
         self.job = session.job
         self._answer_with_end = answer_with_end
+        self._takes_steers = takes_steers  # a chat turn's: steers are messages to it
         self._reading: Answered | None = None  # a response whose calls only read, as they run
         self._answer: _DeferredAnswer | None = None  # until the end takes its write
         self._handed: _DeferredAnswer | None = None  # once it did
@@ -78,8 +96,34 @@ class DbTurnStore:
         self.written: list[ItemPayload] = []
 
     async def segment(self) -> list[ItemPayload]:
+        """The segment, with the steers waiting for the turn taken into it first when the
+        step before ended with its tool results (`take_steers`): their user text follows
+        the results, so the next request's user message carries both."""
         await self.session.refresh()
+        held = self.session
+        steer = self._takes_steers and held.steer_pending and not held.cancel_requested
+        if steer and _after_results(held.items):
+            await self._take_steers()
         return list(self.session.items)
+
+    async def _take_steers(self) -> None:
+        """Take the session's waiting steers into this turn: their jobs end and their
+        user items are appended in one fenced transaction, so each is taken once."""
+        job = self.job
+
+        async def take(db: AsyncSession) -> list[tuple[int, ItemPayload]]:
+            return await take_steers(db, job)
+
+        try:
+            taken = await self.session.database.write_statements(take)
+        except BaseException:
+            self.session.invalidate()
+            raise
+        for seq, payload in taken:
+            self.written.append(payload)
+            self.session.appended(seq, payload)
+        if taken and not self.session.view.tasks_loaded:  # the log moved under it meanwhile
+            await self.session.refresh()
 
     async def cancel_requested(self) -> bool:
         """As of the step's probe; a cancel asked in this process also stops the job's
@@ -99,7 +143,7 @@ class DbTurnStore:
             self._reading = step
         elif self._answer_with_end:
             writes = self._writes(step, ())
-            self._answer = _DeferredAnswer(writes, step.message, self.session.checkpoint)
+            self._answer = _DeferredAnswer(writes, [step.message], self.session.checkpoint)
             self.written.append(step.message)
         else:
             await self._append(step, ())
@@ -123,8 +167,25 @@ class DbTurnStore:
         nothing for it."""
         if (answer := self._handed) is not None:
             self._checkpoint_kept(answer.checkpoint)
-            for seq in answer.seqs:
-                self.session.known(seq, answer.payload)
+            for seq, payload in zip(answer.seqs, answer.payloads, strict=True):
+                self.session.known(seq, payload)
+
+    async def close_at_end(self) -> list[ToolResult]:
+        """Results for the calls the log leaves unanswered, written by the job's end
+        (`ending`), so the job never ends with a `tool_use` open: interrupted by the user
+        when the stop was an interrupt, else cancelled. Reads the segment (and the flags)
+        once more; the caller's turn is over, so nothing else is deferred."""
+        items = await self.segment()
+        reason = INTERRUPTED_BY_USER if self.session.interrupt_requested else CANCELLED
+        results = [
+            ToolResult(tool_use_id=block.id, content=reason, is_error=True, name=block.name)
+            for block in unanswered_tool_uses(items)
+        ]
+        if results:
+            writes = self._writes(None, results)
+            self._answer = _DeferredAnswer(writes, list(results), self.session.checkpoint)
+            self.written.extend(results)
+        return results
 
     async def _append(self, answer: Answered | None, items: Sequence[ItemPayload]) -> None:
         """Append `answer`, then `items`, in one transaction."""

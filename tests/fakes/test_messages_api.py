@@ -492,6 +492,8 @@ async def test_a_connection_warm_up_at_the_root_is_no_request(fake_llm: FakeMess
 _USE = {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {}}
 _RESULT = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "hi"}
 _ASK = {"role": "user", "content": "Read it."}
+_USE_2 = {"type": "tool_use", "id": "toolu_2", "name": "read_file", "input": {}}
+_RESULT_2 = {"type": "tool_result", "tool_use_id": "toolu_2", "content": "ho"}
 
 
 @pytest.mark.parametrize(
@@ -523,6 +525,27 @@ _ASK = {"role": "user", "content": "Read it."}
             ],
             "messages.2.content: `tool_result` blocks must come first in the content array",
         ),
+        (  # a message sent during the call, in a user message of its own before the result
+            [
+                _ASK,
+                {"role": "assistant", "content": [_USE]},
+                {"role": "user", "content": "use the blue one"},
+                {"role": "user", "content": [_RESULT]},
+            ],
+            "messages.2: `tool_use` ids were found without `tool_result` blocks immediately "
+            "after: toolu_1.",
+        ),
+        (  # text between the results of one response
+            [
+                _ASK,
+                {"role": "assistant", "content": [_USE, _USE_2]},
+                {
+                    "role": "user",
+                    "content": [_RESULT, {"type": "text", "text": "use the blue one"}, _RESULT_2],
+                },
+            ],
+            "messages.2.content: `tool_result` blocks must come first in the content array",
+        ),
     ],
 )
 def test_the_fake_refuses_unpaired_tool_blocks_with_the_real_apis_message(
@@ -540,6 +563,25 @@ def test_the_fake_accepts_a_call_answered_in_the_next_message() -> None:
         _ASK,
         {"role": "assistant", "content": [_USE]},
         {"role": "user", "content": [_RESULT]},
+    ]
+
+    assert (
+        validate_request(
+            {"model": MODEL, "max_tokens": 32, "messages": messages, "tools": READ_FILE}
+        )
+        is None
+    )
+
+
+def test_the_fake_accepts_text_after_the_tool_results_of_a_user_message() -> None:
+    """What a steer taken at a step's end sends: the results, then the user's text."""
+    messages = [
+        _ASK,
+        {"role": "assistant", "content": [_USE, _USE_2]},
+        {
+            "role": "user",
+            "content": [_RESULT, _RESULT_2, {"type": "text", "text": "use the blue one"}],
+        },
     ]
 
     assert (

@@ -15,7 +15,7 @@ from app.db.engine import Database
 from app.db.models import Event, Job, Session
 from app.domain.jobs import JobStatus
 from app.services import streams, waiting
-from app.services.live import LiveHub, LiveSignal, run_clock
+from app.services.live import CANCEL, LiveHub, LiveSignal, run_clock
 from app.services.live_bridge import decode, encode
 from app.services.streams import StreamEvent, event_stream
 from app.services.waiting import wait_for_job
@@ -277,3 +277,19 @@ def test_a_jobs_end_crosses_the_postgresql_bridge_as_an_end() -> None:
     decoded = decode(encode("origin", 1, signal))
 
     assert decoded is not None and decoded[1] == signal
+
+
+def test_a_cancel_from_another_process_reaches_the_runner_and_no_reader() -> None:
+    """A cancel crossing the bridge is the runner's (`on_cancel`), never a stream's event."""
+    hub = LiveHub()
+    cancelled: list[str] = []
+    hub.on_cancel = cancelled.append
+    sent = LiveSignal(type=CANCEL, job_id="job_1")
+    decoded = decode(encode("another-process", 1, sent))
+    assert decoded is not None
+
+    with hub.subscribe(everything=True) as everything, hub.subscribe(job_id="job_1") as job:
+        hub.offer(decoded[1])
+
+        assert cancelled == ["job_1"]
+        assert everything.empty() and job.empty()

@@ -23,6 +23,7 @@ from app.db.models import Job
 from app.domain.jobs import TERMINAL, EndCause, JobStatus, end_cause
 from app.services.chat import IfBusy, enqueue_compaction, send_message
 from app.services.idempotency import Replay
+from app.services.turn_control import interrupt_session
 from app.services.waiting import wait_for_job
 from app.settings import Settings
 from app.wiring import Runtime
@@ -56,9 +57,10 @@ _STATUS_BY_CAUSE: dict[EndCause, int] = {
 
 
 def _failure(job: Job, cause: EndCause) -> dict[str, Any]:
-    """The problem a job that did not succeed answers with: its own `error`, unless it was
-    cancelled or its error names no cause."""
-    if cause is EndCause.cancelled:
+    """The problem a job that did not succeed answers with: its own `error` (an interrupted
+    turn's is `interrupted`), unless it names no cause or the job was cancelled without
+    one."""
+    if cause is EndCause.cancelled and not (job.error or {}).get("type"):
         return {
             "type": TYPE_PREFIX + "job-cancelled",
             "title": "Cancelled",
@@ -107,12 +109,20 @@ router = APIRouter(
     description=(
         "Appends the user message and enqueues the `chat` job that answers it, in one "
         "transaction (202). A message sent while a turn runs is queued behind it "
-        "(`if_busy=enqueue`, its user item is appended when its turn starts) or refused "
-        "with 409 (`if_busy=reject`). With `wait=true` the request blocks until the turn "
+        "(`if_busy=enqueue`, its user item is appended when its turn starts), refused "
+        "with 409 (`if_busy=reject`), queued behind it after interrupting it "
+        "(`if_busy=interrupt`, as `POST /sessions/{session_id}/interrupt` does), or taken "
+        "by it (`if_busy=steer`): the running chat turn appends it at its next step, after "
+        "that step's tool results and before its next request, and the message's job "
+        "ends `succeeded` with `result.steered_into` naming the job whose turn took it "
+        "(event `turn.steered`); a turn that ends before its next step leaves it to run "
+        "as the next turn. On an idle session every `if_busy` sends a plain message. "
+        "With `wait=true` the request blocks until the turn "
         "ends or `timeout` seconds pass (then 202, as without `wait`): 200 with the reply "
-        "when it succeeded, else the job's problem (`job` holds the job): 503 "
+        "when it succeeded (a steer taken by another turn: `text` null), else the job's "
+        "problem (`job` holds the job): 503 "
         "`llm-not-configured`, 502 for an LLM failure (`llm-rate-limited`, "
-        "`llm-overloaded`, `llm-timeout`, ...), 409 `job-cancelled`, "
+        "`llm-overloaded`, `llm-timeout`, ...), 409 `job-cancelled`, `interrupted`, "
         "`context-exhausted` (the session's context cannot hold the next request even "
         "after compaction) or `agent-max-iterations` (the turn stopped at "
         "STRATA_AGENT_MAX_ITERATIONS LLM calls; a new message continues it), "
@@ -160,6 +170,30 @@ async def send(
         )
         return _ended(job, reply)
     return MessageAccepted(job_id=job.id, turn=job.turn, job=JobPublic.of(job))
+
+
+@router.post(
+    "/interrupt",
+    response_model=JobPublic,
+    name="interrupt",
+    summary="Interrupt the session's running turn",
+    description=(
+        "Stops the session's turn (its first queued or running job) at once: an LLM "
+        "stream is aborted and running tools are killed with their process group. Every "
+        'tool call it leaves unanswered gets an error result ("interrupted by the '
+        'user") in the transaction that ends the job `cancelled` with `error.type` '
+        "`interrupted`, so the next request is valid; `turn.interrupted` is recorded "
+        "with it. Answers the job as it is now (a running one: `cancel_requested`, it "
+        "ends moments later; a queued one: ended). Turns queued behind it run next, in "
+        "order. 409 (`reason: session-idle`) when the session has no turn to interrupt."
+    ),
+    responses=problem_responses(404, 409, 422),
+)
+async def interrupt(
+    session_id: SessionId, database: DatabaseDep, tenant: CurrentTenant
+) -> JobPublic:
+    job = await database.write(lambda db: interrupt_session(db, tenant, session_id))
+    return JobPublic.of(job)
 
 
 @router.post(

@@ -105,6 +105,24 @@ class TaskUpdatedEvent(_Event):
     subject: str
 
 
+class TurnInterrupted(_JobEvent):
+    """The same fields as the `turn.interrupted` webhook's `data`: the user interrupted
+    the job's turn; its `job.status` says `cancelled` with `error.type` `interrupted`."""
+
+    type: Literal["turn.interrupted"]
+    turn: int | None
+
+
+class TurnSteered(_JobEvent):
+    """The same fields as the `turn.steered` webhook's `data`: the job's running turn took
+    a steer (`POST …/messages?if_busy=steer`), whose user item is at `seq`."""
+
+    type: Literal["turn.steered"]
+    turn: int | None
+    steer_job_id: str
+    seq: int
+
+
 class SessionCompacted(_Event):
     type: Literal["session.compacted"]
     job_id: str | None
@@ -159,6 +177,8 @@ StreamEventData = Annotated[
     | MovementEnded
     | UsageEvent
     | TaskUpdatedEvent
+    | TurnInterrupted
+    | TurnSteered
     | SessionCompacted
     | CompactionFailed
     | ContextEvent
@@ -183,6 +203,8 @@ with `type`, `session_id` and `job_id` (null when it concerns no job):
 | `movement.ended` | `piece`, `movement`, `attempt`, `next_step`, `forced` (3) | yes |
 | `usage` | the tokens of one LLM response | yes |
 | `task.updated` | `taskid`, `op`, `origin`, `status`, `subject` (2) | yes |
+| `turn.interrupted` | `turn` (3) | yes |
+| `turn.steered` | `turn`, `steer_job_id`, `seq` (3) | yes |
 | `session.compacted` / `compaction.failed` | `segment`, … | yes |
 | `context.warn` / `.prompt` / `.force_transition` / `.exhausted` | `movement`, `ratio` | yes |
 | `text.delta` | `index` (content block), `text` | no: live only |

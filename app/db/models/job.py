@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Column, ForeignKey, Index, String, Text, text
+from sqlalchemy import Boolean, Column, ForeignKey, Index, String, Text, false, text
 from sqlmodel import Field, SQLModel
 
 from app.db.types import BigIntPK, EnumText, JSONType, UTCDateTime, one_of, utcnow
@@ -68,6 +68,14 @@ class Job(SQLModel, table=True):
     lease_owner: str | None = Field(default=None, max_length=100)
     lease_expires_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     cancel_requested: bool = False
+    # the cancel is the user's interrupt of the turn (`POST /sessions/{id}/interrupt`)
+    interrupt_requested: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default=false())
+    )
+    # a chat message the session's running turn takes at its next step, while queued
+    steer: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default=false())
+    )
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
     started_at: datetime | None = Field(default=None, sa_type=UTCDateTime)

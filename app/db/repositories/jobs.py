@@ -22,7 +22,7 @@ from sqlmodel import col, select
 from app.db.models import Job
 from app.db.prepared import Peeks, Prepared
 from app.db.repositories.rows import RowRepository
-from app.db.repositories.sessions import usage_params
+from app.db.repositories.sessions import steers_first, usage_params
 from app.db.rows import columns_of, detached
 from app.db.types import utcnow
 from app.domain.jobs import ACTIVE, WAITING, JobStatus
@@ -183,6 +183,36 @@ class JobRepository(RowRepository):
         query = select(Job.cancel_requested).where(Job.id == job_id)
         flag = (await self.db.exec(query)).first()
         return flag is None or flag
+
+    async def interrupt_requested(self, job_id: str) -> bool:
+        """Whether the job's cancel is the user's interrupt (`interrupt_job`)."""
+        query = select(Job.interrupt_requested).where(Job.id == job_id)
+        return bool((await self.db.exec(query)).first())
+
+    async def lane_head(self, session_id: str) -> Job | None:
+        """The session's first queued or running session-lane job (the turn a user would
+        interrupt), its row locked until the transaction ends (PostgreSQL)."""
+        query = (
+            select(Job)
+            .where(
+                Job.session_id == session_id,
+                Job.lane == "session",
+                col(Job.status).in_(_ACTIVE),
+            )
+            .order_by(col(Job.number))
+            .limit(1)
+            .with_for_update()
+        )
+        return (await self.db.exec(query)).first()
+
+    async def steers_to_take(self, session_id: str) -> list[Job]:
+        """The steers the session's running turn may take now (`steers_first`), in queue
+        order, their rows locked until the transaction ends (PostgreSQL: a concurrent
+        cancel or take waits, then sees them no longer queued)."""
+        query = (
+            select(Job).where(steers_first(session_id)).order_by(col(Job.number)).with_for_update()
+        )
+        return list((await self.db.exec(query)).all())
 
     async def active_count(self, tenant: str) -> int:
         """How many jobs of the tenant are queued or running."""

@@ -4,7 +4,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Boolean, bindparam, case, exists, func, true, update
+from sqlalchemy import Boolean, and_, bindparam, case, exists, false, func, true, update
 from sqlalchemy import select as core_select
 from sqlalchemy.exc import NoResultFound
 from sqlmodel import col, select
@@ -14,7 +14,7 @@ from app.db.prepared import Peeks, Prepared
 from app.db.repositories.rows import RowRepository
 from app.db.rows import columns_of, detached
 from app.db.types import utcnow
-from app.domain.jobs import ACTIVE, WAITING
+from app.domain.jobs import ACTIVE, WAITING, JobStatus
 from app.domain.reminder import ReminderState
 from app.domain.sessions import SessionStatus
 from app.domain.usage import Usage
@@ -23,12 +23,16 @@ from app.domain.usage import Usage
 @dataclass(frozen=True)
 class Probe:
     """What a running job asks once per step: where the log ends, the reminder's
-    counters, and whether its cancel was asked (None: the session or job is gone)."""
+    counters, whether its cancel was asked (None: the session or job is gone), whether
+    that cancel is the user's interrupt, and whether a steer waits for the turn
+    (`steer_pending`, see `PROBE`)."""
 
     last_seq: int
     segment: int
     reminder: ReminderState
     cancel_requested: bool
+    interrupt_requested: bool = False
+    steer_pending: bool = False
 
 
 @dataclass(frozen=True)
@@ -65,9 +69,10 @@ def session_of(rows: list[tuple[Any, ...]]) -> Session | None:
     return detached(Session, _COLUMNS, rows[0]) if rows else None
 
 
-def probe_from(session: Session, cancel_requested: bool) -> Probe:
+def probe_from(session: Session, cancel_requested: bool, interrupt_requested: bool) -> Probe:
     """What `PROBE` would say, from a session row just read (`SESSION_ROW`) and the job's
-    cancel flag as the job has it."""
+    cancel flags as the job has them; a steer is taken at a step's end, never before the
+    turn's first request, so none is looked for."""
     return _probe(
         (
             session.last_seq,
@@ -76,6 +81,8 @@ def probe_from(session: Session, cancel_requested: bool) -> Probe:
             session.last_task_write_request,
             session.last_reminder_request,
             cancel_requested,
+            interrupt_requested,
+            False,
         )
     )
 
@@ -153,6 +160,33 @@ _ALLOCATE_ANSWERED = Prepared(
     .returning(_S.c.last_seq, _S.c.current_turn, _S.c.current_segment, _S.c.tenant)
 )
 _J = Job.__table__  # type: ignore[attr-defined]
+
+
+def steers_first(session: Any) -> Any:
+    """The condition on `jobs` of a steer the running turn of `session` (an id, or a bound
+    parameter) may take: a queued
+    chat message marked `steer`, with no other queued job of the session's lane before
+    it (a message queued before the steer is answered first; the steer then goes into
+    that message's turn or becomes a turn of its own)."""
+    before = _J.alias("before")
+    return and_(
+        _J.c.session_id == session,
+        _J.c.status == JobStatus.queued,
+        _J.c.steer == true(),
+        ~exists().where(
+            before.c.session_id == _J.c.session_id,
+            before.c.status == JobStatus.queued,
+            before.c.lane == "session",
+            before.c.steer == false(),
+            before.c.number < _J.c.number,
+        ),
+    )
+
+
+def _of_job(column: Any) -> Any:
+    return core_select(column).where(_J.c.id == bindparam("j_id")).scalar_subquery()
+
+
 _PROBE = Prepared(
     core_select(
         _S.c.last_seq,
@@ -160,7 +194,9 @@ _PROBE = Prepared(
         _S.c.llm_requests,
         _S.c.last_task_write_request,
         _S.c.last_reminder_request,
-        core_select(_J.c.cancel_requested).where(_J.c.id == bindparam("j_id")).scalar_subquery(),
+        _of_job(_J.c.cancel_requested),
+        _of_job(_J.c.interrupt_requested),
+        exists().where(steers_first(bindparam("s_id"))),
     ).where(_S.c.id == bindparam("s_id"))
 )
 
@@ -184,8 +220,9 @@ def probe_params(session_id: str, job_id: str) -> dict[str, str]:
 
 
 PROBE = _PROBE
-"""One statement: the session's log end and reminder counters, and the job's cancel
-flag. A running job asks it once per step, through `Database.peek`."""
+"""One statement: the session's log end and reminder counters, the job's cancel flags,
+and whether a steer waits for it (`steers_first`). A running job asks it once per step,
+through `Database.peek`."""
 
 
 async def peek_probe(units: Peeks, session_id: str, job_id: str) -> Probe | None:
@@ -208,6 +245,8 @@ def _probe(row: tuple[Any, ...]) -> Probe:
             requests_done=row[2], last_task_write_request=row[3], last_reminder_request=row[4]
         ),
         cancel_requested=bool(row[5]),
+        interrupt_requested=bool(row[6]),
+        steer_pending=bool(row[7]),
     )
 
 
