@@ -11,6 +11,7 @@ from app.api.routes import (
     hooks,
     items,
     jobs,
+    mcp_servers,
     memory,
     metrics,
     pieces,
@@ -38,3 +39,4 @@ api_router.include_router(hooks.router)
 api_router.include_router(webhooks.router)
 api_router.include_router(metrics.router)
 api_router.include_router(tool_policy.router)
+api_router.include_router(mcp_servers.router)

@@ -14,7 +14,7 @@ from app.mcp.errors import (
     McpTimeout,
     McpUnreachable,
 )
-from tests.mcp.conftest import (
+from tests.support.mcp import (
     REPO,
     HttpServer,
     everything_stdio,

@@ -1,6 +1,6 @@
 """Real MCP servers for the MCP tests, as `make mcp-tools` installs them, and the suite's
 own fault server (`tests.mcp.fault_server`); each HTTP server on a loopback port, waited
-for by what it prints once it listens."""
+for by what it prints once it listens. Its fixtures are every test's (`tests/conftest.py`)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+SECRET_HEADER = {"Authorization": "Bearer open-sesame"}
 MCP_VENV = REPO / ".venv-mcp" / "bin"
 EVERYTHING = (
     REPO / "tests/mcp/everything/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
