@@ -1,6 +1,7 @@
-"""mcp servers: a tenant's MCP servers over Streamable HTTP
+"""mcp servers: a tenant's MCP servers over Streamable HTTP, a session's attached ones
 
-One row per tenant and server name; `headers` hold the server's credentials.
+One row per tenant and server name; `headers` hold the server's credentials. A session's
+attached servers are a nullable column of its row, read with it at a turn's start.
 
 Revision ID: c4e7b9d2a615
 Revises: a7c3e91f4d26
@@ -40,7 +41,11 @@ def upgrade() -> None:
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("tenant", "name"),
     )
+    # a nullable column: added in place, no copy of the sessions table
+    op.add_column("sessions", sa.Column("mcp", _json(), nullable=True))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("sessions") as batch:
+        batch.drop_column("mcp")
     op.drop_table("mcp_servers")

@@ -98,6 +98,8 @@ class McpConnection:
         # the last HTTP status the server answered 401 or 403 with, if it did
         self._auth_status: int | None = None
         self._error: McpFailure | None = None
+        # set when the connection ended under a request: it is no use any more
+        self._broken = False
 
     @property
     def name(self) -> str:
@@ -105,7 +107,7 @@ class McpConnection:
 
     @property
     def alive(self) -> bool:
-        return self._client is not None and not self._ended.is_set()
+        return self._client is not None and not self._ended.is_set() and not self._broken
 
     async def start(self) -> None:
         """Connect and finish the handshake within the connect timeout, or raise."""
@@ -208,7 +210,9 @@ class McpConnection:
         except TimeoutError as exc:
             raise McpTimeout(self.name, f"{name}: no answer within {limit:g} seconds") from exc
         except Exception as exc:
-            raise self._failure(exc, during=name) from exc
+            failure = self._failure(exc, during=name)
+            self._broken = isinstance(failure, McpCrashed)
+            raise failure from exc
 
     def _open(self) -> Client:
         if self._client is None or self._ended.is_set():
