@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from app.db.engine import Database
@@ -67,10 +67,18 @@ async def turn_mcp(
     tools: ToolRegistry,
     job: Job,
     session: Session,
+    *,
+    pool: McpPool | None = None,
+    allowed: Sequence[str] | None = None,
 ) -> TurnMcp:
+    """The turn's tools. `pool`: the job's, which its caller closes (None: the turn's
+    own, closed by `TurnMcp.close`); `allowed`: the names a movement allows (MCP tools by
+    glob), else the session's `tools`."""
     if not session.mcp:
         return TurnMcp(tools, [])
-    pool = McpPool(Confinement.of(settings))
+    own = pool is None
+    if pool is None:
+        pool = McpPool(Confinement.of(settings))
     send = _status_sender(hub, job)
     pool.on_status = send
     key = (job.session_id, session.current_segment, json.dumps(session.mcp, sort_keys=True))
@@ -79,8 +87,8 @@ async def turn_mcp(
         listed, complete = await _list(settings, database, pool, job, session)
         if complete:
             segments.put(key, listed)
-    names = offered_names(listed, session.tools)
-    return TurnMcp(tools.extended(registry_tools(listed, pool)), names, pool)
+    names = offered_names(listed, session.tools if allowed is None else allowed)
+    return TurnMcp(tools.extended(registry_tools(listed, pool)), names, pool if own else None)
 
 
 async def _list(

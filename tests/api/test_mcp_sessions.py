@@ -17,7 +17,7 @@ import pytest
 from app.engine.truncation import TRUNCATION_MARKER
 from tests.fakes.messages_api import FakeMessagesAPI, text, tool_use
 from tests.support.apps import serve
-from tests.support.chat import items, new_session
+from tests.support.chat import items, new_session, submit_job, wait_job
 from tests.support.mcp import MCP_VENV, REPO, HttpServer, installed
 from tests.support.settings import MakeSettings
 
@@ -55,11 +55,26 @@ def servers_file(tmp_path: Path) -> Path:
     return path
 
 
+MOVEMENT = """\
+name: mcp-step
+description: one step that may echo through an MCP server
+movements:
+  - name: only
+    instruction: Echo the words, then complete.
+    allowed_tools: [mcp__faults__e*]
+    transitions: [COMPLETE]
+"""
+
+
 @pytest.fixture
 async def api(
     make_settings: MakeSettings, fake_llm: FakeMessagesAPI, tmp_path: Path
 ) -> AsyncIterator[httpx.AsyncClient]:
+    pieces = tmp_path / "pieces"
+    pieces.mkdir()
+    (pieces / "mcp-step.yaml").write_text(MOVEMENT, encoding="utf-8")
     settings = make_settings(
+        pieces_dir=pieces,
         anthropic_base_url=fake_llm.url,
         llm_max_retries=2,
         llm_timeout_seconds=10.0,
@@ -232,3 +247,21 @@ async def test_globs_narrowing_a_large_server_attach_it(api: httpx.AsyncClient) 
     )
     assert response.status_code == 201, response.text
     assert response.json()["mcp"] == [{"server": "many", "tools": ["t00*", "echo"]}]
+
+
+async def test_a_movement_offers_the_mcp_tools_its_allowed_tools_name(
+    api: httpx.AsyncClient, fake_llm: FakeMessagesAPI
+) -> None:
+    fake_llm.reply(tool_use("mcp__faults__echo", {"text": "from a movement"}))
+    fake_llm.reply(
+        tool_use("transition", {"next_step": "COMPLETE", "summary": "echoed"}),
+    )
+    session_id = await new_session(api, mcp=[{"server": "faults"}])
+
+    job = await submit_job(api, piece="mcp-step", session_id=session_id)
+    ended = await wait_job(api, job["id"], seconds=120)
+
+    assert ended["status"] == "succeeded", ended
+    offered = [t["name"] for t in fake_llm.requests[0].body["tools"]]
+    assert "mcp__faults__echo" in offered and "mcp__faults__crash" not in offered
+    assert "echo: from a movement" in json.dumps(last_result(fake_llm)["content"])
