@@ -6,6 +6,7 @@ confinement, and the tenant's over Streamable HTTP on loopback."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -22,9 +23,39 @@ from tests.support.mcp import MCP_VENV, REPO, HttpServer, installed
 from tests.support.settings import MakeSettings
 
 
+def git_repository(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1"}
+    for command in (
+        ["git", "init", "-q", "-b", "main"],
+        [
+            "git",
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "the first commit",
+        ],
+    ):
+        subprocess.run(command, cwd=repo, env=env, check=True)
+    (repo / "new.txt").write_text("not yet added\n", encoding="utf-8")
+    return repo
+
+
 def servers_file(tmp_path: Path) -> Path:
     readable = [str(REPO), sys.base_prefix]
+    repo = git_repository(tmp_path)
     servers = {
+        "git": {
+            "command": str(installed(MCP_VENV / "mcp-server-git")),
+            "args": ["--repository", str(repo)],
+            "paths": [*readable, str(repo)],
+        },
         "time": {
             "command": str(installed(MCP_VENV / "mcp-server-time")),
             "args": ["--local-timezone", "UTC"],
@@ -265,3 +296,16 @@ async def test_a_movement_offers_the_mcp_tools_its_allowed_tools_name(
     offered = [t["name"] for t in fake_llm.requests[0].body["tools"]]
     assert "mcp__faults__echo" in offered and "mcp__faults__crash" not in offered
     assert "echo: from a movement" in json.dumps(last_result(fake_llm)["content"])
+
+
+async def test_the_model_reads_a_repository_through_mcp_server_git(
+    api: httpx.AsyncClient, fake_llm: FakeMessagesAPI, tmp_path: Path
+) -> None:
+    fake_llm.reply(tool_use("mcp__git__git_status", {"repo_path": str(tmp_path / "repo")}))
+    fake_llm.reply(text("One file is untracked."))
+    session_id = await new_session(api, mcp=[{"server": "git", "tools": ["git_status"]}])
+
+    await say(api, session_id, "what is the state of the repository?")
+
+    result = last_result(fake_llm)
+    assert "new.txt" in json.dumps(result["content"]) and not result.get("is_error")
