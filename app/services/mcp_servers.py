@@ -27,6 +27,7 @@ from app.mcp.catalog import OfferedTool, offered
 from app.mcp.client import RemoteServer, Timeouts, connected
 from app.mcp.errors import McpAuthFailed, McpFailure
 from app.mcp.names import NameClash, ToolFilter
+from app.mcp.stdio import load_operator_servers
 from app.services.pagination import Page, page_of
 from app.settings import Settings
 
@@ -72,6 +73,8 @@ async def create_server(
 ) -> McpServerRow:
     """`fields.url` has passed `check_target`."""
     repo = McpServerRepository(db)
+    if name in load_operator_servers(settings.mcp_servers_file):
+        raise Conflict(f"MCP server {name!r} is the operator's (STRATA_MCP_SERVERS_FILE)")
     if await repo.get(tenant, name) is not None:
         raise Conflict(f"MCP server {name!r} exists already; PATCH or DELETE it")
     if await repo.count(tenant) >= settings.mcp_max_servers:

@@ -309,3 +309,8 @@ async def test_the_model_reads_a_repository_through_mcp_server_git(
 
     result = last_result(fake_llm)
     assert "new.txt" in json.dumps(result["content"]) and not result.get("is_error")
+
+
+async def test_a_tenant_cannot_take_an_operator_servers_name(api: httpx.AsyncClient) -> None:
+    response = await api.post("/mcp-servers", json={"name": "time", "url": "http://a/mcp"})
+    assert response.status_code == 409
