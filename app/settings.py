@@ -312,6 +312,25 @@ class Settings(BaseSettings):
     # Rules one layer may hold: the operator's file, a tenant's, a session's, a movement's.
     tool_policy_max_rules: int = Field(default=100, ge=1)
 
+    # --- MCP servers (the `mcp` extra) ---------------------------------------
+    # A JSON file naming the operator's stdio MCP servers: {"name": {"command": "...",
+    # "args": [...], "env": {...}, "cwd": "..."}}; each runs under the Bash tool's
+    # confinement, one process per job. Unset: none.
+    mcp_servers_file: Path | None = None
+    # let a tenant's MCP server URLs point at private, loopback, link-local, multicast or
+    # reserved addresses
+    mcp_allow_private: bool = False
+    # longest wait for a server's handshake and tool list, in seconds
+    mcp_connect_timeout_seconds: float = Field(default=10.0, gt=0)
+    # a server's `timeout_s` when it names none: longest wait for one tool call
+    mcp_call_timeout_seconds: float = Field(default=60.0, gt=0)
+    # the most a server's `timeout_s` may be
+    mcp_max_call_timeout_seconds: float = Field(default=600.0, gt=0)
+    # tools one session, job or movement may be offered from its MCP servers, all summed
+    mcp_max_tools: int = Field(default=128, ge=1)
+    # MCP servers one tenant may register
+    mcp_max_servers: int = Field(default=50, ge=1)
+
     # --- the runner (ours) --------------------------------------------------
     # Run a job runner inside `strata serve` (false: only `strata worker` processes run jobs).
     run_worker_in_server: bool = True

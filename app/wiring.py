@@ -19,6 +19,7 @@ from app.engine.tools import ToolRegistry
 from app.observability.metered_llm import MeteredLLM
 from app.services.live import LiveHub, run_clock
 from app.services.live_bridge import PgLiveBridge
+from app.services.mcp_attach import operator_servers
 from app.services.tool_policy import load_operator_rules
 from app.settings import Settings
 from app.tools.clock import current_time_tool
@@ -131,6 +132,7 @@ async def runtime(
     """Database, LLM, tools, hub — and a running runner and webhook dispatcher when asked."""
     registry = tools or builtin_tools(settings)
     operator_rules = operator_policy(settings, registry)  # a bad file: nothing starts
+    operator_servers(settings)  # STRATA_MCP_SERVERS_FILE too
     database = Database(settings)
     owned_llm = AnthropicLLM(settings) if llm is None else None
     if owned_llm is not None and not owned_llm.configured:

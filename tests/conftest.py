@@ -37,7 +37,7 @@ from tests.support.tools import agent_tools
 if TYPE_CHECKING:
     from tests.support.postgres import EmbeddedPostgres
 
-pytest_plugins = ["tests.fakes.fixtures"]
+pytest_plugins = ["tests.fakes.fixtures", "tests.support.mcp"]
 
 _ISOLATED_PREFIXES = ("STRATA_", "ANTHROPIC_")
 

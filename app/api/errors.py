@@ -29,6 +29,7 @@ from app.domain.errors import (
     ServerBusy,
     TooManyRequests,
     Unauthorized,
+    UpstreamFailed,
 )
 from app.domain.ids import new_id
 
@@ -51,6 +52,7 @@ _SLUG_BY_STATUS = {
     422: "validation-error",
     429: "too-many-requests",
     500: "internal-error",
+    502: "bad-gateway",
     503: "unavailable",
 }
 
@@ -63,6 +65,7 @@ _STATUS_BY_ERROR: Final[dict[type[DomainError], int]] = {
     InvalidInput: 422,
     TooManyRequests: 429,
     ServerBusy: 503,
+    UpstreamFailed: 502,
 }
 
 

@@ -116,10 +116,21 @@ def parameters_without_null(document: dict[str, Any]) -> None:
                 schema.update(kept[0])
 
 
+MCP_TOOL_GLOB = r"^mcp__[A-Za-z0-9_*?\[\]!-]+$"
+"""An MCP tool's name, or a glob over such names (`mcp__git__*`)."""
+
+
 def name_tool_names(document: dict[str, Any], names: list[str]) -> None:
-    """The tools a session may be offered are the server's: one named enum (`ToolName`)."""
+    """The tools a session may be offered are the server's (a named enum) or MCP tools,
+    named by glob (`mcp__<server>__<tool>`): one schema, `ToolName`."""
     schemas = document.get("components", {}).get("schemas", {})
-    schemas["ToolName"] = {"type": "string", "enum": sorted(names), "title": "ToolName"}
+    schemas["ToolName"] = {
+        "title": "ToolName",
+        "anyOf": [
+            {"type": "string", "enum": sorted(names)},
+            {"type": "string", "pattern": MCP_TOOL_GLOB, "maxLength": 64},
+        ],
+    }
     for schema in schemas.values():
         tools = schema.get("properties", {}).get("tools")
         if tools is None:

@@ -12,6 +12,7 @@ from app.api.routes import (
     hooks,
     items,
     jobs,
+    mcp_servers,
     memory,
     metrics,
     pieces,
@@ -40,3 +41,4 @@ api_router.include_router(webhooks.router)
 api_router.include_router(metrics.router)
 api_router.include_router(tool_policy.router)
 api_router.include_router(api_keys.router)
+api_router.include_router(mcp_servers.router)

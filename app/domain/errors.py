@@ -46,6 +46,27 @@ class SubtaskLimit(Conflict):
     title = "Subtask limit reached"
 
 
+class UpstreamFailed(DomainError):
+    """A server Strata called on the client's behalf did not answer as it must."""
+
+    slug = "bad-gateway"
+    title = "Bad gateway"
+
+
+class McpUnreachableError(UpstreamFailed):
+    """An MCP server could not be reached, or did not answer as MCP in time."""
+
+    slug = "mcp-unreachable"
+    title = "MCP server unreachable"
+
+
+class McpAuthFailedError(UpstreamFailed):
+    """An MCP server refused the credentials its `headers` carry (HTTP 401 or 403)."""
+
+    slug = "mcp-auth-failed"
+    title = "MCP server refused the credentials"
+
+
 class InvalidInput(DomainError):
     slug = "validation-error"
     title = "Invalid input"

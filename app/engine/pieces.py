@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from app.domain.jobs import ABORT, ASK, COMPLETE, RESERVED_PIECE_NAMES, SPECIAL_STEPS, WAIT_SUBTASKS
 from app.domain.tool_policy import ToolPolicyRule, ToolRule, unoffered
+from app.mcp.names import is_mcp_name
 
 __all__ = [
     "ABORT",
@@ -174,7 +175,7 @@ class Piece(BaseModel):
             f"{movement.name}: {tool}"
             for movement in self.movements
             for tool in movement.allowed_tools
-            if tool not in known
+            if tool not in known and not is_mcp_name(tool)
         ]
 
     def next_steps(self, movement: Movement) -> list[str]:
@@ -273,7 +274,7 @@ def load_piece(
             ("movements", index, "allowed_tools", position)
             for index, movement in enumerate(piece.movements)
             for position, tool in enumerate(movement.allowed_tools)
-            if tool not in known_tools
+            if tool not in known_tools and not is_mcp_name(tool)
         )
         line, column = _located(root, first)
         raise PieceFileError(

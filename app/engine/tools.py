@@ -108,10 +108,17 @@ class Tool(Generic[ArgsT]):
     # call need not be logged before it runs; a step whose calls all only read is logged
     # once they ran, call and results in one transaction (`app.engine.loop`).
     read_only: bool = False
+    # The input schema offered to the model when it is not the input model's (an MCP
+    # server's tool: its server's schema, the input model then admitting any object).
+    input_schema: dict[str, Any] | None = None
 
     def spec(self) -> ToolSpec:
         """What a request offers the model: built from the input model on each call (a
         registry keeps one per tool, see `ToolRegistry.specs`)."""
+        if self.input_schema is not None:
+            return ToolSpec(
+                name=self.name, description=self.description, input_schema=self.input_schema
+            )
         schema = self.input_model.model_json_schema()
         schema.pop("title", None)
         return ToolSpec(name=self.name, description=self.description, input_schema=schema)
@@ -131,6 +138,15 @@ class ToolRegistry:
             raise ValueError(f"tool {tool.name!r} is registered twice")
         self._tools[tool.name] = tool
         self._specs[tool.name] = tool.spec()
+
+    def extended(self, tools: Iterable[Tool[Any]]) -> ToolRegistry:
+        """This registry's tools (their specs kept) and `tools`: a turn's MCP tools."""
+        registry = ToolRegistry()
+        registry._tools = dict(self._tools)
+        registry._specs = dict(self._specs)
+        for tool in tools:
+            registry.register(tool)
+        return registry
 
     @property
     def names(self) -> list[str]:

@@ -16,6 +16,7 @@ from app.domain.errors import InvalidInput, NotFound
 from app.domain.ids import new_id
 from app.domain.sessions import SessionStatus, session_status
 from app.domain.tool_policy import RuleBounds, ToolPolicyRule, check_rules
+from app.mcp.names import is_mcp_name
 from app.services.pagination import Page, page_of
 
 
@@ -29,6 +30,7 @@ async def create_session(
     metadata: dict[str, Any] | None = None,
     tools: list[str] | None = None,
     known_tools: Collection[str] = (),
+    mcp: list[dict[str, Any]] | None = None,
     continues_from: str | None = None,
     tool_policy: Sequence[ToolPolicyRule] = (),
     policy_bounds: RuleBounds | None = None,
@@ -51,6 +53,7 @@ async def create_session(
         model=model,
         metadata_=metadata or {},
         tools=check_tools(tools, known_tools),
+        mcp=mcp or None,
         tool_policy=_session_rules(tool_policy, policy_bounds),
         continues_from=continues_from,
         source=source,
@@ -72,10 +75,11 @@ def _session_rules(
 
 
 def check_tools(tools: list[str] | None, known: Collection[str]) -> list[str] | None:
-    """None offers every registered tool; a list offers exactly those."""
+    """None offers every registered tool; a list offers exactly those (MCP tools by
+    glob, `mcp__git__*`: which there are is known once their servers are listed)."""
     if tools is None:
         return None
-    unknown = [name for name in tools if name not in known]
+    unknown = [name for name in tools if name not in known and not is_mcp_name(name)]
     if unknown:
         raise InvalidInput(
             f"unknown tools {unknown}; this server has {sorted(known)}", field="tools"
@@ -155,6 +159,7 @@ class SessionChanges:
     metadata: dict[str, Any] | None = None
     tools: list[str] | None = None
     tool_policy: Sequence[ToolPolicyRule] = ()
+    mcp: list[dict[str, Any]] | None = None
 
 
 async def update_session(
@@ -172,6 +177,8 @@ async def update_session(
         row.tools = check_tools(changes.tools, known_tools)
     if "tool_policy" in changes.sent:
         row.tool_policy = _session_rules(changes.tool_policy, policy_bounds)
+    if "mcp" in changes.sent:
+        row.mcp = changes.mcp or None
     if "title" in changes.sent:
         row.title = changes.title
     if "metadata" in changes.sent:

@@ -102,7 +102,9 @@ async def _addresses(host: str, port: int) -> list[IPAddress]:
     return [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
 
 
-async def resolve_target(url: str, *, allow_private: bool) -> Target:
+async def resolve_target(
+    url: str, *, allow_private: bool, setting: str = "STRATA_WEBHOOK_ALLOW_PRIVATE"
+) -> Target:
     """An http(s) URL whose host resolves to allowed addresses only, and the first of them.
 
     Checked when a subscription is written and again before every attempt, since what a
@@ -126,12 +128,14 @@ async def resolve_target(url: str, *, allow_private: bool) -> Target:
         if kind is not None:
             raise TargetRefused(
                 f"url: {host} resolves to {address}, a {kind} address; "
-                "set STRATA_WEBHOOK_ALLOW_PRIVATE=true to allow such targets",
+                f"set {setting}=true to allow such targets",
                 field="url",
             )
     return Target(url=url, host=host, port=port, address=addresses[0])
 
 
-async def check_target(url: str, *, allow_private: bool) -> str:
-    """The URL, once it passed `resolve_target`."""
-    return (await resolve_target(url, allow_private=allow_private)).url
+async def check_target(
+    url: str, *, allow_private: bool, setting: str = "STRATA_WEBHOOK_ALLOW_PRIVATE"
+) -> str:
+    """The URL, once it passed `resolve_target` (`setting` is the one a refusal names)."""
+    return (await resolve_target(url, allow_private=allow_private, setting=setting)).url

@@ -177,7 +177,9 @@ def uses_bwrap(confinement: Confinement) -> bool:
     return False
 
 
-def _bwrap_arguments(root: Path, *, network: bool, bind_job: bool = True) -> list[str]:
+def _bwrap_arguments(
+    root: Path, *, network: bool, bind_job: bool = True, read_only: Sequence[Path] = ()
+) -> list[str]:
     args = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     if network:
         args.append("--share-net")
@@ -190,6 +192,8 @@ def _bwrap_arguments(root: Path, *, network: bool, bind_job: bool = True) -> lis
     for name in _ETC:
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    for path in read_only:
+        args += ["--ro-bind-try", str(path), str(path)]
     if bind_job:
         args += ["--bind", str(root), SANDBOX_ROOT, "--chdir", SANDBOX_ROOT]
     return args
@@ -200,16 +204,18 @@ def environment(home: str) -> dict[str, str]:
 
 
 def command_line(
-    argv: Sequence[str], root: Path, confinement: Confinement
+    argv: Sequence[str], root: Path, confinement: Confinement, read_only: Sequence[Path] = ()
 ) -> tuple[list[str], str]:
     """The full command line (launcher, bwrap when used, the command) and the folder the
-    command sees as its own."""
+    command sees as its own; `read_only`: folders a bwrap-confined command may also read
+    (an MCP server's installation)."""
     inner = list(argv)
     home = str(root)
     if uses_bwrap(confinement):
         bwrap = shutil.which("bwrap")
         assert bwrap is not None
-        inner = [bwrap, *_bwrap_arguments(root, network=confinement.network), *inner]
+        bound = _bwrap_arguments(root, network=confinement.network, read_only=read_only)
+        inner = [bwrap, *bound, *inner]
         home = SANDBOX_ROOT
     elif not os.path.isabs(inner[0]):
         inner[0] = shutil.which(inner[0], path=MINIMAL_PATH) or inner[0]

@@ -29,6 +29,7 @@ from app.memory.noise import CleanedTexts
 from app.services.chat import append_turn_input, turn_input
 from app.services.leases import JobDatabase
 from app.services.live import LiveHub
+from app.services.mcp_attach import SegmentTools
 from app.services.memory import (
     BlockLimits,
     clean_ahead,
@@ -43,6 +44,7 @@ from app.settings import Settings
 from app.worker.compaction import CompactionFailed, compact_session
 from app.worker.context_policy import ChatContext
 from app.worker.job_session import JobSession
+from app.worker.mcp_tools import TurnMcp, turn_mcp
 from app.worker.memory_gateway import LogMemoryGateway
 from app.worker.reminder import task_reminder
 from app.worker.summaries import summarize_backlog
@@ -79,9 +81,12 @@ class Deps:
     pieces: PieceCatalog
     # the context window requests are held to: the setting, or less once the API said so
     window: WindowLimit = field(init=False)
+    # the MCP tools of the running sessions' segments, one per job the runner may run
+    mcp_segments: SegmentTools = field(init=False)
 
     def __post_init__(self) -> None:
         self.window = WindowLimit(self.settings.context_window_tokens)
+        self.mcp_segments = SegmentTools(self.settings.worker_concurrency)
 
 
 def job_database(deps: Deps, job: Job) -> JobDatabase:
@@ -168,9 +173,17 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
         held.known(*item)
     held.probed(probe_from(session, job.cancel_requested, job.interrupt_requested))
     store = DbTurnStore(held, answer_with_end=True, takes_steers=True)
-    config = await _chat_config(deps, job, session, held, view)
-    ctx = tool_context(deps, held)
-    outcome = await run_turn(deps.llm, store, deps.tools, ctx, config, HubTurnEvents(deps.hub, job))
+    mcp = await turn_mcp(
+        deps.settings, deps.database, deps.hub, deps.mcp_segments, deps.tools, job, session
+    )
+    try:
+        config = await _chat_config(deps, job, session, held, view, mcp)
+        ctx = tool_context(deps, held)
+        outcome = await run_turn(
+            deps.llm, store, mcp.tools, ctx, config, HubTurnEvents(deps.hub, job)
+        )
+    finally:
+        await mcp.close()
     if outcome.status == "cancelled":  # its open calls are answered with its end
         await store.close_at_end()
     user = [] if (user_item := _user_item(job)) is None else [user_item]
@@ -189,11 +202,12 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
 
 
 async def _chat_config(
-    deps: Deps, job: Job, session: Session, held: JobSession, view: SessionView
+    deps: Deps, job: Job, session: Session, held: JobSession, view: SessionView, mcp: TurnMcp
 ) -> TurnConfig:
-    """How the session's turn runs: its model, prompt, tools, limits, reminder, context
-    policy, and the messages the session's view holds from its previous turns."""
-    tool_names = session_tools(deps, session)
+    """How the session's turn runs: its model, prompt, tools (its MCP servers' too),
+    limits, reminder, context policy, and the messages the session's view holds from its
+    previous turns."""
+    tool_names = [*session_tools(deps, session), *mcp.names]
     return TurnConfig(
         model=session.model or deps.settings.model,
         system=await _system_prompt(deps, job, session),
@@ -205,7 +219,7 @@ async def _chat_config(
             lambda: _compact_now(deps, job, tool_names, _user_item(job)),
             window=deps.window,
         ),
-        conversation=view.conversation(tools_offered=bool(deps.tools.specs(tool_names))),
+        conversation=view.conversation(tools_offered=bool(mcp.tools.specs(tool_names))),
         reminder=task_reminder(deps.settings, held, tool_names),
     )
 

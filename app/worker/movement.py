@@ -18,7 +18,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.db.models import Job, Session
 from app.db.repositories.jobs import JobRepository
 from app.db.repositories.rows import RowRepository
-from app.db.repositories.sessions import SessionRepository
+from app.db.repositories.sessions import SessionRepository, peek_session_row
 from app.db.types import utcnow
 from app.domain.errors import SubtaskLimit
 from app.domain.items import Origin, user_text
@@ -36,9 +36,12 @@ from app.engine.loop import (
 from app.engine.pieces import Movement, Piece
 from app.engine.tools import ToolError
 from app.engine.workspace import Workspace
+from app.mcp.names import is_mcp_name
+from app.mcp.pool import McpPool
 from app.services import webhooks
 from app.services.items import append_item
 from app.services.piece_jobs import submit_subtask
+from app.services.sessions import session_from
 from app.tools.transition import SPAWN_SUBTASK, TRANSITION
 from app.worker.context_policy import MovementContext
 from app.worker.handlers import (
@@ -50,6 +53,7 @@ from app.worker.handlers import (
     tool_context,
 )
 from app.worker.job_session import JobSession
+from app.worker.mcp_tools import TurnMcp, turn_mcp
 from app.worker.piece_prompt import MovementStart, movement_start, system_prompt
 from app.worker.piece_state import OpenMovement, PieceState
 from app.worker.reminder import task_reminder
@@ -211,6 +215,26 @@ async def begin(
     return start
 
 
+async def _movement_mcp(deps: Deps, job: Job, movement: Movement, pool: McpPool | None) -> TurnMcp:
+    """The MCP tools of the movement; its session is read only when it allows some."""
+    if pool is None or not any(is_mcp_name(name) for name in movement.allowed_tools):
+        return TurnMcp(deps.tools, [])
+    session = session_from(
+        await peek_session_row(deps.database, job.session_id), job.tenant, job.session_id
+    )
+    return await turn_mcp(
+        deps.settings,
+        deps.database,
+        deps.hub,
+        deps.mcp_segments,
+        deps.tools,
+        job,
+        session,
+        pool=pool,
+        allowed=movement.allowed_tools,
+    )
+
+
 def _tool_names(deps: Deps, piece: Piece, movement: Movement) -> list[str]:
     names = [n for n in movement.allowed_tools if n in deps.tools.names]
     names.append(TRANSITION)
@@ -227,17 +251,21 @@ async def run_movement(
     state: PieceState,
     workspace: Workspace,
     tree: TreeBudget,
+    pool: McpPool | None = None,
 ) -> Transition | Outcome | None:
-    """One movement: its start, the agent loop, and how it ended (None: cancelled)."""
+    """One movement: its start, the agent loop, and how it ended (None: cancelled).
+    `pool`: the job's MCP connections, for the session's MCP servers' tools that the
+    movement's `allowed_tools` names by glob (`mcp__git__*`)."""
     start = await begin(deps, job, piece, movement, state, workspace, tree)
     if isinstance(start, Outcome):
         return start
     gateway = MovementGateway(deps, job, piece, movement, state)
-    names = _tool_names(deps, piece, movement)
+    mcp = await _movement_mcp(deps, job, movement, pool)
+    names = [*_tool_names(deps, piece, movement), *mcp.names]
     held = JobSession(
         job_database(deps, job), job, checkpoint_every=deps.settings.task_checkpoint_ops
     )
-    conversation = held.view.conversation(tools_offered=bool(deps.tools.specs(names)))
+    conversation = held.view.conversation(tools_offered=bool(mcp.tools.specs(names)))
     store = DbTurnStore(held)
     ctx = tool_context(deps, held, piece=gateway, workspace=workspace)
     config = TurnConfig(
@@ -253,7 +281,7 @@ async def run_movement(
     )
     for nudge in range(NUDGES + 1):
         outcome = await run_turn(
-            deps.llm, store, deps.tools, ctx, config, HubTurnEvents(deps.hub, job)
+            deps.llm, store, mcp.tools, ctx, config, HubTurnEvents(deps.hub, job)
         )
         if outcome.status == "cancelled":
             stopped = INTERRUPTED_BY_USER if held.interrupt_requested else CANCELLED

@@ -31,10 +31,12 @@ from app.db.types import utcnow
 from app.domain.jobs import ASK, COMPLETE, WAIT_SUBTASKS, JobStatus, status_after
 from app.engine.pieces import Movement, Piece
 from app.engine.workspace import Workspace
+from app.mcp.pool import McpPool
 from app.services import jobs, webhooks
 from app.services.comments import Author, post_comment
 from app.services.piece_jobs import workspace_of
 from app.services.tasks import load_store
+from app.tools.sandbox import Confinement
 from app.worker.handlers import Also, Deps, Outcome, job_database, problem
 from app.worker.movement import Transition, TreeBudget, run_movement
 from app.worker.piece_state import PieceState
@@ -65,11 +67,31 @@ async def run_piece(deps: Deps, job: Job) -> Outcome:
     workspace.ensure_layout()
     limit = piece.max_movements or deps.settings.job_max_movements
     tree = await _tree_budget(deps, job, limit)
+    # the job's MCP connections: a stdio server runs in the job's folder, once per job
+    pool = McpPool(Confinement.of(deps.settings), root=workspace.root)
+    try:
+        return await _run_movements(deps, job, piece, movement, state, workspace, tree, limit, pool)
+    finally:
+        await pool.close()
+
+
+async def _run_movements(
+    deps: Deps,
+    job: Job,
+    piece: Piece,
+    movement: Movement,
+    state: PieceState,
+    workspace: Workspace,
+    tree: TreeBudget,
+    limit: int,
+    pool: McpPool,
+) -> Outcome:
+    """Movement after movement until the job ends (at most `limit` begun by it)."""
     while True:
         resuming = state.open is not None and state.open.movement == movement.name
         if not resuming and state.movements_run >= limit:
             return _ended(job, _too_many_movements(piece, state, limit))
-        step = await run_movement(deps, job, piece, movement, state, workspace, tree)
+        step = await run_movement(deps, job, piece, movement, state, workspace, tree, pool)
         if step is None:
             return _ended(job, Outcome(JobStatus.cancelled))
         if isinstance(step, Outcome):

@@ -28,6 +28,7 @@ from app.api.schemas.sessions import (
 )
 from app.services import session_deletion as deletion
 from app.services import sessions as service
+from app.services.mcp_attach import Attachment, check_session_attachments
 
 router = APIRouter(prefix="/sessions", tags=["sessions"], responses=problem_responses(401, 503))
 
@@ -40,7 +41,7 @@ SessionId = Annotated[str, Path(max_length=40, description="A session id (`ses_â
     response_model=SessionPublic,
     name="create",
     summary="Create a session",
-    responses=problem_responses(413, 422),
+    responses=problem_responses(413, 422, 502),
 )
 async def create_session(
     body: SessionCreate,
@@ -49,6 +50,10 @@ async def create_session(
     runtime: RuntimeDep,
     idempotency: IdempotencyDep,
 ) -> object:
+    mcp = await check_session_attachments(
+        database, runtime.settings, tenant, [Attachment.of(a.model_dump()) for a in body.mcp]
+    )
+
     async def work(db: AsyncSession) -> SessionPublic:
         row = await service.create_session(
             db,
@@ -59,6 +64,7 @@ async def create_session(
             metadata=body.metadata,
             tools=body.tools,
             known_tools=runtime.tools.names,
+            mcp=mcp,
             tool_policy=body.tool_policy,
             policy_bounds=policy_bounds(runtime),
             continues_from=body.continues_from,
@@ -114,7 +120,7 @@ async def get_session(
     "/{session_id}",
     name="update",
     summary="Change a session's title, metadata, tools or tool policy",
-    responses=problem_responses(404, 413, 422),
+    responses=problem_responses(404, 413, 422, 502),
 )
 async def update_session(
     session_id: SessionId,
@@ -123,12 +129,16 @@ async def update_session(
     tenant: CurrentTenant,
     runtime: RuntimeDep,
 ) -> SessionPublic:
+    mcp = await check_session_attachments(
+        database, runtime.settings, tenant, [Attachment.of(a.model_dump()) for a in body.mcp]
+    )
     changes = service.SessionChanges(
         sent=frozenset(body.model_fields_set),
         title=body.title,
         metadata=body.metadata,
         tools=body.tools,
         tool_policy=body.tool_policy,
+        mcp=mcp,
     )
 
     async def work(db: AsyncSession) -> SessionPublic:

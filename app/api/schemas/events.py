@@ -168,6 +168,17 @@ class ToolFinished(_JobEvent):
     is_error: bool
 
 
+class McpServerStatus(_JobEvent):
+    """Live only: an MCP server's state changed for this job (`ok`, or what failed)."""
+
+    type: Literal["mcp.server_status"]
+    server: str
+    state: str = Field(
+        description="`ok`, `unreachable`, `auth-failed`, `timeout`, `crashed` or `protocol-error`."
+    )
+    detail: str
+
+
 StreamEventData = Annotated[
     ItemAppended
     | JobStatusEvent
@@ -184,7 +195,8 @@ StreamEventData = Annotated[
     | ContextEvent
     | TextDelta
     | ToolStarted
-    | ToolFinished,
+    | ToolFinished
+    | McpServerStatus,
     Field(discriminator="type"),
 ]
 
@@ -209,6 +221,7 @@ with `type`, `session_id` and `job_id` (null when it concerns no job):
 | `context.warn` / `.prompt` / `.force_transition` / `.exhausted` | `movement`, `ratio` | yes |
 | `text.delta` | `index` (content block), `text` | no: live only |
 | `tool.started` / `tool.finished` | `tool_use_id`, `name` (`is_error`) | no: live only |
+| `mcp.server_status` | `server`, `state` (`ok` or what failed), `detail` | no: live only |
 
 (1) the `data` of the `job.<status>` webhooks; (2) the `data` of the `task.updated`
 webhook; (3) the `data` of the webhook of the same name. A comment line (`: keep-alive`)

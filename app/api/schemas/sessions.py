@@ -13,6 +13,25 @@ from app.domain.usage import Usage
 __all__ = ["SessionStatus"]
 
 ToolName = Annotated[str, Field(min_length=1, max_length=100)]
+MCP_DESCRIPTION = (
+    "MCP servers whose tools the agent is offered, as `mcp__<server>__<tool>`: each names a "
+    "server (the tenant's, `/mcp-servers`, or the operator's) and optionally globs over its "
+    "own tool names. Checked when written: the server is trusted, its tools listed, their "
+    "names neither collide nor exceed STRATA_MCP_MAX_TOOLS. See docs/mcp.md."
+)
+
+
+class McpAttachment(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    server: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,31}$")
+    tools: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
+        default=None,
+        max_length=100,
+        description="Shell globs over the server's own tool names; null offers them all.",
+    )
+
+
 SESSION_POLICY = (
     "The session's tool policy rules, an ordered list (the last match wins): the layer "
     "under the operator's and the tenant's, over a piece movement's; the jobs run in the "
@@ -39,7 +58,12 @@ class SessionCreate(BaseModel):
     model: str | None = Field(default=None, min_length=1, max_length=200)
     metadata: dict[str, Any] = Field(default_factory=dict)
     tools: list[ToolName] | None = Field(
-        default=None, description="Tools the agent is offered; null offers every tool."
+        default=None,
+        description="Tools the agent is offered; null offers every tool. MCP tools are "
+        "named by glob (`mcp__git__*`).",
+    )
+    mcp: list[McpAttachment] = Field(
+        default_factory=list, max_length=20, description=MCP_DESCRIPTION
     )
     tool_policy: list[ToolPolicyRule] = Field(default_factory=list, description=SESSION_POLICY)
     continues_from: str | None = Field(
@@ -64,6 +88,9 @@ class SessionUpdate(BaseModel):
     title: str | None = Field(default=None, max_length=500)
     metadata: dict[str, Any] | None = None
     tools: list[ToolName] | None = None
+    mcp: list[McpAttachment] = Field(
+        default_factory=list, max_length=20, description=MCP_DESCRIPTION
+    )
     tool_policy: list[ToolPolicyRule] = Field(default_factory=list, description=SESSION_POLICY)
 
 
@@ -84,6 +111,7 @@ class SessionPublic(BaseModel):
     model: str | None
     metadata: dict[str, Any]
     tools: list[str] | None
+    mcp: list[McpAttachment] = Field(description=MCP_DESCRIPTION)
     tool_policy: list[ToolPolicyRule] = Field(description=SESSION_POLICY)
     continues_from: str | None
     merged_into: str | None = Field(description="Set once merged: reads go through that session.")
@@ -116,6 +144,7 @@ class SessionPublic(BaseModel):
             model=row.model,
             metadata=row.metadata_,
             tools=row.tools,
+            mcp=[McpAttachment.model_validate(a) for a in row.mcp or ()],
             tool_policy=[ToolPolicyRule.model_validate(rule) for rule in row.tool_policy or ()],
             continues_from=row.continues_from,
             merged_into=row.merged_into,

@@ -5,6 +5,7 @@ from app.db.models.comment import Comment
 from app.db.models.event import Event
 from app.db.models.item import Item
 from app.db.models.job import Job
+from app.db.models.mcp_server import McpServerRow
 from app.db.models.memory import MemoryDetail, MemoryTurn
 from app.db.models.session import Session
 from app.db.models.task_checkpoint import TaskCheckpoint
@@ -23,6 +24,7 @@ __all__ = [
     "IdempotencyKey",
     "Item",
     "Job",
+    "McpServerRow",
     "MemoryDetail",
     "MemoryTurn",
     "Session",

@@ -30,6 +30,10 @@ class Session(SQLModel, table=True):
     current_turn: int = Field(default=0)
     current_segment: int = Field(default=0)
     tools: list[str] | None = Field(default=None, sa_column=Column(JSONType, nullable=True))
+    # the MCP servers attached to it: [{"server", "tools": [globs] | null}]; null: none
+    mcp: list[dict[str, Any]] | None = Field(
+        default=None, sa_column=Column(JSONType, nullable=True)
+    )
     # the session's layer of tool policy rules (`app.domain.tool_policy`), as stored
     # (`stored`); null: none
     tool_policy: list[dict[str, Any]] | None = Field(

@@ -1,0 +1,79 @@
+"""An MCP server's tool as a registry tool (`app.engine.tools.Tool`), and its answer as text.
+
+Its input schema is the server's; its result goes through the registry like any tool's,
+so it shares the response's result budget and is cut with a `read_on` hint. Text content
+becomes the result's text; `structuredContent` is sent as compact JSON when no text says
+it; images and other binary content are named, not sent; `isError` is `is_error`. A
+server that cannot answer (unreachable, timed out, crashed, a protocol error) gives an
+`is_error` result saying so, never a failed turn, and its state goes to the job's
+`mcp.server_status` event.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from app.engine.tools import Tool, ToolContext, ToolOutput
+from app.mcp.catalog import OfferedTool
+from app.mcp.errors import McpFailure
+from app.mcp.pool import McpPool, ServerSource
+
+READ_ON = "Call the tool again asking for less (a narrower query, a page, a range)."
+
+
+class McpArgs(BaseModel):
+    """Any object: the server checks its own input schema."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+def render(result: Any) -> str:
+    """A `CallToolResult` as the text the model reads."""
+    parts: list[str] = []
+    for block in result.content or ():
+        kind = getattr(block, "type", "")
+        if kind == "text":
+            parts.append(block.text)
+        elif kind in ("image", "audio"):
+            parts.append(f"[{block.mime_type} {kind}, {len(block.data)} base64 characters]")
+        elif kind == "resource":
+            resource = block.resource
+            text = getattr(resource, "text", None)
+            parts.append(text if text is not None else f"[resource {resource.uri}]")
+        elif kind == "resource_link":
+            parts.append(f"[resource {block.uri}]")
+    if not parts and result.structured_content is not None:
+        return json.dumps(result.structured_content, separators=(",", ":"), ensure_ascii=False)
+    return "\n".join(parts) if parts else "(no content)"
+
+
+def mcp_tool(offered: OfferedTool, source: ServerSource, pool: McpPool) -> Tool[McpArgs]:
+    server_tool = offered.tool.name
+
+    async def invoke(ctx: ToolContext, args: McpArgs) -> ToolOutput:
+        arguments = dict(args.model_extra or {})
+        try:
+            connection = await pool.connection(source)
+            result = await connection.call_tool(server_tool, arguments)
+        except McpFailure as exc:
+            pool.status(source.name, exc.kind, exc.detail)
+            return ToolOutput(
+                f"the MCP server {source.name!r} could not run {server_tool!r} "
+                f"({exc.kind}): {exc.detail}",
+                is_error=True,
+            )
+        pool.status(source.name, "ok")
+        return ToolOutput(render(result), is_error=bool(result.is_error))
+
+    description = offered.tool.description or f"{server_tool} (MCP server {source.name})"
+    return Tool(
+        name=offered.name,
+        description=description,
+        input_model=McpArgs,
+        invoke=invoke,
+        read_on=READ_ON,
+        input_schema=offered.tool.input_schema,
+    )
