@@ -84,6 +84,11 @@ TAGS: list[dict[str, str]] = [
         "send, redelivery and secret rotation.",
     },
     {
+        "name": "mcp-servers",
+        "description": "The tenant's MCP servers, whose tools sessions attach: register, "
+        "refresh (the tools as the model sees them), change, remove.",
+    },
+    {
         "name": "api-keys",
         "description": "The tenant's own API keys: list, create (shown once), revoke.",
     },
