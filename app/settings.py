@@ -261,6 +261,10 @@ class Settings(BaseSettings):
     tool_policy_file: Path | None = None
     # Rules one layer may hold: the operator's file, a tenant's, a session's, a movement's.
     tool_policy_max_rules: int = Field(default=100, ge=1)
+    # Pending actions whose `expires_in` passed are resolved by their `on_timeout` this
+    # often (seconds), by the webhook dispatcher's loop; at most this many per look.
+    action_sweep_seconds: float = Field(default=5.0, gt=0)
+    action_sweep_batch: int = Field(default=100, ge=1)
 
     # --- the runner (ours) --------------------------------------------------
     run_worker_in_server: bool = True

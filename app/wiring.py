@@ -164,7 +164,15 @@ async def runtime(
         clock = run_clock(hub, settings.live_poll_seconds, database.alone_since_last_look, stop)
     tasks.append(asyncio.create_task(clock, name="strata-live-clock"))
     if with_runner:
-        parts.runner = Runner(settings, database, parts.llm, parts.tools, hub, parts.pieces)
+        parts.runner = Runner(
+            settings,
+            database,
+            parts.llm,
+            parts.tools,
+            hub,
+            parts.pieces,
+            operator_policy=operator_rules,
+        )
         parts.dispatcher = WebhookDispatcher(settings, database)
         tasks.append(asyncio.create_task(parts.runner.run(stop), name="strata-runner"))
         tasks.append(asyncio.create_task(parts.dispatcher.run(stop), name="strata-webhooks"))

@@ -16,10 +16,11 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
 from app.db.models import Job, Session
-from app.db.repositories.sessions import SessionRepository, peek_session_row, probe_from
+from app.db.repositories.sessions import SessionRepository, peek_turn_start, probe_from
 from app.domain.errors import PROBLEM_PREFIX
 from app.domain.items import ItemPayload
 from app.domain.jobs import JobStatus
+from app.domain.tool_policy import ToolRule, rules_of
 from app.engine.context import WindowLimit
 from app.engine.llm import LLM
 from app.engine.loop import (
@@ -32,6 +33,7 @@ from app.engine.loop import (
 from app.engine.pieces import PieceCatalog
 from app.engine.tools import ToolContext, ToolRegistry
 from app.memory.noise import CleanedTexts
+from app.services.actions import Asked, open_actions
 from app.services.chat import append_turn_input, turn_input
 from app.services.leases import JobDatabase
 from app.services.live import LiveHub
@@ -45,7 +47,9 @@ from app.services.memory import (
 from app.services.session_view import SessionView, give_back, take_view
 from app.services.sessions import get_session, session_from
 from app.services.summaries import enqueue_if_needed
+from app.services.tool_policy import effective_policy
 from app.settings import Settings
+from app.worker.approvals import JobApprovals
 from app.worker.compaction import CompactionFailed, compact_session
 from app.worker.context_policy import ChatContext
 from app.worker.job_session import JobSession
@@ -83,6 +87,7 @@ class Deps:
     llm: LLM
     tools: ToolRegistry
     pieces: PieceCatalog
+    operator_policy: tuple[ToolRule, ...] = ()  # the operator's tool policy rules
     # the context window requests are held to: the setting, or less once the API said so
     window: WindowLimit = field(init=False)
 
@@ -147,21 +152,21 @@ async def _system_prompt(deps: Deps, job: Job, session: Session) -> str | None:
     return "\n\n".join(parts) or None
 
 
-async def _start_turn(deps: Deps, job: Job) -> Session:
-    """The session, read by one statement without an ORM session; and first the user's
-    item, when it is not in the log yet: it is appended at enqueue, or for a turn queued
-    behind another by the claim (`Handler.on_claim`), unless that claim had to be made
-    without the jobs' starts."""
+async def _start_turn(deps: Deps, job: Job) -> tuple[Session, list[dict[str, Any]]]:
+    """The session and its tenant's tool policy rules, read by one statement without an
+    ORM session; and first the user's item, when it is not in the log yet: it is
+    appended at enqueue, or for a turn queued behind another by the claim
+    (`Handler.on_claim`), unless that claim had to be made without the jobs' starts."""
     if turn_input(job) is None:
         await job_database(deps, job).write_statements(lambda db: append_turn_input(db, job))
-    rows = await peek_session_row(deps.database, job.session_id)
-    return session_from(rows, job.tenant, job.session_id)
+    rows, tenant_rules = await peek_turn_start(deps.database, job.session_id)
+    return session_from(rows, job.tenant, job.session_id), tenant_rules
 
 
 async def run_chat(deps: Deps, job: Job) -> Outcome:
     """A chat turn: its session held in memory, the loop, and the job's end, which writes
     the turn's answer (when the store kept it for the end) and the turn's memory."""
-    session = await _start_turn(deps, job)
+    session, tenant_rules = await _start_turn(deps, job)
     # what the process has read of the session: the last turn's, or a REST write's since
     view = take_view(deps.database.caches, job.session_id)
     held = JobSession(
@@ -175,8 +180,20 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
     held.probed(probe_from(session, job.cancel_requested))
     store = DbTurnStore(held, answer_with_end=True)
     config = await _chat_config(deps, job, session, held, view)
+    config.approvals = JobApprovals(
+        effective_policy(
+            operator=deps.operator_policy,
+            tenant=rules_of(tenant_rules),
+            session=rules_of(session.tool_policy),
+            builtin=deps.tools.names,
+        ),
+        job_database(deps, job),
+        deps.tools.names,
+    )
     ctx = tool_context(deps, held)
     outcome = await run_turn(deps.llm, store, deps.tools, ctx, config, HubTurnEvents(deps.hub, job))
+    if outcome.status == "waiting":
+        return _waiting(deps, job, outcome, view)
     if outcome.status == "cancelled":  # before the view is given back: it holds the results
         await close_dangling_tool_uses(store, CANCELLED)
     user = [] if (user_item := _user_item(job)) is None else [user_item]
@@ -192,6 +209,21 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
 
     also = store.ending(remember_turn(deps, job, session, cleaned))
     return replace(_turn_ended(deps, outcome), also=also, committed=committed)
+
+
+def _waiting(deps: Deps, job: Job, outcome: TurnOutcome, view: SessionView) -> Outcome:
+    """The turn waits for people: the job moves to `waiting_human` with one action per
+    held call, in one transaction; its memory is projected when the turn ends."""
+    asked = [Asked(held.block, held.decision) for held in outcome.held]
+
+    async def also(db: AsyncSession) -> None:
+        await open_actions(db, job, asked)
+
+    return Outcome(
+        JobStatus.waiting_human,
+        also=also,
+        committed=lambda: give_back(deps.database.caches, view),
+    )
 
 
 async def _chat_config(

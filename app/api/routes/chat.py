@@ -21,6 +21,7 @@ from app.api.routes.sessions import SessionId
 from app.api.schemas.jobs import JobPublic, MessageAccepted, MessageCreate, MessageReply
 from app.db.models import Job
 from app.domain.jobs import TERMINAL, EndCause, JobStatus, end_cause
+from app.services.actions import pending_actions
 from app.services.chat import IfBusy, enqueue_compaction, send_message
 from app.services.idempotency import Replay
 from app.services.waiting import wait_for_job
@@ -109,7 +110,9 @@ router = APIRouter(
         "transaction (202). A message sent while a turn runs is queued behind it "
         "(`if_busy=enqueue`, its user item is appended when its turn starts) or refused "
         "with 409 (`if_busy=reject`). With `wait=true` the request blocks until the turn "
-        "ends or `timeout` seconds pass (then 202, as without `wait`): 200 with the reply "
+        "ends, waits for people (a tool call a policy asks about: 202, its `job` lists "
+        "`required_action`) or `timeout` seconds pass (then 202, as without `wait`): 200 "
+        "with the reply "
         "when it succeeded, else the job's problem (`job` holds the job): 503 "
         "`llm-not-configured`, 502 for an LLM failure (`llm-rate-limited`, "
         "`llm-overloaded`, `llm-timeout`, ...), 409 `job-cancelled`, "
@@ -159,7 +162,9 @@ async def send(
             job=JobPublic.of(job),
         )
         return _ended(job, reply)
-    return MessageAccepted(job_id=job.id, turn=job.turn, job=JobPublic.of(job))
+    async with database.read() as db:  # a turn waiting for people lists what it waits on
+        actions = await pending_actions(db, job)
+    return MessageAccepted(job_id=job.id, turn=job.turn, job=JobPublic.of(job, (), actions))
 
 
 @router.post(
