@@ -313,3 +313,100 @@ async def test_an_expired_action_with_on_timeout_cancel_cancels_its_job(
 
     assert (await agent_client.get(f"/jobs/{job['id']}")).json()["status"] == "cancelled"
     assert_log_consistent(await items(agent_client, session_id))
+
+
+async def test_a_retry_with_the_same_idempotency_key_replays_the_first_answer(
+    agent_client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
+) -> None:
+    _, job = await _waiting_turn(agent_client, fake_llm, tool_use("echo", {"text": "hi"}))
+    fake_llm.reply(text("ok"))
+    url = f"/jobs/{job['id']}/actions/{job['required_action'][0]['id']}"
+    key = {"Idempotency-Key": "resolve-once"}
+    first = await agent_client.post(url, json={"decision": "allow"}, headers=key)
+    await wait_job(agent_client, job["id"])
+
+    again = await agent_client.post(url, json={"decision": "allow"}, headers=key)
+
+    assert again.status_code == 200
+    assert again.json() == first.json()
+
+
+async def test_a_batch_resolves_every_action_and_the_turn_goes_on_once(
+    agent_client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
+) -> None:
+    first = tool_use("echo", {"text": "one"})
+    second = tool_use("echo", {"text": "two"})
+    _, job = await _waiting_turn(agent_client, fake_llm, first, second)
+    fake_llm.reply(text("Both."))
+    ids = [a["id"] for a in job["required_action"]]
+
+    batch = await agent_client.post(
+        f"/jobs/{job['id']}/actions",
+        json={
+            "actions": [
+                {"id": ids[0], "decision": "allow"},
+                {"id": ids[1], "decision": "deny", "reason": "one is enough"},
+            ]
+        },
+    )
+
+    assert batch.status_code == 200, batch.text
+    assert [a["decision"] for a in batch.json()["data"]] == ["allow", "deny"]
+    assert (await wait_job(agent_client, job["id"]))["status"] == "succeeded"
+    results = _last_results(fake_llm)
+    assert results[first.id]["content"] == "one"
+    assert results[second.id]["is_error"] is True
+    assert len(fake_llm.requests) == 2
+
+
+async def test_a_batch_with_one_refused_decision_resolves_nothing(
+    agent_client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
+) -> None:
+    first = tool_use("echo", {"text": "one"})
+    second = tool_use("echo", {"text": "two"})
+    _, job = await _waiting_turn(agent_client, fake_llm, first, second)
+    ids = [a["id"] for a in job["required_action"]]
+
+    refused = await agent_client.post(
+        f"/jobs/{job['id']}/actions",
+        json={
+            "actions": [
+                {"id": ids[0], "decision": "allow"},
+                {"id": ids[1], "decision": "edit", "input": {"text": 7}},
+            ]
+        },
+    )
+
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["field"].startswith("actions[1].input")
+    pending = (await agent_client.get(f"/jobs/{job['id']}")).json()["required_action"]
+    assert [a["status"] for a in pending] == ["pending", "pending"]
+
+
+async def test_a_message_sent_while_a_turn_waits_is_refused_with_reject(
+    agent_client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
+) -> None:
+    session_id, _ = await _waiting_turn(agent_client, fake_llm, tool_use("echo", {"text": "hi"}))
+
+    busy = await agent_client.post(
+        f"/sessions/{session_id}/messages", params={"if_busy": "reject"}, json={"text": "and?"}
+    )
+
+    assert busy.status_code == 409
+
+
+async def test_the_wait_and_its_resolution_are_events_of_the_job(
+    agent_client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
+) -> None:
+    _, job = await _waiting_turn(agent_client, fake_llm, tool_use("echo", {"text": "hi"}))
+    fake_llm.reply(text("ok"))
+    action_id = job["required_action"][0]["id"]
+    await agent_client.post(f"/jobs/{job['id']}/actions/{action_id}", json={"decision": "allow"})
+    await wait_job(agent_client, job["id"])
+
+    stream = await agent_client.get(f"/jobs/{job['id']}/events")
+
+    body = stream.text
+    assert "event: action.required" in body and "event: action.resolved" in body
+    assert body.index("event: action.required") < body.index("event: action.resolved")
+    assert action_id in body
