@@ -75,10 +75,11 @@ _SET_INPUT = Prepared(
 def _holds_lane(jobs: Any) -> Any:
     """A session-lane job that keeps the later ones of its session waiting: queued or
     running, or a chat turn waiting for people (its calls' results are still to come)."""
-    return or_(
-        # one equality per status, not an IN list: a prepared statement cannot expand one
-        *(jobs.c.status == status for status in _ACTIVE),
-        and_(jobs.c.status == JobStatus.waiting_human, jobs.c.kind == JobKind.chat),
+    # one equality per status, not an IN list: a prepared statement cannot expand one;
+    # the statuses alone, so that each is a seek of `(session_id, status, number)`
+    statuses = or_(*(jobs.c.status == s for s in [*_ACTIVE, JobStatus.waiting_human]))
+    return and_(
+        statuses, or_(jobs.c.status != JobStatus.waiting_human, jobs.c.kind == JobKind.chat)
     )
 
 
