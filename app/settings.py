@@ -265,6 +265,8 @@ class Settings(BaseSettings):
     # often (seconds), by the webhook dispatcher's loop; at most this many per look.
     action_sweep_seconds: float = Field(default=5.0, gt=0)
     action_sweep_batch: int = Field(default=100, ge=1)
+    # Client-executed tools one session may offer (`client_tools`).
+    client_tools_max: int = Field(default=64, ge=1)
 
     # --- the runner (ours) --------------------------------------------------
     run_worker_in_server: bool = True

@@ -19,6 +19,8 @@ from typing import Any
 class ActionKind(StrEnum):
     tool = "tool"
     """A tool of the server that a rule asked about: every decision resolves it."""
+    client_tool = "client_tool"
+    """A tool the session's client runs (`app.domain.client_tools`): only `respond`."""
 
 
 class ActionStatus(StrEnum):

@@ -217,6 +217,9 @@ class TurnConfig:
     conversation: Conversation | None = None
     reminder: ReminderSource | None = None
     approvals: Approvals | None = None  # None: every call runs
+    # tools the session's client runs, offered after the server's (`Approvals` holds
+    # every call of them for the client's answer)
+    client_tools: Sequence[ToolSpec] = ()
 
 
 TurnStatus = Literal[
@@ -301,7 +304,8 @@ class _Turn:
     ) -> None:
         self.llm, self.store, self.tools, self.ctx = llm, store, tools, ctx
         self.config, self.events = config, events
-        self.specs = tools.specs(config.tool_names)  # the same for every request of the turn
+        # the same for every request of the turn
+        self.specs = [*tools.specs(config.tool_names), *config.client_tools]
         # builds only the new items' messages per request; without tools, tool blocks as text
         conversation = config.conversation
         if conversation is None or conversation.tools_offered != bool(self.specs):

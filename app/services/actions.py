@@ -53,6 +53,7 @@ class Asked:
 
     block: ToolUseBlock
     decision: Decision
+    client: bool = False  # a client tool's call: only `respond` answers it
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ async def open_actions(db: AsyncSession, job: Job, asked: Sequence[Asked]) -> li
             tool_use_id=one.block.id,
             tool=one.block.name,
             input=dict(one.block.input),
-            kind=ActionKind.tool.value,
+            kind=(ActionKind.client_tool if one.client else ActionKind.tool).value,
             layer=None if one.decision.layer is None else one.decision.layer.value,
             rule_index=one.decision.index,
             rule=None
@@ -196,6 +197,16 @@ def _checked(
     """The input an `edit` gives, validated against the tool's input schema; None for
     another decision. InvalidInput names the field at fault."""
     prefix = f"{where}." if where else ""
+    if (
+        action.kind == ActionKind.client_tool.value
+        and choice.decision is not ActionDecision.respond
+    ):
+        at = f"{prefix}decision"
+        raise InvalidInput(
+            f"{at}: {action.tool!r} is a client tool: the server cannot run it; answer its "
+            "call with `respond`",
+            field=at,
+        )
     if choice.decision is ActionDecision.respond and choice.content is None:
         raise InvalidInput(
             f"{prefix}content: a `respond` gives the call's result", field=f"{prefix}content"

@@ -12,6 +12,7 @@ from app.db.models import Session
 from app.db.repositories.jobs import JobRepository
 from app.db.repositories.sessions import SessionRepository, session_of
 from app.db.types import utcnow
+from app.domain.client_tools import ClientTool, check_client_tools
 from app.domain.errors import InvalidInput, NotFound
 from app.domain.ids import new_id
 from app.domain.sessions import SessionStatus, session_status
@@ -32,6 +33,8 @@ async def create_session(
     continues_from: str | None = None,
     tool_policy: Sequence[ToolPolicyRule] = (),
     policy_bounds: RuleBounds | None = None,
+    client_tools: Sequence[ClientTool] = (),
+    client_tools_max: int = 0,
     source: str = "strata",
     external_id: str | None = None,
     project: str | None = None,
@@ -52,6 +55,7 @@ async def create_session(
         metadata_=metadata or {},
         tools=check_tools(tools, known_tools),
         tool_policy=_session_rules(tool_policy, policy_bounds),
+        client_tools=check_client_tools(client_tools, known_tools, client_tools_max),
         continues_from=continues_from,
         source=source,
         external_id=external_id,
@@ -155,6 +159,8 @@ class SessionChanges:
     metadata: dict[str, Any] | None = None
     tools: list[str] | None = None
     tool_policy: Sequence[ToolPolicyRule] = ()
+    client_tools: Sequence[ClientTool] = ()
+    client_tools_max: int = 0
 
 
 async def update_session(
@@ -172,6 +178,10 @@ async def update_session(
         row.tools = check_tools(changes.tools, known_tools)
     if "tool_policy" in changes.sent:
         row.tool_policy = _session_rules(changes.tool_policy, policy_bounds)
+    if "client_tools" in changes.sent:
+        row.client_tools = check_client_tools(
+            changes.client_tools, known_tools, changes.client_tools_max
+        )
     if "title" in changes.sent:
         row.title = changes.title
     if "metadata" in changes.sent:

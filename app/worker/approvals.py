@@ -27,13 +27,26 @@ _UNKNOWN = Decision(Effect.allow)
 an error the model reads (holding it for a person would only delay that)."""
 
 
+_CLIENT = Decision(Effect.ask)
+"""A call of a client tool: the server cannot run it, its client answers it."""
+
+
 class JobApprovals:
-    def __init__(self, policy: Policy, database: JobDatabase, known: Collection[str]) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        database: JobDatabase,
+        known: Collection[str],
+        client: Collection[str] = (),
+    ) -> None:
         self.policy = policy
         self.database = database
         self.known = frozenset(known)
+        self.client = frozenset(client)
 
     def decide(self, tool: str, tool_input: Mapping[str, Any]) -> Decision:
+        if tool in self.client:
+            return _CLIENT
         if tool not in self.known:
             return _UNKNOWN
         return self.policy.decide(tool, tool_input)

@@ -22,7 +22,7 @@ from app.domain.items import ItemPayload
 from app.domain.jobs import JobStatus
 from app.domain.tool_policy import ToolRule, rules_of
 from app.engine.context import WindowLimit
-from app.engine.llm import LLM
+from app.engine.llm import LLM, ToolSpec
 from app.engine.loop import (
     CANCELLED,
     TurnConfig,
@@ -189,11 +189,12 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
         ),
         job_database(deps, job),
         deps.tools.names,
+        [spec.name for spec in config.client_tools],
     )
     ctx = tool_context(deps, held)
     outcome = await run_turn(deps.llm, store, deps.tools, ctx, config, HubTurnEvents(deps.hub, job))
     if outcome.status == "waiting":
-        return _waiting(deps, job, outcome, view)
+        return _waiting(deps, job, outcome, view, config)
     if outcome.status == "cancelled":  # before the view is given back: it holds the results
         await close_dangling_tool_uses(store, CANCELLED)
     user = [] if (user_item := _user_item(job)) is None else [user_item]
@@ -211,10 +212,15 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
     return replace(_turn_ended(deps, outcome), also=also, committed=committed)
 
 
-def _waiting(deps: Deps, job: Job, outcome: TurnOutcome, view: SessionView) -> Outcome:
+def _waiting(
+    deps: Deps, job: Job, outcome: TurnOutcome, view: SessionView, config: TurnConfig
+) -> Outcome:
     """The turn waits for people: the job moves to `waiting_human` with one action per
     held call, in one transaction; its memory is projected when the turn ends."""
-    asked = [Asked(held.block, held.decision) for held in outcome.held]
+    client = {spec.name for spec in config.client_tools}
+    asked = [
+        Asked(held.block, held.decision, client=held.block.name in client) for held in outcome.held
+    ]
 
     async def also(db: AsyncSession) -> None:
         await open_actions(db, job, asked)
@@ -232,6 +238,8 @@ async def _chat_config(
     """How the session's turn runs: its model, prompt, tools, limits, reminder, context
     policy, and the messages the session's view holds from its previous turns."""
     tool_names = session_tools(deps, session)
+    client_tools = [ToolSpec.model_validate(tool) for tool in session.client_tools or ()]
+    offered = bool(deps.tools.specs(tool_names)) or bool(client_tools)
     return TurnConfig(
         model=session.model or deps.settings.model,
         system=await _system_prompt(deps, job, session),
@@ -243,8 +251,9 @@ async def _chat_config(
             lambda: _compact_now(deps, job, tool_names, _user_item(job)),
             window=deps.window,
         ),
-        conversation=view.conversation(tools_offered=bool(deps.tools.specs(tool_names))),
+        conversation=view.conversation(tools_offered=offered),
         reminder=task_reminder(deps.settings, held, tool_names),
+        client_tools=client_tools,
     )
 
 

@@ -61,6 +61,8 @@ async def create_session(
             known_tools=runtime.tools.names,
             tool_policy=body.tool_policy,
             policy_bounds=policy_bounds(runtime),
+            client_tools=body.client_tools,
+            client_tools_max=runtime.settings.client_tools_max,
             continues_from=body.continues_from,
         )
         return SessionPublic.of(row, SessionStatus.idle)  # nothing runs in it yet
@@ -129,6 +131,8 @@ async def update_session(
         metadata=body.metadata,
         tools=body.tools,
         tool_policy=body.tool_policy,
+        client_tools=body.client_tools,
+        client_tools_max=runtime.settings.client_tools_max,
     )
 
     async def work(db: AsyncSession) -> SessionPublic:

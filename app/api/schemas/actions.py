@@ -28,7 +28,10 @@ class ActionPublic(BaseModel):
     tool_use_id: str = Field(description="The model's call this action holds.")
     tool: str
     input: dict[str, Any] = Field(description="The input the model gave the call.")
-    kind: ActionKind = Field(description="`tool`: a tool of this server a rule asked about.")
+    kind: ActionKind = Field(
+        description="`tool`: a tool of this server a rule asked about; `client_tool`: a "
+        "tool of the session's client, which only `respond` answers."
+    )
     rule: AskingRule | None = Field(description="The rule that asked; null: the tool's default.")
     status: ActionStatus
     decision: ActionDecision | None

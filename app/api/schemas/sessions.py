@@ -6,6 +6,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.db.models import Job, Session
+from app.domain.client_tools import ClientTool
 from app.domain.sessions import SessionStatus
 from app.domain.tool_policy import ToolPolicyRule
 from app.domain.usage import Usage
@@ -17,6 +18,12 @@ SESSION_POLICY = (
     "The session's tool policy rules, an ordered list (the last match wins): the layer "
     "under the operator's and the tenant's, over a piece movement's; the jobs run in the "
     "session follow it too. See `GET /sessions/{session_id}/tools`."
+)
+
+CLIENT_TOOLS = (
+    "Tools the session's client offers the model and runs itself: a call waits as an "
+    "action of kind `client_tool` that `respond` answers. A name of this server's tools "
+    "is a 422."
 )
 
 
@@ -42,6 +49,7 @@ class SessionCreate(BaseModel):
         default=None, description="Tools the agent is offered; null offers every tool."
     )
     tool_policy: list[ToolPolicyRule] = Field(default_factory=list, description=SESSION_POLICY)
+    client_tools: list[ClientTool] = Field(default_factory=list, description=CLIENT_TOOLS)
     continues_from: str | None = Field(
         default=None,
         max_length=40,
@@ -65,6 +73,7 @@ class SessionUpdate(BaseModel):
     metadata: dict[str, Any] | None = None
     tools: list[ToolName] | None = None
     tool_policy: list[ToolPolicyRule] = Field(default_factory=list, description=SESSION_POLICY)
+    client_tools: list[ClientTool] = Field(default_factory=list, description=CLIENT_TOOLS)
 
 
 def usage_of(row: Session | Job) -> Usage:
@@ -85,6 +94,7 @@ class SessionPublic(BaseModel):
     metadata: dict[str, Any]
     tools: list[str] | None
     tool_policy: list[ToolPolicyRule] = Field(description=SESSION_POLICY)
+    client_tools: list[ClientTool] = Field(description=CLIENT_TOOLS)
     continues_from: str | None
     merged_into: str | None = Field(description="Set once merged: reads go through that session.")
     parent_session_id: str | None = Field(
@@ -117,6 +127,7 @@ class SessionPublic(BaseModel):
             metadata=row.metadata_,
             tools=row.tools,
             tool_policy=[ToolPolicyRule.model_validate(rule) for rule in row.tool_policy or ()],
+            client_tools=[ClientTool.model_validate(tool) for tool in row.client_tools or ()],
             continues_from=row.continues_from,
             merged_into=row.merged_into,
             parent_session_id=row.parent_session_id,
