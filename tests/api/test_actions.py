@@ -410,3 +410,16 @@ async def test_the_wait_and_its_resolution_are_events_of_the_job(
     assert "event: action.required" in body and "event: action.resolved" in body
     assert body.index("event: action.required") < body.index("event: action.resolved")
     assert action_id in body
+
+
+async def test_a_comment_on_a_waiting_turn_leaves_it_waiting_for_its_actions(
+    agent_client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
+) -> None:
+    _, job = await _waiting_turn(agent_client, fake_llm, tool_use("echo", {"text": "hi"}))
+
+    comment = await agent_client.post(f"/jobs/{job['id']}/comments", json={"body": "well?"})
+
+    assert comment.status_code == 201
+    after = (await agent_client.get(f"/jobs/{job['id']}")).json()
+    assert after["status"] == "waiting_human"
+    assert after["updated_at"] == job["updated_at"]
