@@ -311,6 +311,13 @@ class Settings(BaseSettings):
     tool_policy_file: Path | None = None
     # Rules one layer may hold: the operator's file, a tenant's, a session's, a movement's.
     tool_policy_max_rules: int = Field(default=100, ge=1)
+    # Pending actions whose `expires_in` passed are resolved by their `on_timeout` this
+    # often (seconds), by the webhook dispatcher's loop.
+    action_sweep_seconds: float = Field(default=5.0, gt=0)
+    # Expired pending actions one look of that sweep resolves at most.
+    action_sweep_batch: int = Field(default=100, ge=1)
+    # Client-executed tools one session may offer (`client_tools`).
+    client_tools_max: int = Field(default=64, ge=1)
 
     # --- MCP servers (the `mcp` extra) ---------------------------------------
     # A JSON file naming the operator's stdio MCP servers: {"name": {"command": "...",

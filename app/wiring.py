@@ -167,7 +167,15 @@ async def runtime(
         clock = run_clock(hub, settings.live_poll_seconds, database.alone_since_last_look, stop)
     tasks.append(asyncio.create_task(clock, name="strata-live-clock"))
     if with_runner:
-        parts.runner = Runner(settings, database, parts.llm, parts.tools, hub, parts.pieces)
+        parts.runner = Runner(
+            settings,
+            database,
+            parts.llm,
+            parts.tools,
+            hub,
+            parts.pieces,
+            operator_policy=operator_rules,
+        )
         hub.on_cancel = parts.runner.cancel  # cancels committed by other processes
         parts.dispatcher = WebhookDispatcher(settings, database)
         tasks.append(asyncio.create_task(parts.runner.run(stop), name="strata-runner"))

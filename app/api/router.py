@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from app.api.routes import (
+    actions,
     api_keys,
     chat,
     events,
@@ -33,6 +34,7 @@ api_router.include_router(memory.router)
 api_router.include_router(turns.router)
 api_router.include_router(chat.router)
 api_router.include_router(jobs.router)
+api_router.include_router(actions.router)
 api_router.include_router(pieces.router)
 api_router.include_router(tools.router)
 api_router.include_router(events.router)

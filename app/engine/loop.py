@@ -19,11 +19,13 @@ the window has left.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
+from app.domain.actions import Resolution
 from app.domain.items import AssistantMessage, ItemPayload, ToolResult, ToolUseBlock, UserMessage
+from app.domain.tool_policy import Decision, Effect
 from app.engine.context import refusal_of
 from app.engine.llm import (
     LLM,
@@ -179,6 +181,31 @@ class TurnEvents(Protocol):
     async def tool_finished(self, block: ToolUseBlock, output: ToolOutput) -> None: ...
 
 
+@dataclass(frozen=True)
+class Held:
+    """A call the tool policy holds for a person (`ask`), and the rule that asked."""
+
+    block: ToolUseBlock
+    decision: Decision
+
+
+class Approvals(Protocol):
+    """The turn's tool policy and what people decided on the calls it held."""
+
+    def decide(self, tool: str, tool_input: Mapping[str, Any]) -> Decision:
+        """The policy's decision on a call, in memory (asked before each call runs)."""
+        ...
+
+    async def resolutions(self, blocks: Sequence[ToolUseBlock]) -> Mapping[str, Resolution]:
+        """What was decided on these unanswered calls, by `tool_use_id` (a call nobody
+        decided on is missing)."""
+        ...
+
+    async def starting(self, resolutions: Sequence[Resolution]) -> None:
+        """These resolved calls are about to run: recorded durably before they do."""
+        ...
+
+
 @dataclass
 class TurnConfig:
     model: str
@@ -192,10 +219,20 @@ class TurnConfig:
     # turn whose segment extends what it was built from builds only its new items'
     conversation: Conversation | None = None
     reminder: ReminderSource | None = None
+    approvals: Approvals | None = None  # None: every call runs
+    # tools the session's client runs, offered after the server's (`Approvals` holds
+    # every call of them for the client's answer)
+    client_tools: Sequence[ToolSpec] = ()
 
 
 TurnStatus = Literal[
-    "completed", "cancelled", "max_iterations", "stopped", "ended_by_tool", "context_exhausted"
+    "completed",
+    "cancelled",
+    "max_iterations",
+    "stopped",
+    "ended_by_tool",
+    "context_exhausted",
+    "waiting",
 ]
 
 
@@ -207,6 +244,7 @@ class TurnOutcome:
     iterations: int = 0
     detail: str = ""
     conversation: Conversation | None = None  # for the session's next turn
+    held: list[Held] = field(default_factory=list)  # `waiting`: the calls people decide on
 
 
 async def close_dangling_tool_uses(
@@ -236,7 +274,11 @@ async def run_turn(
     once (the first goes on with the read that found no call to close)."""
     turn = _Turn(llm, store, tools, ctx, config, events)
     items = await store.segment()
-    if await close_dangling_tool_uses(store, INTERRUPTED, items):
+    if config.approvals is not None and unanswered_tool_uses(items):
+        if await turn.resume(items):
+            return turn.outcome
+        items = await store.segment()
+    elif await close_dangling_tool_uses(store, INTERRUPTED, items):
         items = await store.segment()
     while not await turn.ends_before(items) and not await turn.step(items):
         items = await store.segment()
@@ -265,7 +307,8 @@ class _Turn:
     ) -> None:
         self.llm, self.store, self.tools, self.ctx = llm, store, tools, ctx
         self.config, self.events = config, events
-        self.specs = tools.specs(config.tool_names)  # the same for every request of the turn
+        # the same for every request of the turn
+        self.specs = [*tools.specs(config.tool_names), *config.client_tools]
         # builds only the new items' messages per request; without tools, tool blocks as text
         conversation = config.conversation
         if conversation is None or conversation.tools_offered != bool(self.specs):
@@ -292,6 +335,45 @@ class _Turn:
             return self.end("cancelled")
         if self.outcome.iterations >= self.config.max_iterations:
             return self.end("max_iterations")
+        return False
+
+    async def resume(self, items: list[ItemPayload]) -> bool:
+        """Answer the calls the log leaves unanswered, as people decided on them; a call
+        nobody decided on is held again when the policy asks about it, else it was
+        interrupted. True when that left the turn waiting."""
+        approvals = self.config.approvals
+        assert approvals is not None
+        dangling = unanswered_tool_uses(items)
+        resolved = await approvals.resolutions(dangling)
+        runs = [r for b in dangling if (r := resolved.get(b.id)) and r.run and not r.started]
+        if runs:
+            await approvals.starting(runs)
+        budget = replace(DEFAULT_RESULT_BUDGET)
+        results: list[ToolResult] = []
+        held: list[Held] = []
+        for index, block in enumerate(dangling):
+            resolution = resolved.get(block.id)
+            if resolution is None:
+                decision = approvals.decide(block.name, block.input)
+                if decision.effect is Effect.ask:
+                    held.append(Held(block, decision))
+                else:
+                    results.append(_result(block, INTERRUPTED, is_error=True))
+            elif resolution.run and resolution.started:
+                results.append(_result(block, INTERRUPTED, is_error=True))
+            elif not resolution.run:
+                results.append(_result(block, resolution.content, is_error=resolution.is_error))
+            else:
+                run = block.model_copy(update={"input": resolution.input or {}})
+                share = budget.share(len(dangling) - index)
+                output = await _run_one(run, self.tools, self.ctx, self.config, self.events, share)
+                budget.spend(output.content)
+                if not output.recorded:
+                    results.append(_result(block, output.content, is_error=output.is_error))
+        await self.store.record(Results(tuple(results)))
+        if held:
+            self.outcome.held = held
+            return self.end("waiting")
         return False
 
     async def step(self, items: list[ItemPayload]) -> bool:
@@ -366,10 +448,13 @@ class _Turn:
         if not calls:
             self.outcome.final_text = text_of(response.content)
             return True
-        ended_by, results = await _run_tools(
+        ended_by, results, held = await _run_tools(
             calls, self.store, self.tools, self.ctx, self.config, self.events, budget
         )
         await self.store.record(Results(tuple(results)))
+        if held:
+            self.outcome.held = held
+            return self.end("waiting")
         return ended_by is not None and self.end("ended_by_tool")
 
 
@@ -407,13 +492,16 @@ async def _run_tools(
     config: TurnConfig,
     events: TurnEvents,
     budget: ResponseBudget,
-) -> tuple[str | None, list[ToolResult]]:
+) -> tuple[str | None, list[ToolResult], list[Held]]:
     """Run a response's tool calls in order; their results, for the caller to record in
     one append (tools that record their own result, the task tools, do so as they run).
     The results share `budget`: each call is given its share as `ctx.result_tokens`.
-    Also returns the name of a tool that ended the step, if one did."""
+    Also returns the name of a tool that ended the step, if one did, and the calls the
+    policy held for a person (they get no result here)."""
     results: list[ToolResult] = []
+    held: list[Held] = []
     ended_by: str | None = None
+    approvals = config.approvals
     for index, block in enumerate(calls):
         if await store.cancel_requested():
             break
@@ -421,16 +509,46 @@ async def _run_tools(
             skipped = f"not run: {ended_by} ended this step"
             results.append(_result(block, skipped, is_error=True))
             continue
-        await events.tool_started(block)
-        call_ctx = replace(ctx, result_tokens=budget.share(len(calls) - index))
-        output = await tools.run(call_ctx, block.name, block.input, config.tool_names, block.id)
+        if approvals is not None:
+            decision = approvals.decide(block.name, block.input)
+            if decision.effect is Effect.deny:
+                results.append(_result(block, _denied(decision), is_error=True))
+                continue
+            if decision.effect is Effect.ask:
+                held.append(Held(block, decision))
+                continue
+        share = budget.share(len(calls) - index)
+        output = await _run_one(block, tools, ctx, config, events, share)
         budget.spend(output.content)
         if not output.recorded:
             results.append(_result(block, output.content, is_error=output.is_error))
-        await events.tool_finished(block, output)
         if output.ends_turn:
             ended_by = block.name
-    return ended_by, results
+    return ended_by, results, held
+
+
+async def _run_one(
+    block: ToolUseBlock,
+    tools: ToolRegistry,
+    ctx: ToolContext,
+    config: TurnConfig,
+    events: TurnEvents,
+    result_tokens: int,
+) -> ToolOutput:
+    """One call run, its start and end told to watching clients."""
+    await events.tool_started(block)
+    call_ctx = replace(ctx, result_tokens=result_tokens)
+    output = await tools.run(call_ctx, block.name, block.input, config.tool_names, block.id)
+    await events.tool_finished(block, output)
+    return output
+
+
+def _denied(decision: Decision) -> str:
+    """The error result of a call a `deny` rule refused: the rule's reason, and where it is."""
+    rule = decision.rule
+    where = f"the {decision.layer} tool policy, rule {decision.index}"
+    reason = rule.reason if rule is not None and rule.reason else None
+    return f"denied by {where}: {reason}" if reason else f"denied by {where}"
 
 
 def _result(block: ToolUseBlock, content: str, *, is_error: bool) -> ToolResult:

@@ -10,7 +10,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.db.models import Comment, Job
 from app.db.repositories.comments import CommentRepository
 from app.domain.errors import Conflict
-from app.domain.jobs import TERMINAL, JobStatus
+from app.domain.jobs import TERMINAL, JobKind, JobStatus
 from app.services.events import record_event
 from app.services.jobs import get_job, get_job_locked, set_status
 
@@ -44,7 +44,8 @@ async def post_comment(db: AsyncSession, job: Job, body: str, author: Author) ->
         {"job_id": job.id, "comment_id": comment.id, "author": author.value},
         job_id=job.id,
     )
-    if author is Author.user and job.status == JobStatus.waiting_human:
+    # a piece job's ASK waits for a comment; a chat turn waits for its actions instead
+    if author is Author.user and job.status == JobStatus.waiting_human and job.kind != JobKind.chat:
         await set_status(db, job, JobStatus.queued)  # resumes at the movement that asked
     return comment
 

@@ -5,9 +5,10 @@ that one event name means one payload everywhere (`job.status` on a stream and t
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from app.db.models import Job
+from app.db.models import Job, JobAction
 from app.domain.tasks import Task
 
 
@@ -55,3 +56,34 @@ def task_updated_data(
         "status": task.status,
         "subject": task.subject,
     }
+
+
+def action_data(action: JobAction) -> dict[str, Any]:
+    """An action as events, webhooks and the API show it."""
+    rule = None
+    if action.layer is not None:
+        rule = {"layer": action.layer, "index": action.rule_index, "rule": action.rule}
+    return {
+        "id": action.id,
+        "job_id": action.job_id,
+        "session_id": action.session_id,
+        "tool_use_id": action.tool_use_id,
+        "tool": action.tool,
+        "input": action.input,
+        "kind": action.kind,
+        "rule": rule,
+        "status": action.status,
+        "decision": action.decision,
+        "decided_input": action.decided_input,
+        "content": action.content,
+        "is_error": action.is_error,
+        "reason": action.reason,
+        "on_timeout": action.on_timeout,
+        "created_at": _iso(action.created_at),
+        "expires_at": _iso(action.expires_at),
+        "resolved_at": _iso(action.resolved_at),
+    }
+
+
+def _iso(at: datetime | None) -> str | None:
+    return None if at is None else at.isoformat().replace("+00:00", "Z")

@@ -9,15 +9,19 @@ from typing import Any
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db import signals
-from app.db.models import Job
+from app.db.models import Job, JobAction
+from app.db.repositories.actions import ActionRepository
 from app.db.repositories.jobs import JobRepository
 from app.db.repositories.sessions import SessionRepository
 from app.db.types import utcnow
+from app.domain.actions import CANCELLED_WAITING, ActionStatus
 from app.domain.errors import Conflict, NotFound
+from app.domain.items import Origin, ToolResult
 from app.domain.jobs import TERMINAL, WAITING, JobKind, JobStatus, interrupted_error
 from app.services import webhooks
-from app.services.event_payloads import job_status_data
+from app.services.event_payloads import action_data, job_status_data
 from app.services.events import record_event
+from app.services.items import append_item
 from app.services.pagination import Page, page_of
 
 # how deep a chain of subtasks is followed for cancels and waiting questions
@@ -114,6 +118,8 @@ async def set_status(
 ) -> None:
     """Every status change goes through here, so each one is also an event."""
     now = utcnow()
+    if status in TERMINAL and job.status == JobStatus.waiting_human and job.kind == JobKind.chat:
+        await close_pending(db, job)  # a chat turn waiting for people ends
     job.status = status
     job.updated_at = now
     if error is not None:
@@ -130,7 +136,8 @@ async def set_status(
     await JobRepository(db).save_status(job)
     data = job_status_data(job, error=error)
     await record_event(db, job.session_id, "job.status", data, job_id=job.id)
-    if status in TERMINAL:  # what a request waiting for the job wakes for
+    if status in TERMINAL or status == JobStatus.waiting_human:
+        # what a request waiting for the job wakes for: its end, or its wait for people
         signals.emit(db, signals.Notify(job.session_id, job.id, ended=True))
     await webhooks.job_status_changed(db, job, error=error, result=result)
     if status in TERMINAL and job.kind == JobKind.piece:  # no subtask outlives its parent
@@ -272,3 +279,30 @@ async def _cancel_descendants(db: AsyncSession, job: Job) -> None:
                 await _cancel(db, child)
         level = [c.id for c in children]
         depth += 1
+
+
+async def announce_action(db: AsyncSession, type_: str, action: JobAction, tenant: str) -> None:
+    """`action.required` / `action.resolved`: the event of the job's streams and its
+    webhook, one payload, in the transaction of the change."""
+    data = action_data(action)
+    await record_event(db, action.session_id, type_, data, job_id=action.job_id)
+    await webhooks.enqueue_event(db, tenant, type_, data)
+
+
+async def close_pending(db: AsyncSession, job: Job) -> None:
+    """A job that ends while it waits for people: its pending actions are cancelled and
+    their calls get an error result, so the log stays a valid conversation."""
+    for action in await ActionRepository(db).of_job(job.id, pending_only=True):
+        action.status = ActionStatus.cancelled.value
+        action.resolved_at = utcnow()
+        await ActionRepository(db).save(action)
+        await close_call(db, job, action, CANCELLED_WAITING)
+        await announce_action(db, "action.resolved", action, job.tenant)
+
+
+async def close_call(db: AsyncSession, job: Job, action: JobAction, content: str) -> None:
+    """The error result of an action's call that will never run."""
+    result = ToolResult(
+        tool_use_id=action.tool_use_id, content=content, is_error=True, name=action.tool
+    )
+    await append_item(db, job.session_id, result, Origin.system, turn=job.turn, job_id=job.id)

@@ -12,6 +12,7 @@ from app.db.models import Session
 from app.db.repositories.jobs import JobRepository
 from app.db.repositories.sessions import SessionRepository, session_of
 from app.db.types import utcnow
+from app.domain.client_tools import ClientTool, check_client_tools
 from app.domain.errors import InvalidInput, NotFound
 from app.domain.ids import new_id
 from app.domain.sessions import SessionStatus, session_status
@@ -34,6 +35,8 @@ async def create_session(
     continues_from: str | None = None,
     tool_policy: Sequence[ToolPolicyRule] = (),
     policy_bounds: RuleBounds | None = None,
+    client_tools: Sequence[ClientTool] = (),
+    client_tools_max: int = 0,
     source: str = "strata",
     external_id: str | None = None,
     project: str | None = None,
@@ -55,6 +58,7 @@ async def create_session(
         tools=check_tools(tools, known_tools),
         mcp=mcp or None,
         tool_policy=_session_rules(tool_policy, policy_bounds),
+        client_tools=check_client_tools(client_tools, known_tools, client_tools_max),
         continues_from=continues_from,
         source=source,
         external_id=external_id,
@@ -160,6 +164,8 @@ class SessionChanges:
     tools: list[str] | None = None
     tool_policy: Sequence[ToolPolicyRule] = ()
     mcp: list[dict[str, Any]] | None = None
+    client_tools: Sequence[ClientTool] = ()
+    client_tools_max: int = 0
 
 
 async def update_session(
@@ -179,6 +185,10 @@ async def update_session(
         row.tool_policy = _session_rules(changes.tool_policy, policy_bounds)
     if "mcp" in changes.sent:
         row.mcp = changes.mcp or None
+    if "client_tools" in changes.sent:
+        row.client_tools = check_client_tools(
+            changes.client_tools, known_tools, changes.client_tools_max
+        )
     if "title" in changes.sent:
         row.title = changes.title
     if "metadata" in changes.sent:

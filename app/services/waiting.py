@@ -6,7 +6,7 @@ import asyncio
 
 from app.db.engine import Database
 from app.db.models import Job
-from app.domain.jobs import TERMINAL
+from app.domain.jobs import TERMINAL, JobStatus
 from app.services.jobs import get_job
 from app.services.live import LiveHub
 
@@ -14,7 +14,8 @@ from app.services.live import LiveHub
 async def wait_for_job(
     database: Database, hub: LiveHub, tenant: str, job_id: str, *, within: float
 ) -> Job:
-    """The job once it ended, or as it is when `within` seconds ran out.
+    """The job once it ended or waits for a person (its pending actions), or as it is
+    when `within` seconds ran out.
 
     The job is read once at the start and once per wake-up: at the commit that ended it
     (or removed it), or at the clock's tick (`app.services.live.run_clock`: a job that
@@ -27,7 +28,7 @@ async def wait_for_job(
             async with database.read() as db:
                 job = await get_job(db, tenant, job_id)
             remaining = deadline - loop.time()
-            if job.status in TERMINAL or remaining <= 0:
+            if job.status in TERMINAL or job.status == JobStatus.waiting_human or remaining <= 0:
                 return job
             await signals.next(remaining)  # its end, a tick, or the deadline: read again
             signals.take_missed()

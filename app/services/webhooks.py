@@ -38,6 +38,8 @@ from app.settings import Settings
 logger = logging.getLogger("strata.webhooks")
 
 EventType = Literal[
+    "action.required",
+    "action.resolved",
     "job.succeeded",
     "job.failed",
     "job.aborted",

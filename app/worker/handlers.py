@@ -16,16 +16,18 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
 from app.db.models import Job, Session
-from app.db.repositories.sessions import SessionRepository, peek_session_row, probe_from
+from app.db.repositories.sessions import SessionRepository, peek_turn_start, probe_from
 from app.domain.errors import PROBLEM_PREFIX
 from app.domain.items import ItemPayload
 from app.domain.jobs import JobStatus
+from app.domain.tool_policy import ToolRule, rules_of
 from app.engine.context import WindowLimit
-from app.engine.llm import LLM
+from app.engine.llm import LLM, ToolSpec
 from app.engine.loop import TurnConfig, TurnOutcome, run_turn
 from app.engine.pieces import PieceCatalog
 from app.engine.tools import ToolContext, ToolRegistry
 from app.memory.noise import CleanedTexts
+from app.services.actions import Asked, open_actions
 from app.services.chat import append_turn_input, turn_input
 from app.services.leases import JobDatabase
 from app.services.live import LiveHub
@@ -40,7 +42,9 @@ from app.services.memory import (
 from app.services.session_view import SessionView, give_back, take_view
 from app.services.sessions import get_session, session_from
 from app.services.summaries import enqueue_if_needed
+from app.services.tool_policy import effective_policy
 from app.settings import Settings
+from app.worker.approvals import JobApprovals
 from app.worker.compaction import CompactionFailed, compact_session
 from app.worker.context_policy import ChatContext
 from app.worker.job_session import JobSession
@@ -79,6 +83,7 @@ class Deps:
     llm: LLM
     tools: ToolRegistry
     pieces: PieceCatalog
+    operator_policy: tuple[ToolRule, ...] = ()  # the operator's tool policy rules
     # the context window requests are held to: the setting, or less once the API said so
     window: WindowLimit = field(init=False)
     # the MCP tools of the running sessions' segments, one per job the runner may run
@@ -146,21 +151,21 @@ async def _system_prompt(deps: Deps, job: Job, session: Session) -> str | None:
     return "\n\n".join(parts) or None
 
 
-async def _start_turn(deps: Deps, job: Job) -> Session:
-    """The session, read by one statement without an ORM session; and first the user's
-    item, when it is not in the log yet: it is appended at enqueue, or for a turn queued
-    behind another by the claim (`Handler.on_claim`), unless that claim had to be made
-    without the jobs' starts."""
+async def _start_turn(deps: Deps, job: Job) -> tuple[Session, list[dict[str, Any]]]:
+    """The session and its tenant's tool policy rules, read by one statement without an
+    ORM session; and first the user's item, when it is not in the log yet: it is
+    appended at enqueue, or for a turn queued behind another by the claim
+    (`Handler.on_claim`), unless that claim had to be made without the jobs' starts."""
     if turn_input(job) is None:
         await job_database(deps, job).write_statements(lambda db: append_turn_input(db, job))
-    rows = await peek_session_row(deps.database, job.session_id)
-    return session_from(rows, job.tenant, job.session_id)
+    rows, tenant_rules = await peek_turn_start(deps.database, job.session_id)
+    return session_from(rows, job.tenant, job.session_id), tenant_rules
 
 
 async def run_chat(deps: Deps, job: Job) -> Outcome:
     """A chat turn: its session held in memory, the loop, and the job's end, which writes
     the turn's answer (when the store kept it for the end) and the turn's memory."""
-    session = await _start_turn(deps, job)
+    session, tenant_rules = await _start_turn(deps, job)
     # what the process has read of the session: the last turn's, or a REST write's since
     view = take_view(deps.database.caches, job.session_id)
     held = JobSession(
@@ -178,12 +183,28 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
     )
     try:
         config = await _chat_config(deps, job, session, held, view, mcp)
+        # the tools of attached MCP servers (trusted ones only: see `check_session_attachments`)
+        # run like the builtin ones unless a rule says otherwise
+        known = [*deps.tools.names, *mcp.names]
+        config.approvals = JobApprovals(
+            effective_policy(
+                operator=deps.operator_policy,
+                tenant=rules_of(tenant_rules),
+                session=rules_of(session.tool_policy),
+                builtin=known,
+            ),
+            job_database(deps, job),
+            known,
+            [spec.name for spec in config.client_tools],
+        )
         ctx = tool_context(deps, held)
         outcome = await run_turn(
             deps.llm, store, mcp.tools, ctx, config, HubTurnEvents(deps.hub, job)
         )
     finally:
         await mcp.close()
+    if outcome.status == "waiting":
+        return _waiting(deps, job, outcome, view, config)
     if outcome.status == "cancelled":  # its open calls are answered with its end
         await store.close_at_end()
     user = [] if (user_item := _user_item(job)) is None else [user_item]
@@ -201,13 +222,35 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
     return replace(_turn_ended(deps, outcome), also=also, committed=committed)
 
 
+def _waiting(
+    deps: Deps, job: Job, outcome: TurnOutcome, view: SessionView, config: TurnConfig
+) -> Outcome:
+    """The turn waits for people: the job moves to `waiting_human` with one action per
+    held call, in one transaction; its memory is projected when the turn ends."""
+    client = {spec.name for spec in config.client_tools}
+    asked = [
+        Asked(held.block, held.decision, client=held.block.name in client) for held in outcome.held
+    ]
+
+    async def also(db: AsyncSession) -> None:
+        await open_actions(db, job, asked)
+
+    return Outcome(
+        JobStatus.waiting_human,
+        also=also,
+        committed=lambda: give_back(deps.database.caches, view),
+    )
+
+
 async def _chat_config(
     deps: Deps, job: Job, session: Session, held: JobSession, view: SessionView, mcp: TurnMcp
 ) -> TurnConfig:
-    """How the session's turn runs: its model, prompt, tools (its MCP servers' too),
-    limits, reminder, context policy, and the messages the session's view holds from its
-    previous turns."""
+    """How the session's turn runs: its model, prompt, tools (its MCP servers' and its
+    client's too), limits, reminder, context policy, and the messages the session's view
+    holds from its previous turns."""
     tool_names = [*session_tools(deps, session), *mcp.names]
+    client_tools = [ToolSpec.model_validate(tool) for tool in session.client_tools or ()]
+    offered = bool(mcp.tools.specs(tool_names)) or bool(client_tools)
     return TurnConfig(
         model=session.model or deps.settings.model,
         system=await _system_prompt(deps, job, session),
@@ -219,8 +262,9 @@ async def _chat_config(
             lambda: _compact_now(deps, job, tool_names, _user_item(job)),
             window=deps.window,
         ),
-        conversation=view.conversation(tools_offered=bool(mcp.tools.specs(tool_names))),
+        conversation=view.conversation(tools_offered=offered),
         reminder=task_reminder(deps.settings, held, tool_names),
+        client_tools=client_tools,
     )
 
 

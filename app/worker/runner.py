@@ -32,6 +32,7 @@ from app.db.repositories.jobs import JobRepository, any_claimable
 from app.db.types import utcnow
 from app.domain.ids import new_id
 from app.domain.jobs import WAITING, JobStatus, interrupted_error
+from app.domain.tool_policy import ToolRule
 from app.engine.llm import LLM, LLMError
 from app.engine.pieces import PieceCatalog
 from app.engine.tools import ToolRegistry
@@ -80,6 +81,7 @@ class Runner:
         pieces: PieceCatalog,
         *,
         worker_id: str | None = None,
+        operator_policy: tuple[ToolRule, ...] = (),
     ) -> None:
         self.settings = settings
         self.database = database
@@ -87,7 +89,7 @@ class Runner:
         self.tools = tools
         self.hub = hub
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{new_id('w')[-6:]}"
-        self.deps = Deps(settings, database, hub, llm, tools, pieces)
+        self.deps = Deps(settings, database, hub, llm, tools, pieces, operator_policy)
         self.ticked_at: float | None = None  # loop time of the last turn of the main loop
         self._running: dict[str, _Running] = {}
         self._wake = asyncio.Event()

@@ -20,6 +20,7 @@ from app.db.engine import Database, is_transient
 from app.db.types import utcnow
 from app.domain.webhook_signing import signed_headers
 from app.observability.metrics import WEBHOOK_ATTEMPTS
+from app.services.actions import any_due, expire_due
 from app.services.idempotency import purge_expired_keys
 from app.services.webhook_targets import Target, TargetRefused, resolve_target
 from app.services.webhooks import (
@@ -63,12 +64,15 @@ class WebhookDispatcher:
             follow_redirects=False, headers={"user-agent": USER_AGENT}
         ) as client:
             loop = asyncio.get_running_loop()
-            purge_at = loop.time()
+            purge_at = sweep_at = loop.time()
             while not stop.is_set():
                 self.ticked_at = loop.time()
                 if self.ticked_at >= purge_at:
                     purge_at = self.ticked_at + self.settings.idempotency_purge_seconds
                     await self._purge_idempotency_keys()
+                if self.ticked_at >= sweep_at:
+                    sweep_at = self.ticked_at + self.settings.action_sweep_seconds
+                    await self._expire_actions()
                 try:
                     claimed = await self._claim()
                 except Exception as exc:  # the database is away: keep the dispatcher alive
@@ -95,6 +99,24 @@ class WebhookDispatcher:
             return
         if purged:
             logger.info("purged %d expired idempotency keys", purged)
+
+    async def _expire_actions(self) -> None:
+        """Housekeeping that rides on this loop: pending actions whose `expires_in` passed
+        are resolved by their rule's `on_timeout`, so no turn waits for nobody forever; a
+        failure waits for the next round."""
+        try:
+            now = utcnow()
+            if not await any_due(self.database, now):
+                return
+            expired = await self.database.write(
+                lambda db: expire_due(db, now, self.settings.action_sweep_batch)
+            )
+        except Exception as exc:
+            level = logging.DEBUG if is_transient(exc) else logging.WARNING
+            logger.log(level, "could not expire pending actions: %s", type(exc).__name__)
+            return
+        if expired:
+            logger.info("%d pending actions expired", expired)
 
     async def _idle(self, stop: asyncio.Event) -> None:
         await idle(self._wake, stop, self._outage.backoff(self.settings.webhook_poll_seconds))

@@ -21,6 +21,7 @@ from app.api.routes.sessions import SessionId
 from app.api.schemas.jobs import JobPublic, MessageAccepted, MessageCreate, MessageReply
 from app.db.models import Job
 from app.domain.jobs import TERMINAL, EndCause, JobStatus, end_cause
+from app.services.actions import pending_actions
 from app.services.chat import IfBusy, enqueue_compaction, send_message
 from app.services.idempotency import Replay
 from app.services.turn_control import interrupt_session
@@ -117,8 +118,9 @@ router = APIRouter(
         "ends `succeeded` with `result.steered_into` naming the job whose turn took it "
         "(event `turn.steered`); a turn that ends before its next step leaves it to run "
         "as the next turn. On an idle session every `if_busy` sends a plain message. "
-        "With `wait=true` the request blocks until the turn "
-        "ends or `timeout` seconds pass (then 202, as without `wait`): 200 with the reply "
+        "With `wait=true` the request blocks until the turn ends, waits for people (a tool "
+        "call a policy asks about: 202, its `job` lists `required_action`) or `timeout` "
+        "seconds pass (then 202, as without `wait`): 200 with the reply "
         "when it succeeded (a steer taken by another turn: `text` null), else the job's "
         "problem (`job` holds the job): 503 "
         "`llm-not-configured`, 502 for an LLM failure (`llm-rate-limited`, "
@@ -169,7 +171,9 @@ async def send(
             job=JobPublic.of(job),
         )
         return _ended(job, reply)
-    return MessageAccepted(job_id=job.id, turn=job.turn, job=JobPublic.of(job))
+    async with database.read() as db:  # a turn waiting for people lists what it waits on
+        actions = await pending_actions(db, job)
+    return MessageAccepted(job_id=job.id, turn=job.turn, job=JobPublic.of(job, (), actions))
 
 
 @router.post(

@@ -37,6 +37,7 @@ from app.domain.errors import InvalidInput
 from app.domain.jobs import RESERVED_PIECE_NAMES
 from app.services import comments, workspaces
 from app.services import jobs as service
+from app.services.actions import pending_actions
 from app.services.piece_jobs import submit_job
 from app.settings import Settings
 
@@ -98,7 +99,10 @@ async def list_jobs(
         status=status,
         parent_job_id=parent_job_id,
     )
-    data = [JobPublic.of(j, await service.waiting_children(db, j)) for j in page.data]
+    data = [
+        JobPublic.of(j, await service.waiting_children(db, j), await pending_actions(db, j))
+        for j in page.data
+    ]
     return JobList(data=data, next_cursor=page.next_cursor)
 
 
@@ -107,12 +111,15 @@ async def list_jobs(
     name="get",
     summary="Get a job",
     description="A job `waiting_subtasks` lists in `waiting_on` the subtasks (at any depth) "
-    "waiting for a human, with their questions; a comment on such a subtask answers it.",
+    "waiting for a human, with their questions; a comment on such a subtask answers it. "
+    "A job `waiting_human` on tool calls lists them in `required_action`.",
     responses=problem_responses(404, 422),
 )
 async def get_job(job_id: JobId, db: SessionDep, tenant: CurrentTenant) -> JobPublic:
     job = await service.get_job(db, tenant, job_id)
-    return JobPublic.of(job, await service.waiting_children(db, job))
+    return JobPublic.of(
+        job, await service.waiting_children(db, job), await pending_actions(db, job)
+    )
 
 
 @router.post(

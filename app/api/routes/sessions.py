@@ -67,6 +67,8 @@ async def create_session(
             mcp=mcp,
             tool_policy=body.tool_policy,
             policy_bounds=policy_bounds(runtime),
+            client_tools=body.client_tools,
+            client_tools_max=runtime.settings.client_tools_max,
             continues_from=body.continues_from,
         )
         return SessionPublic.of(row, SessionStatus.idle)  # nothing runs in it yet
@@ -139,6 +141,8 @@ async def update_session(
         tools=body.tools,
         tool_policy=body.tool_policy,
         mcp=mcp,
+        client_tools=body.client_tools,
+        client_tools_max=runtime.settings.client_tools_max,
     )
 
     async def work(db: AsyncSession) -> SessionPublic:

@@ -79,8 +79,8 @@ async def session_tools(
     summary="Which rule of which layer decides a tool call in a session",
     description="The call is decided by the four layers' rules: within a layer the last "
     "matching rule, the lowest layer with one decides, a `deny` is final; no match: the "
-    "tool's default. Nothing runs. An unknown tool, piece or movement is a 422. The "
-    "runner does not apply the rules yet: calls still run as they are asked for.",
+    "tool's default. Nothing runs. An unknown tool, piece or movement is a 422. A chat "
+    "turn decides each call so; piece movements do not apply the rules yet.",
     responses=problem_responses(404, 413, 422),
 )
 async def check_policy(

@@ -6,8 +6,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
+from app.api.schemas.actions import ActionPublic
 from app.api.schemas.sessions import usage_of
-from app.db.models import Job
+from app.db.models import Job, JobAction
 from app.domain.jobs import JobKind, JobStatus
 from app.domain.usage import Usage
 from app.services.jobs import WaitingChild
@@ -46,6 +47,11 @@ class JobPublic(BaseModel):
         description="While `waiting_subtasks`: the subtasks waiting for a human, with their "
         "questions."
     )
+    required_action: list[ActionPublic] = Field(
+        default_factory=list,
+        description="While `waiting_human` on tool calls: the pending actions to resolve "
+        "(`POST /jobs/{job_id}/actions/{action_id}`).",
+    )
     error: JobError | None
     result_text: str | None = Field(description="The assistant's final text, once succeeded.")
     usage: Usage
@@ -57,7 +63,12 @@ class JobPublic(BaseModel):
     updated_at: datetime
 
     @classmethod
-    def of(cls, row: Job, waiting: Sequence[WaitingChild] = ()) -> JobPublic:
+    def of(
+        cls,
+        row: Job,
+        waiting: Sequence[WaitingChild] = (),
+        actions: Sequence[JobAction] = (),
+    ) -> JobPublic:
         return cls(
             id=row.id,
             session_id=row.session_id,
@@ -75,6 +86,7 @@ class JobPublic(BaseModel):
                 WaitingSubtask(job_id=w.job_id, movement=w.movement, question=w.question)
                 for w in waiting
             ],
+            required_action=[ActionPublic.of(action) for action in actions],
             error=JobError.model_validate(row.error) if row.error else None,
             result_text=(row.result or {}).get("text"),
             usage=usage_of(row),

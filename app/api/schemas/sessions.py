@@ -6,6 +6,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.db.models import Job, Session
+from app.domain.client_tools import ClientTool
 from app.domain.sessions import SessionStatus
 from app.domain.tool_policy import ToolPolicyRule
 from app.domain.usage import Usage
@@ -38,6 +39,12 @@ SESSION_POLICY = (
     "session follow it too. See `GET /sessions/{session_id}/tools`."
 )
 
+CLIENT_TOOLS = (
+    "Tools the session's client offers the model and runs itself: a call waits as an "
+    "action of kind `client_tool` that `respond` answers. A name of this server's tools "
+    "is a 422."
+)
+
 
 class SessionCreate(BaseModel):
     model_config = ConfigDict(
@@ -66,6 +73,7 @@ class SessionCreate(BaseModel):
         default_factory=list, max_length=20, description=MCP_DESCRIPTION
     )
     tool_policy: list[ToolPolicyRule] = Field(default_factory=list, description=SESSION_POLICY)
+    client_tools: list[ClientTool] = Field(default_factory=list, description=CLIENT_TOOLS)
     continues_from: str | None = Field(
         default=None,
         max_length=40,
@@ -92,6 +100,7 @@ class SessionUpdate(BaseModel):
         default_factory=list, max_length=20, description=MCP_DESCRIPTION
     )
     tool_policy: list[ToolPolicyRule] = Field(default_factory=list, description=SESSION_POLICY)
+    client_tools: list[ClientTool] = Field(default_factory=list, description=CLIENT_TOOLS)
 
 
 def usage_of(row: Session | Job) -> Usage:
@@ -113,6 +122,7 @@ class SessionPublic(BaseModel):
     tools: list[str] | None
     mcp: list[McpAttachment] = Field(description=MCP_DESCRIPTION)
     tool_policy: list[ToolPolicyRule] = Field(description=SESSION_POLICY)
+    client_tools: list[ClientTool] = Field(description=CLIENT_TOOLS)
     continues_from: str | None
     merged_into: str | None = Field(description="Set once merged: reads go through that session.")
     parent_session_id: str | None = Field(
@@ -146,6 +156,7 @@ class SessionPublic(BaseModel):
             tools=row.tools,
             mcp=[McpAttachment.model_validate(a) for a in row.mcp or ()],
             tool_policy=[ToolPolicyRule.model_validate(rule) for rule in row.tool_policy or ()],
+            client_tools=[ClientTool.model_validate(tool) for tool in row.client_tools or ()],
             continues_from=row.continues_from,
             merged_into=row.merged_into,
             parent_session_id=row.parent_session_id,

@@ -1,5 +1,6 @@
 """SQLModel tables. Importing this package registers every table on `SQLModel.metadata`."""
 
+from app.db.models.action import JobAction
 from app.db.models.api_key import ApiKey
 from app.db.models.comment import Comment
 from app.db.models.event import Event
@@ -24,6 +25,7 @@ __all__ = [
     "IdempotencyKey",
     "Item",
     "Job",
+    "JobAction",
     "McpServerRow",
     "MemoryDetail",
     "MemoryTurn",

@@ -39,6 +39,10 @@ class Session(SQLModel, table=True):
     tool_policy: list[dict[str, Any]] | None = Field(
         default=None, sa_column=Column(JSONType, nullable=True)
     )
+    # the tools its client offers and runs (`app.domain.client_tools`); null: none
+    client_tools: list[dict[str, Any]] | None = Field(
+        default=None, sa_column=Column(JSONType, nullable=True)
+    )
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0

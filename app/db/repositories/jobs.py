@@ -25,7 +25,7 @@ from app.db.repositories.rows import RowRepository
 from app.db.repositories.sessions import steers_first, usage_params
 from app.db.rows import columns_of, detached
 from app.db.types import utcnow
-from app.domain.jobs import ACTIVE, WAITING, JobStatus
+from app.domain.jobs import ACTIVE, WAITING, JobKind, JobStatus
 from app.domain.usage import Usage
 
 # sorted: a statement built from a set names its statuses in the same order every time
@@ -72,6 +72,17 @@ _SET_INPUT = Prepared(
 )
 
 
+def _holds_lane(jobs: Any) -> Any:
+    """A session-lane job that keeps the later ones of its session waiting: queued or
+    running, or a chat turn waiting for people (its calls' results are still to come)."""
+    # one equality per status, not an IN list: a prepared statement cannot expand one;
+    # the statuses alone, so that each is a seek of `(session_id, status, number)`
+    statuses = or_(*(jobs.c.status == s for s in [*_ACTIVE, JobStatus.waiting_human]))
+    return and_(
+        statuses, or_(jobs.c.status != JobStatus.waiting_human, jobs.c.kind == JobKind.chat)
+    )
+
+
 def _claimable(now: Any, limit: Any) -> Any:
     """The numbers of the first `limit` jobs a runner may take, in queue order: queued,
     or running with an expired lease, and not behind an unfinished earlier job of its
@@ -85,8 +96,7 @@ def _claimable(now: Any, limit: Any) -> Any:
     blocked = exists().where(
         earlier.c.session_id == _J.c.session_id,
         earlier.c.number < _J.c.number,
-        # one equality per status, not an IN list: a prepared statement cannot expand one
-        or_(*(earlier.c.status == status for status in _ACTIVE)),
+        _holds_lane(earlier),
         earlier.c.lane == "session",
     )
 
@@ -144,7 +154,7 @@ _ADMISSION_LOCK = Prepared(
 )
 _SESSION_BUSY = Prepared(
     core_select(_J.c.id)
-    .where(_J.c.session_id == bindparam("j_session"), _J.c.lane == "session", _IS_ACTIVE)
+    .where(_J.c.session_id == bindparam("j_session"), _J.c.lane == "session", _holds_lane(_J))
     .limit(1)
 )
 _COLUMNS = columns_of(Job)

@@ -9,7 +9,7 @@ from sqlalchemy import select as core_select
 from sqlalchemy.exc import NoResultFound
 from sqlmodel import col, select
 
-from app.db.models import Item, Job, Session
+from app.db.models import Item, Job, Session, TenantToolPolicy
 from app.db.prepared import Peeks, Prepared
 from app.db.repositories.rows import RowRepository
 from app.db.rows import columns_of, detached
@@ -62,6 +62,30 @@ SESSION_ROW = Prepared(core_select(*_S.c).where(_S.c.id == bindparam("s_id")))
 async def peek_session_row(units: Peeks, session_id: str) -> list[tuple[Any, ...]]:
     """`SESSION_ROW` outside any unit of work (`session_of` makes the row a model)."""
     return await units.peek(SESSION_ROW, {"s_id": session_id})
+
+
+_TP = TenantToolPolicy.__table__  # type: ignore[attr-defined]
+_TURN_START = Prepared(
+    core_select(
+        *_S.c,
+        core_select(_TP.c.rules)
+        .where(_TP.c.tenant == _S.c.tenant)
+        .scalar_subquery()
+        .label("tenant_rules"),
+    ).where(_S.c.id == bindparam("s_id"))
+)
+
+
+async def peek_turn_start(
+    units: Peeks, session_id: str
+) -> tuple[list[tuple[Any, ...]], list[dict[str, Any]]]:
+    """What a turn starts from, in one statement outside any unit of work: the session's
+    row (as `SESSION_ROW` reads it) and its tenant's tool policy rules."""
+    rows = await units.peek(_TURN_START, {"s_id": session_id})
+    if not rows:
+        return [], []
+    *row, rules = rows[0]
+    return [tuple(row)], list(rules or [])
 
 
 def session_of(rows: list[tuple[Any, ...]]) -> Session | None:

@@ -1,0 +1,102 @@
+"""A job's pending actions: the tool calls it waits on people for, and their decisions."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.api.deps import (
+    CurrentTenant,
+    DatabaseDep,
+    IdempotencyDep,
+    RuntimeDep,
+    SessionDep,
+    write_once,
+)
+from app.api.errors import problem_responses
+from app.api.routes.jobs import JobId
+from app.api.schemas.actions import ActionBatch, ActionList, ActionPublic, ActionResolve
+from app.services import actions as service
+from app.wiring import Runtime
+
+router = APIRouter(prefix="/jobs", tags=["jobs"], responses=problem_responses(401, 503))
+
+ActionId = Annotated[str, Path(max_length=40, description="An action id (`act_…`).")]
+
+_RESOLVING = (
+    "The same decision sent again answers 200 with the same action and changes nothing "
+    "(so does a retry with the same `Idempotency-Key`); another decision on a resolved "
+    "action is a 409, and so is any on an action that expired or whose job ended. Once "
+    "no action of the job is pending, the job is queued again and its turn goes on: "
+    "allowed and edited calls run, denied ones answer the model an error with the reason, "
+    "answered ones the given content."
+)
+
+
+def _context(runtime: Runtime) -> service.ResolveContext:
+    return service.ResolveContext(runtime.tools, runtime.settings.tool_policy_max_rules)
+
+
+@router.get(
+    "/{job_id}/actions",
+    name="actions",
+    summary="A job's actions: the tool calls it waited or waits on people for",
+    description="Oldest first, pending and resolved alike; `required_action` on the job "
+    "lists the pending ones.",
+    responses=problem_responses(404, 422),
+)
+async def list_actions(job_id: JobId, db: SessionDep, tenant: CurrentTenant) -> ActionList:
+    rows = await service.list_actions(db, tenant, job_id)
+    return ActionList(data=[ActionPublic.of(row) for row in rows])
+
+
+@router.post(
+    "/{job_id}/actions/{action_id}",
+    name="resolve_action",
+    summary="Decide on one pending action: allow, deny, edit or respond",
+    description=_RESOLVING,
+    responses=problem_responses(404, 409, 413, 422),
+)
+async def resolve_action(
+    job_id: JobId,
+    action_id: ActionId,
+    body: ActionResolve,
+    database: DatabaseDep,
+    tenant: CurrentTenant,
+    runtime: RuntimeDep,
+    idempotency: IdempotencyDep,
+) -> object:
+    async def work(db: AsyncSession) -> ActionPublic:
+        rows = await service.resolve_actions(
+            db, tenant, job_id, [body.choice(action_id)], _context(runtime)
+        )
+        return ActionPublic.of(rows[0])
+
+    return await write_once(database, idempotency, 200, work)
+
+
+@router.post(
+    "/{job_id}/actions",
+    name="resolve_actions",
+    summary="Decide on several pending actions at once",
+    description="All or none: one refused decision (404, 409, 422 naming "
+    "`actions[i]…`) resolves nothing. " + _RESOLVING,
+    responses=problem_responses(404, 409, 413, 422),
+)
+async def resolve_actions(
+    job_id: JobId,
+    body: ActionBatch,
+    database: DatabaseDep,
+    tenant: CurrentTenant,
+    runtime: RuntimeDep,
+    idempotency: IdempotencyDep,
+) -> object:
+    choices = [item.choice(item.id) for item in body.actions]
+
+    async def work(db: AsyncSession) -> ActionList:
+        rows = await service.resolve_actions(db, tenant, job_id, choices, _context(runtime))
+        return ActionList(data=[ActionPublic.of(row) for row in rows])
+
+    return await write_once(database, idempotency, 200, work)
