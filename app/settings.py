@@ -176,6 +176,15 @@ class Settings(BaseSettings):
     # small transaction has decided the merge: a chunk of 1,000 turns of 1 KB holds SQLite's
     # write lock for tens of milliseconds, commit included.
     merge_chunk_turns: int = Field(default=1000, ge=1)
+    # Full-text search of memory (GET /memory/search, the MCP tool `memory_search`): hits
+    # per answer when the request names no `limit`, and at most.
+    memory_search_limit_default: int = Field(default=10, ge=1)
+    memory_search_limit_max: int = Field(default=50, ge=1)
+    # Words and phrases of a query that are searched for (the first ones): each is one more
+    # condition on the index.
+    memory_search_max_terms: int = Field(default=16, ge=1)
+    # A hit's line, in characters at most, cut around its first match.
+    memory_search_line_chars: int = Field(default=240, ge=40)
     summary_target_ratio: float = 0.2  # 1/5 of the L2 length
     # An L1 request's `max_tokens` per character of the summary's target length: a line
     # averages ~4 characters a token, so 1 leaves room for one that runs long or a denser

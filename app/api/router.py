@@ -12,6 +12,7 @@ from app.api.routes import (
     items,
     jobs,
     memory,
+    memory_search,
     metrics,
     pieces,
     sessions,
@@ -28,6 +29,7 @@ api_router.include_router(sessions.router)
 api_router.include_router(items.router)
 api_router.include_router(tasks.router)
 api_router.include_router(memory.router)
+api_router.include_router(memory_search.router)
 api_router.include_router(turns.router)
 api_router.include_router(chat.router)
 api_router.include_router(jobs.router)

@@ -1,0 +1,216 @@
+"""Full-text search over memory (`app.db.fulltext`): turns' L1/L2 and details' L3, ranked
+by the index (SQLite FTS5's bm25, PostgreSQL's `ts_rank`), within a tenant and optionally a
+project, a set of sessions and a span of end times."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from sqlalchemy import bindparam, column, func, literal_column, or_, table
+from sqlalchemy import select as sa_select
+from sqlmodel import col
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.db.models import MemoryDetail, MemoryTurn, Session
+from app.memory.search import fts5_query
+
+_LIKE_ESCAPE = "\\"
+PUNCTUATION = "[[:punct:]]+"  # as the index reads it (`app.db.fulltext`)
+
+
+@dataclass(frozen=True)
+class SearchScope:
+    """Where to look: a tenant's turns, of these projects (a folder: the sessions filed
+    under it, an ancestor of it or a folder inside it), of these sessions (owners), ended
+    in `[since, until)`."""
+
+    tenant: str
+    project: str | None = None
+    owners: Sequence[str] | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+class TurnMatch(NamedTuple):
+    """A turn whose L1 or L2 matched, with its texts."""
+
+    score: float  # higher is better
+    origin_session_id: str
+    turn: int
+    ended_at: datetime
+    user_text: str
+    assistant_text: str
+    l1: str | None
+
+
+class DetailMatch(NamedTuple):
+    """An L3 entry that matched, with its turn."""
+
+    score: float
+    origin_session_id: str
+    turn: int
+    ended_at: datetime
+    kind: str
+    tool_name: str | None
+    text: str
+
+
+def project_folders(project: str) -> list[str]:
+    """The folder and each folder above it (a session is filed under its git root)."""
+    folder = project.rstrip("/\\") or project
+    found = [folder]
+    for separator in ("/", "\\"):
+        parts = folder.split(separator)
+        found.extend(separator.join(parts[:n]) for n in range(len(parts) - 1, 1, -1))
+    return list(dict.fromkeys(found))
+
+
+def _escape_like(text: str) -> str:
+    return text.replace(_LIKE_ESCAPE, _LIKE_ESCAPE * 2).replace("%", r"\%").replace("_", r"\_")
+
+
+def _scope_conditions(scope: SearchScope) -> tuple[list[Any], dict[str, Any]]:
+    conditions: list[Any] = [col(Session.tenant) == bindparam("s_tenant")]
+    params: dict[str, Any] = {"s_tenant": scope.tenant}
+    if scope.project is not None:
+        folders = project_folders(scope.project)
+        conditions.append(
+            or_(
+                col(Session.project).in_(bindparam("s_folders", expanding=True)),
+                col(Session.project).like(bindparam("s_inside"), escape=_LIKE_ESCAPE),
+            )
+        )
+        params["s_folders"] = folders
+        params["s_inside"] = _escape_like(folders[0]) + "/%"
+    if scope.owners is not None:
+        conditions.append(col(MemoryTurn.session_id).in_(bindparam("s_owners", expanding=True)))
+        params["s_owners"] = list(scope.owners)
+    if scope.since is not None:
+        conditions.append(col(MemoryTurn.ended_at) >= bindparam("s_since", type_=_ENDED))
+        params["s_since"] = scope.since
+    if scope.until is not None:
+        conditions.append(col(MemoryTurn.ended_at) < bindparam("s_until", type_=_ENDED))
+        params["s_until"] = scope.until
+    return conditions, params
+
+
+_ENDED = MemoryTurn.__table__.c.ended_at.type  # type: ignore[attr-defined]
+_TURN = (
+    col(MemoryTurn.origin_session_id),
+    col(MemoryTurn.turn),
+    col(MemoryTurn.ended_at),
+)
+_OWNED = col(Session.id) == col(MemoryTurn.session_id)
+# SQLite's FTS5 tables (their rowid is the indexed row's id)
+_TURNS_FTS = table("memory_turns_fts", column("rowid"))
+_DETAILS_FTS = table("memory_details_fts", column("rowid"))
+
+
+class MemorySearchRepository:
+    def __init__(self, db: AsyncSession) -> None:
+        self.db = db
+
+    @property
+    def _postgresql(self) -> bool:
+        return bool(self.db.get_bind().dialect.name == "postgresql")
+
+    async def turns(self, terms: Sequence[str], scope: SearchScope, limit: int) -> list[TurnMatch]:
+        """The best `limit` turns whose L1 or L2 holds every term, best first."""
+        if not terms:
+            return []
+        conditions, params = _scope_conditions(scope)
+        texts = (
+            col(MemoryTurn.user_text),
+            col(MemoryTurn.assistant_text),
+            col(MemoryTurn.l1),
+        )
+        if self._postgresql:
+            tsquery, query_params = _tsquery(terms)
+            search: Any = literal_column("memory_turns.search")
+            score: Any = func.ts_rank(search, tsquery)
+            query: Any = (
+                sa_select(score.label("score"), *_TURN, *texts)
+                .select_from(MemoryTurn)
+                .join(Session, _OWNED)
+                .where(search.op("@@")(tsquery), *conditions)
+                .order_by(score.desc(), col(MemoryTurn.ended_at).desc())
+            )
+            params |= query_params
+        else:
+            fts: Any = literal_column("memory_turns_fts")
+            score = -func.bm25(fts)
+            query = (
+                sa_select(score.label("score"), *_TURN, *texts)
+                .select_from(_TURNS_FTS)
+                .join(MemoryTurn, col(MemoryTurn.id) == _TURNS_FTS.c.rowid)
+                .join(Session, _OWNED)
+                .where(fts.op("MATCH")(bindparam("s_match")), *conditions)
+                .order_by(func.bm25(fts), col(MemoryTurn.ended_at).desc())
+            )
+            params["s_match"] = fts5_query(terms)
+        query = query.limit(bindparam("s_limit"))
+        params["s_limit"] = limit
+        rows = (await self.db.exec(query, params=params)).all()
+        return [TurnMatch(float(row[0]), *row[1:]) for row in rows]
+
+    async def details(
+        self, terms: Sequence[str], scope: SearchScope, limit: int
+    ) -> list[DetailMatch]:
+        """The best `limit` L3 entries holding every term, best first."""
+        if not terms:
+            return []
+        conditions, params = _scope_conditions(scope)
+        entry = (
+            col(MemoryDetail.kind),
+            col(MemoryDetail.tool_name),
+            col(MemoryDetail.text),
+        )
+        of_turn = col(MemoryTurn.id) == col(MemoryDetail.turn_id)
+        if self._postgresql:
+            tsquery, query_params = _tsquery(terms)
+            search: Any = literal_column("memory_details.search")
+            score = func.ts_rank(search, tsquery)
+            query: Any = (
+                sa_select(score.label("score"), *_TURN, *entry)
+                .select_from(MemoryDetail)
+                .join(MemoryTurn, of_turn)
+                .join(Session, _OWNED)
+                .where(search.op("@@")(tsquery), *conditions)
+                .order_by(score.desc(), col(MemoryTurn.ended_at).desc())
+            )
+            params |= query_params
+        else:
+            fts: Any = literal_column("memory_details_fts")
+            query = (
+                sa_select((-func.bm25(fts)).label("score"), *_TURN, *entry)
+                .select_from(_DETAILS_FTS)
+                .join(MemoryDetail, col(MemoryDetail.id) == _DETAILS_FTS.c.rowid)
+                .join(MemoryTurn, of_turn)
+                .join(Session, _OWNED)
+                .where(fts.op("MATCH")(bindparam("s_match")), *conditions)
+                .order_by(func.bm25(fts), col(MemoryTurn.ended_at).desc())
+            )
+            params["s_match"] = fts5_query(terms)
+        query = query.limit(bindparam("s_limit"))
+        params["s_limit"] = limit
+        rows = (await self.db.exec(query, params=params)).all()
+        return [DetailMatch(float(row[0]), *row[1:]) for row in rows]
+
+
+def _tsquery(terms: Sequence[str]) -> tuple[Any, dict[str, Any]]:
+    """Every term as a phrase (`phraseto_tsquery`, the `simple` configuration), all required,
+    its punctuation read as spaces as the indexed text's is."""
+    config: Any = literal_column("'simple'::regconfig")
+    parts: list[Any] = [
+        func.phraseto_tsquery(
+            config, func.regexp_replace(bindparam(f"s_term_{n}"), PUNCTUATION, " ", "g")
+        )
+        for n in range(len(terms))
+    ]
+    query: Any = parts[0]
+    for part in parts[1:]:
+        query = query.op("&&")(part)
+    return query, {f"s_term_{n}": term for n, term in enumerate(terms)}

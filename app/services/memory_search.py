@@ -1,0 +1,98 @@
+"""Full-text search of a tenant's memory (`app.memory.search`, `app.db.fulltext`): the
+turns whose L1/L2 or whose L3 entries hold every word of a query, ranked by the index,
+each shown as one line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.db.repositories.memory_search import MemorySearchRepository, SearchScope
+from app.domain.errors import InvalidInput
+from app.memory.search import Layer, SearchText, hit_line, parse_query
+from app.services.memory import owners_of, resolve
+from app.settings import Settings
+
+
+@dataclass(frozen=True)
+class SearchLimits:
+    """How many hits by default and at most, terms searched, a hit line's length."""
+
+    default: int
+    most: int
+    terms: int
+    line_chars: int
+
+    @classmethod
+    def of(cls, settings: Settings) -> SearchLimits:
+        return cls(
+            settings.memory_search_limit_default,
+            settings.memory_search_limit_max,
+            settings.memory_search_max_terms,
+            settings.memory_search_line_chars,
+        )
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    query: str
+    project: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    limit: int | None = None
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    ended_at: datetime
+    session_id: str  # the session the turn happened in (its number is of that session)
+    turn: int
+    layer: Layer
+    line: str
+    score: float
+
+
+async def search(
+    db: AsyncSession,
+    tenant: str,
+    request: SearchRequest,
+    limits: SearchLimits,
+    *,
+    session_id: str | None = None,
+) -> list[SearchHit]:
+    """The best hits, best first: of the tenant's turns, or of the chain of `session_id`
+    (its predecessors and the sessions merged into them included). At most `limit` (the
+    default when None, never more than the most)."""
+    terms = parse_query(request.query, max_terms=limits.terms)
+    if not terms:
+        raise InvalidInput("the query holds no word to search for", field="q")
+    since, until = request.since, request.until
+    if since is not None and until is not None and until <= since:
+        raise InvalidInput("`until` must be after `since`", field="until")
+    limit = max(1, min(request.limit or limits.default, limits.most))
+    owners = None
+    if session_id is not None:
+        owners = await owners_of(db, await resolve(db, tenant, session_id))
+    scope = SearchScope(tenant, request.project, owners, since, until)
+    repo = MemorySearchRepository(db)
+    hits: list[SearchHit] = []
+    for turn in await repo.turns(terms, scope, limit):
+        texts = [
+            SearchText(Layer.l2, "[user]", turn.user_text),
+            SearchText(Layer.l2, "[assistant]", turn.assistant_text),
+            SearchText(Layer.l1, "[summary]", turn.l1 or ""),
+        ]
+        layer, line = hit_line(texts, terms, limits.line_chars)
+        hits.append(
+            SearchHit(turn.ended_at, turn.origin_session_id, turn.turn, layer, line, turn.score)
+        )
+    for entry in await repo.details(terms, scope, limit):
+        label = f"[{entry.kind} {entry.tool_name}]" if entry.tool_name else f"[{entry.kind}]"
+        layer, line = hit_line([SearchText(Layer.l3, label, entry.text)], terms, limits.line_chars)
+        hits.append(
+            SearchHit(entry.ended_at, entry.origin_session_id, entry.turn, layer, line, entry.score)
+        )
+    hits.sort(key=lambda hit: (hit.score, hit.ended_at), reverse=True)
+    return hits[:limit]
