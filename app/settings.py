@@ -185,6 +185,15 @@ class Settings(BaseSettings):
     memory_search_max_terms: int = Field(default=16, ge=1)
     # A hit's line, in characters at most, cut around its first match.
     memory_search_line_chars: int = Field(default=240, ge=40)
+    # Every answer of the MCP server at /mcp, in characters at most, its last line saying how
+    # to read on: ~8,000 tokens at ~4 characters a token (Claude Code refuses a tool output
+    # over 25,000 tokens).
+    mcp_answer_max_chars: int = Field(default=32_000, ge=2_000)
+    # Turns a `memory_timeline` call shows on each side of its point, at most.
+    mcp_timeline_max_turns: int = Field(default=20, ge=1)
+    # The MCP server's write tools (task_create, task_update, job_submit, job_status,
+    # job_comment); off: it only reads.
+    mcp_write_tools: bool = False
     summary_target_ratio: float = 0.2  # 1/5 of the L2 length
     # An L1 request's `max_tokens` per character of the summary's target length: a line
     # averages ~4 characters a token, so 1 leaves room for one that runs long or a denser

@@ -6,13 +6,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from zoneinfo import ZoneInfo
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.db.repositories.memory_search import MemorySearchRepository, SearchScope
-from app.domain.errors import InvalidInput
+from app.db.models import MemoryTurn, Session
+from app.db.repositories.memory import FoundTurn, MemoryRepository
+from app.db.repositories.memory_search import (
+    MemorySearchRepository,
+    SearchScope,
+    TimelineRepository,
+    project_folders,
+)
+from app.domain.errors import InvalidInput, NotFound
 from app.memory.search import Layer, SearchText, hit_line, parse_query
-from app.services.memory import owners_of, resolve
+from app.services.memory import owners_of, resolve, turns_at
 from app.settings import Settings
 
 
@@ -96,3 +104,80 @@ async def search(
         )
     hits.sort(key=lambda hit: (hit.score, hit.ended_at), reverse=True)
     return hits[:limit]
+
+
+MIRRORED = "claude-code"  # the source of the sessions a caller's project means
+
+
+async def default_session(
+    db: AsyncSession, tenant: str, *, project: str | None, session_id: str | None
+) -> Session:
+    """The session a caller means: `session_id` when given (or the session it was merged
+    into), else the tenant's newest mirrored Claude Code session that ends its chain, of
+    `project` (a folder: sessions filed under it or a folder above it) when given."""
+    if session_id is not None:
+        return await resolve(db, tenant, session_id)
+    folders = project_folders(project) if project is not None else None
+    session = await TimelineRepository(db).newest_tip(tenant, MIRRORED, folders)
+    if session is None:
+        where = f" of project {project!r}" if project is not None else ""
+        raise NotFound(f"no Claude Code session{where} is mirrored here; name a session_id")
+    return session
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """A chain's turns around one (`anchor`), oldest first."""
+
+    session_id: str  # the session whose chain it is
+    before: list[FoundTurn]
+    anchor: FoundTurn
+    after: list[FoundTurn]
+
+
+async def timeline(
+    db: AsyncSession,
+    tenant: str,
+    *,
+    project: str | None,
+    session_id: str | None,
+    time: str | None,
+    turn: int | None,
+    before: int,
+    after: int,
+    tz: ZoneInfo,
+) -> Timeline:
+    """The turns around a point of the chain of the session a caller means
+    (`default_session`): turn `turn` of that session, else the newest turn that ended at
+    `time` (a time reference as the detail look-up takes), else the chain's newest turn."""
+    session = await default_session(db, tenant, project=project, session_id=session_id)
+    owners = await owners_of(db, session)
+    anchor: FoundTurn | None
+    if turn is not None:
+        origin = session_id if session_id is not None else session.id
+        anchor = await TimelineRepository(db).turn_of(owners, origin, turn)
+        missing = f"turn {turn} of session {origin!r} is not in this chain"
+    elif time is not None:
+        found = await turns_at(db, owners, time, tz=tz)
+        anchor = found[0] if found else None
+        missing = f"no turn of this session's chain ended at {time!r}"
+    else:
+        newest = await MemoryRepository(db).newest_turns(owners, limit=1, before=None)
+        anchor = _found(newest[0]) if newest else None
+        missing = f"session {session.id!r} and its chain hold no turn yet"
+    if anchor is None:
+        raise NotFound(missing)
+    older, newer = await TimelineRepository(db).around(owners, anchor, before=before, after=after)
+    return Timeline(session.id, older, anchor, newer)
+
+
+def _found(row: MemoryTurn) -> FoundTurn:
+    return FoundTurn(
+        row.id or 0,  # a stored row has its id
+        row.origin_session_id,
+        row.turn,
+        row.ended_at,
+        row.user_text,
+        row.assistant_text,
+        row.l1,
+    )

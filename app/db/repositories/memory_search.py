@@ -9,12 +9,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import bindparam, column, func, literal_column, or_, table
+from sqlalchemy import and_, bindparam, column, func, literal, literal_column, or_, table
 from sqlalchemy import select as sa_select
-from sqlmodel import col
+from sqlalchemy.orm import aliased
+from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import MemoryDetail, MemoryTurn, Session
+from app.db.repositories.memory import ChainRepository, FoundTurn
 from app.memory.search import fts5_query
 
 _LIKE_ESCAPE = "\\"
@@ -214,3 +216,88 @@ def _tsquery(terms: Sequence[str]) -> tuple[Any, dict[str, Any]]:
     for part in parts[1:]:
         query = query.op("&&")(part)
     return query, {f"s_term_{n}": term for n, term in enumerate(terms)}
+
+
+_FOUND = (
+    col(MemoryTurn.id),
+    col(MemoryTurn.origin_session_id),
+    col(MemoryTurn.turn),
+    col(MemoryTurn.ended_at),
+    col(MemoryTurn.user_text),
+    col(MemoryTurn.assistant_text),
+    col(MemoryTurn.l1),
+)
+
+
+class TimelineRepository:
+    """Turns around a point of a chain, and the session a caller means by default."""
+
+    def __init__(self, db: AsyncSession) -> None:
+        self.db = db
+
+    async def turn_of(self, owners: Sequence[str], origin: str, turn: int) -> FoundTurn | None:
+        """Turn `turn` of session `origin`, if one of `owners` holds it."""
+        query: Any = sa_select(*_FOUND).where(
+            col(MemoryTurn.origin_session_id) == origin,
+            col(MemoryTurn.turn) == turn,
+            col(MemoryTurn.session_id).in_(list(owners)),
+        )
+        row = (await self.db.exec(query)).first()
+        return FoundTurn(*row) if row is not None else None
+
+    async def around(
+        self, owners: Sequence[str], anchor: FoundTurn, *, before: int, after: int
+    ) -> tuple[list[FoundTurn], list[FoundTurn]]:
+        """The `before` turns that ended before the anchor (oldest first) and the `after`
+        turns after it (oldest first), in the order of (`ended_at`, `id`)."""
+        owned = col(MemoryTurn.session_id).in_(list(owners))
+        at, turn_id = anchor.ended_at, anchor.id
+        older = or_(
+            col(MemoryTurn.ended_at) < at,
+            and_(col(MemoryTurn.ended_at) == at, col(MemoryTurn.id) < turn_id),
+        )
+        newer = or_(
+            col(MemoryTurn.ended_at) > at,
+            and_(col(MemoryTurn.ended_at) == at, col(MemoryTurn.id) > turn_id),
+        )
+        earlier: Any = (
+            sa_select(*_FOUND)
+            .where(owned, older)
+            .order_by(col(MemoryTurn.ended_at).desc(), col(MemoryTurn.id).desc())
+            .limit(before)
+        )
+        later: Any = (
+            sa_select(*_FOUND)
+            .where(owned, newer)
+            .order_by(col(MemoryTurn.ended_at), col(MemoryTurn.id))
+            .limit(after)
+        )
+        found_before = [FoundTurn(*row) for row in (await self.db.exec(earlier)).all()]
+        found_after = [FoundTurn(*row) for row in (await self.db.exec(later)).all()]
+        return found_before[::-1], found_after
+
+    async def newest_tip(
+        self, tenant: str, source: str, folders: Sequence[str] | None
+    ) -> Session | None:
+        """The newest session of `source` of the tenant (of these project folders, when
+        given) that ends its chain: what `ChainRepository.latest_in_project` finds, of any
+        project when `folders` is None."""
+        if folders is not None:
+            return await ChainRepository(self.db).latest_in_project(tenant, source, folders)
+        later = aliased(Session)
+        successor = sa_select(literal(1)).where(
+            col(later.continues_from) == col(Session.id), col(later.merged_into).is_(None)
+        )
+        query = (
+            select(Session)
+            .where(
+                Session.tenant == tenant,
+                Session.source == source,
+                col(Session.merged_into).is_(None),
+                col(Session.parent_session_id).is_(None),
+                ~successor.exists(),
+            )
+            .order_by(col(Session.created_at).desc(), col(Session.id).desc())
+            .limit(1)
+        )
+        return (await self.db.exec(query)).first()
