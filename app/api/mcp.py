@@ -37,15 +37,22 @@ from starlette.types import Receive, Scope, Send
 import app as app_package
 from app.api.errors import headers_of, problem_response
 from app.db.engine import Database
+from app.db.models import Job
 from app.db.repositories.memory import FoundTurn
 from app.domain.errors import DomainError, Unauthorized
+from app.domain.tasks import TaskStatus
 from app.memory.details import PIECE_KINDS, DetailQuery
 from app.memory.render import cut
+from app.services import comments as comment_service
+from app.services import jobs as job_service
 from app.services import memory as memory_service
 from app.services import memory_search as search_service
 from app.services import tasks as task_service
 from app.services.auth import Authenticator
+from app.services.limits import Admission
+from app.services.piece_jobs import submit_job
 from app.settings import Settings
+from app.wiring import Runtime
 
 PATH = "/mcp"
 # room kept under the cap for the last line, which says how to read on
@@ -59,6 +66,8 @@ class Caller:
     tenant: str
     database: Database
     settings: Settings
+    admission: Admission
+    runtime: Runtime
 
 
 _caller: ContextVar[Caller] = ContextVar("strata_mcp_caller")
@@ -82,7 +91,16 @@ async def _read(work: Callable[[AsyncSession, Caller], Any]) -> Any:
         raise ToolError(exc.detail) from exc
 
 
-def paged(lines: Sequence[str], *, cap: int, page: int, again: str) -> str:
+async def _write(work: Callable[[AsyncSession, Caller], Any]) -> Any:
+    """Run `work` as one write unit of work of the caller (as a REST write runs)."""
+    caller = _current()
+    try:
+        return await caller.database.write(lambda db: work(db, caller))
+    except DomainError as exc:
+        raise ToolError(exc.detail) from exc
+
+
+def paged(lines: Sequence[str], *, cap: int, page: int, again: str = "call it again with") -> str:
     """`lines` packed into pages of at most `cap` characters (a longer line is cut into
     parts), page `page` of them, and a last line naming the page and how to read on
     (`again`: how to ask for another page, e.g. `call memory_search again with`)."""
@@ -344,7 +362,142 @@ def build_server(settings: Settings) -> MCPServer:
         result: str = await _read(work)
         return result
 
+    if settings.mcp_write_tools:
+        _add_write_tools(server, settings)
     return server
+
+
+WRITES = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False)
+JobId = Annotated[str, Field(min_length=1, max_length=40, description="A job id (`job_…`).")]
+
+
+def _job_lines(job: Job) -> list[str]:
+    """What `job_status` and `job_submit` answer of a job."""
+    lines = [f"{job.id} [{job.status}] {job.kind} {job.piece or ''}".rstrip()]
+    lines.append(
+        f"session {job.session_id}" + (f", movement {job.movement}" if job.movement else "")
+    )
+    if job.error:
+        lines.append(f"error: {job.error.get('detail') or job.error}")
+    result = (job.result or {}).get("text")
+    if result:
+        lines.append(f"result: {result}")
+    return lines
+
+
+def _add_write_tools(server: MCPServer, settings: Settings) -> None:
+    """The tools that change something, through the same services as the REST routes: a
+    task write is a task event of the session's log (replay stays the only way its task
+    list is built), a job is admitted by the tenant's cap as `POST /jobs` is."""
+    cap = settings.mcp_answer_max_chars
+    every = settings.task_checkpoint_ops
+
+    @server.tool(annotations=WRITES, structured_output=False)
+    async def task_create(
+        subject: Annotated[str, Field(min_length=1, max_length=500)],
+        description: Annotated[str, Field(max_length=20_000)] = "",
+        project: Project = None,
+        session_id: SessionArg = None,
+    ) -> str:
+        """Add a pending task to the session's task list."""
+
+        async def work(db: AsyncSession, caller: Caller) -> str:
+            session = await search_service.default_session(
+                db, caller.tenant, project=project, session_id=session_id
+            )
+            args = {"subject": subject, "description": description}
+            task = await task_service.change_task(
+                db, caller.tenant, session.id, "TaskCreate", args, checkpoint_every=every
+            )
+            return paged(
+                [f"#{task.taskid} [{task.status}] {task.subject}"], cap=cap, page=1, again=""
+            )
+
+        result: str = await _write(work)
+        return result
+
+    @server.tool(annotations=WRITES, structured_output=False)
+    async def task_update(
+        taskid: Annotated[int, Field(ge=1)],
+        status: TaskStatus | None = None,
+        subject: Annotated[str | None, Field(min_length=1, max_length=500)] = None,
+        description: Annotated[str | None, Field(max_length=20_000)] = None,
+        project: Project = None,
+        session_id: SessionArg = None,
+    ) -> str:
+        """Change a task's status, subject or description (`deleted` deletes it)."""
+        changes = {
+            name: value
+            for name, value in (
+                ("status", status),
+                ("subject", subject),
+                ("description", description),
+            )
+            if value is not None
+        }
+        if not changes:
+            raise ToolError("name at least one of status, subject, description")
+
+        async def work(db: AsyncSession, caller: Caller) -> str:
+            session = await search_service.default_session(
+                db, caller.tenant, project=project, session_id=session_id
+            )
+            args = {"taskid": taskid, **changes}
+            task = await task_service.change_task(
+                db, caller.tenant, session.id, "TaskUpdate", args, checkpoint_every=every
+            )
+            return paged(
+                [f"#{task.taskid} [{task.status}] {task.subject}"], cap=cap, page=1, again=""
+            )
+
+        result: str = await _write(work)
+        return result
+
+    @server.tool(annotations=WRITES, structured_output=False)
+    async def job_submit(
+        instruction: Annotated[str, Field(min_length=1, max_length=200_000)],
+        piece: Annotated[str, Field(min_length=1, max_length=100)] = "default",
+        session_id: SessionArg = None,
+    ) -> str:
+        """Queue a job that runs a piece on an instruction (in a new session by default)."""
+
+        async def work(db: AsyncSession, caller: Caller) -> str:
+            found = caller.runtime.pieces.get(piece)
+            if found is None:
+                known = ", ".join(sorted(caller.runtime.pieces.pieces))
+                raise ToolError(f"unknown piece {piece!r}; known: {known}")
+            await caller.admission.admit_job(db, caller.tenant)
+            job = await submit_job(
+                db, caller.tenant, instruction=instruction, piece=found, session_id=session_id
+            )
+            return paged(_job_lines(job), cap=cap, page=1)
+
+        result: str = await _write(work)
+        return result
+
+    @server.tool(annotations=READ_ONLY, structured_output=False)
+    async def job_status(job_id: JobId, page: Page = 1) -> str:
+        """A job's status, movement, error and result."""
+
+        async def work(db: AsyncSession, caller: Caller) -> str:
+            job = await job_service.get_job(db, caller.tenant, job_id)
+            return paged(_job_lines(job), cap=cap, page=page, again="call job_status again with")
+
+        result: str = await _read(work)
+        return result
+
+    @server.tool(annotations=WRITES, structured_output=False)
+    async def job_comment(
+        job_id: JobId, body: Annotated[str, Field(min_length=1, max_length=100_000)]
+    ) -> str:
+        """Comment on a job; a job waiting for a human's answer resumes with it."""
+
+        async def work(db: AsyncSession, caller: Caller) -> str:
+            row = await comment_service.add_comment(db, caller.tenant, job_id, body)
+            return paged([f"comment {row.id} on {job_id}"], cap=cap, page=1)
+
+        result: str = await _write(work)
+        return result
 
 
 class McpEndpoint:
@@ -414,7 +567,8 @@ class McpEndpoint:
             unavailable = problem_response(503, "the MCP server is not running", instance=PATH)
             await unavailable(scope, receive, send)
             return
-        token = _caller.set(Caller(tenant, database, self.settings))
+        caller = Caller(tenant, database, self.settings, app.state.admission, app.state.runtime)
+        token = _caller.set(caller)
         try:
             await manager.handle_request(scope, receive, send)
         finally:

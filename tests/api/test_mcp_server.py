@@ -215,3 +215,64 @@ def test_the_mcp_route_is_not_in_the_openapi_document(make_settings: Any) -> Non
     document = create_app(make_settings()).openapi()
 
     assert not [path for path in document["paths"] if path.startswith("/mcp")]
+
+
+@pytest.fixture
+async def writable_url(make_settings: Any) -> AsyncIterator[str]:
+    """A keyed server offering the write tools, whose jobs stay queued (no runner), at
+    most one queued or running per tenant."""
+    settings = make_settings(
+        api_keys=KEYS, mcp_write_tools=True, run_worker_in_server=False, tenant_max_active_jobs=1
+    )
+    async with served(create_app(settings)) as url:
+        yield url
+
+
+async def test_the_write_tools_are_offered_only_when_enabled(writable_url: str) -> None:
+    async with mcp_client(writable_url, ACME) as client:
+        tools = await client.list_tools()
+
+    assert {tool.name for tool in tools.tools} == READ_TOOLS | {
+        "task_create",
+        "task_update",
+        "job_submit",
+        "job_status",
+        "job_comment",
+    }
+
+
+async def test_task_writes_are_recorded_in_the_sessions_log_as_rest_ones_are(
+    writable_url: str,
+) -> None:
+    async with httpx.AsyncClient(base_url=writable_url, headers=ACME) as http:
+        session = (await http.post("/sessions", json={})).json()["id"]
+
+    created = await call(writable_url, ACME, "task_create", session_id=session, subject="Ship it")
+    updated = await call(
+        writable_url, ACME, "task_update", session_id=session, taskid=1, status="completed"
+    )
+
+    assert created.splitlines()[0] == "#1 [pending] Ship it"
+    assert updated.splitlines()[0] == "#1 [completed] Ship it"
+    async with httpx.AsyncClient(base_url=writable_url, headers=ACME) as http:
+        tasks = (await http.get(f"/sessions/{session}/tasks")).json()["data"]
+        events = (await http.get(f"/sessions/{session}/items")).json()["data"]
+    assert [(t["taskid"], t["status"]) for t in tasks] == [(1, "completed")]
+    assert [e["kind"] for e in events] == ["task_event", "task_event"]
+
+
+async def test_a_submitted_job_is_read_and_commented_on_and_admitted_by_the_tenants_cap(
+    writable_url: str,
+) -> None:
+    submitted = await call(writable_url, ACME, "job_submit", instruction="Write a report.")
+    job_id = submitted.split()[0]
+
+    status = await call(writable_url, ACME, "job_status", job_id=job_id)
+    commented = await call(writable_url, ACME, "job_comment", job_id=job_id, body="Be brief.")
+    refused = await call_error(writable_url, ACME, "job_submit", instruction="Another one.")
+    foreign = await call_error(writable_url, GLOBEX, "job_status", job_id=job_id)
+
+    assert status.splitlines()[0] == f"{job_id} [queued] piece default"
+    assert commented.startswith("comment ")
+    assert "STRATA_TENANT_MAX_ACTIVE_JOBS" in refused
+    assert "does not exist" in foreign
