@@ -185,6 +185,10 @@ class Settings(BaseSettings):
     memory_search_max_terms: int = Field(default=16, ge=1)
     # A hit's line, in characters at most, cut around its first match.
     memory_search_line_chars: int = Field(default=240, ge=40)
+    # Matches a search ranks at most, in turns and in L3 entries each: the newest ones.
+    # Ranking costs in proportion to the matches (~5 us each on SQLite), so a word most
+    # turns hold is ranked among the newest, not among a million.
+    memory_search_rank_window: int = Field(default=2_000, ge=1)
     # Every answer of the MCP server at /mcp, in characters at most, its last line saying how
     # to read on: ~8,000 tokens at ~4 characters a token (Claude Code refuses a tool output
     # over 25,000 tokens).

@@ -32,6 +32,7 @@ class SearchLimits:
     most: int
     terms: int
     line_chars: int
+    window: int  # matches ranked at most: the newest ones
 
     @classmethod
     def of(cls, settings: Settings) -> SearchLimits:
@@ -40,6 +41,7 @@ class SearchLimits:
             settings.memory_search_limit_max,
             settings.memory_search_max_terms,
             settings.memory_search_line_chars,
+            settings.memory_search_rank_window,
         )
 
 
@@ -86,7 +88,7 @@ async def search(
     scope = SearchScope(tenant, request.project, owners, since, until)
     repo = MemorySearchRepository(db)
     hits: list[SearchHit] = []
-    for turn in await repo.turns(terms, scope, limit):
+    for turn in await repo.turns(terms, scope, limit, limits.window):
         texts = [
             SearchText(Layer.l2, "[user]", turn.user_text),
             SearchText(Layer.l2, "[assistant]", turn.assistant_text),
@@ -96,7 +98,7 @@ async def search(
         hits.append(
             SearchHit(turn.ended_at, turn.origin_session_id, turn.turn, layer, line, turn.score)
         )
-    for entry in await repo.details(terms, scope, limit):
+    for entry in await repo.details(terms, scope, limit, limits.window):
         label = f"[{entry.kind} {entry.tool_name}]" if entry.tool_name else f"[{entry.kind}]"
         layer, line = hit_line([SearchText(Layer.l3, label, entry.text)], terms, limits.line_chars)
         hits.append(

@@ -238,3 +238,16 @@ async def test_a_deleted_sessions_memory_is_no_longer_found(client: httpx.AsyncC
     assert (await client.delete(f"/sessions/{session}")).status_code == 204
 
     assert await _search(client, q="ephemeral") == []
+
+
+async def test_past_the_rank_window_the_newest_matches_are_ranked(make_settings: Any) -> None:
+    async with serve(make_settings(memory_search_rank_window=2)) as (_, client):
+        await _import(
+            client,
+            "cc-1",
+            [("a", "word word word word"), ("b", "word and more"), ("c", "word and more")],
+        )
+
+        hits = await _search(client, q="word")
+
+    assert sorted(h["turn"] for h in hits) == [2, 3]

@@ -21,7 +21,8 @@ _SEARCH_DESCRIPTION = (
     'The turns whose words hold every word and `"quoted phrase"` of `q` (case and accents '
     "ignored, no stemming), in their summary (L1), their user and assistant text (L2) or a "
     "tool input, tool output or system message (L3), ranked by the full-text index (bm25 "
-    "on SQLite, `ts_rank` on PostgreSQL), best first. Nothing in `q` is an operator: "
+    "on SQLite, `ts_rank` on PostgreSQL), best first; when more match than "
+    "`STRATA_MEMORY_SEARCH_RANK_WINDOW`, the newest of them. Nothing in `q` is an operator: "
     "quotes only group a phrase, every other character is a word's or a separator. Each "
     "hit is one line; `time` goes to the detail look-up. `limit` is capped by "
     "`STRATA_MEMORY_SEARCH_LIMIT_MAX`. 422 when `q` holds no letter or digit."

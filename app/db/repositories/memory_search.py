@@ -112,6 +112,11 @@ _DETAILS_FTS = table("memory_details_fts", column("rowid"))
 
 
 class MemorySearchRepository:
+    """Ranking every match of a word most turns hold costs in proportion to the matches
+    (bm25 over 200,000 matches: ~1 s), so a search ranks the newest `window` matches in
+    its scope (by row id: the order turns were stored in), found first by a scan of the
+    index in id order that computes no rank."""
+
     def __init__(self, db: AsyncSession) -> None:
         self.db = db
 
@@ -119,87 +124,102 @@ class MemorySearchRepository:
     def _postgresql(self) -> bool:
         return bool(self.db.get_bind().dialect.name == "postgresql")
 
-    async def turns(self, terms: Sequence[str], scope: SearchScope, limit: int) -> list[TurnMatch]:
-        """The best `limit` turns whose L1 or L2 holds every term, best first."""
-        if not terms:
-            return []
-        conditions, params = _scope_conditions(scope)
+    async def turns(
+        self, terms: Sequence[str], scope: SearchScope, limit: int, window: int
+    ) -> list[TurnMatch]:
+        """The best `limit` of the newest `window` turns whose L1 or L2 holds every term,
+        best first."""
         texts = (
             col(MemoryTurn.user_text),
             col(MemoryTurn.assistant_text),
             col(MemoryTurn.l1),
         )
-        if self._postgresql:
-            tsquery, query_params = _tsquery(terms)
-            search: Any = literal_column("memory_turns.search")
-            score: Any = func.ts_rank(search, tsquery)
-            query: Any = (
-                sa_select(score.label("score"), *_TURN, *texts)
-                .select_from(MemoryTurn)
-                .join(Session, _OWNED)
-                .where(search.op("@@")(tsquery), *conditions)
-                .order_by(score.desc(), col(MemoryTurn.ended_at).desc())
-            )
-            params |= query_params
-        else:
-            fts: Any = literal_column("memory_turns_fts")
-            score = -func.bm25(fts)
-            query = (
-                sa_select(score.label("score"), *_TURN, *texts)
-                .select_from(_TURNS_FTS)
-                .join(MemoryTurn, col(MemoryTurn.id) == _TURNS_FTS.c.rowid)
-                .join(Session, _OWNED)
-                .where(fts.op("MATCH")(bindparam("s_match")), *conditions)
-                .order_by(func.bm25(fts), col(MemoryTurn.ended_at).desc())
-            )
-            params["s_match"] = fts5_query(terms)
-        query = query.limit(bindparam("s_limit"))
-        params["s_limit"] = limit
-        rows = (await self.db.exec(query, params=params)).all()
+        rows = await self._ranked(terms, scope, limit, window, _TURNS, texts)
         return [TurnMatch(float(row[0]), *row[1:]) for row in rows]
 
     async def details(
-        self, terms: Sequence[str], scope: SearchScope, limit: int
+        self, terms: Sequence[str], scope: SearchScope, limit: int, window: int
     ) -> list[DetailMatch]:
-        """The best `limit` L3 entries holding every term, best first."""
-        if not terms:
-            return []
-        conditions, params = _scope_conditions(scope)
+        """The best `limit` of the newest `window` L3 entries holding every term, best first."""
         entry = (
             col(MemoryDetail.kind),
             col(MemoryDetail.tool_name),
             col(MemoryDetail.text),
         )
-        of_turn = col(MemoryTurn.id) == col(MemoryDetail.turn_id)
+        rows = await self._ranked(terms, scope, limit, window, _DETAILS, entry)
+        return [DetailMatch(float(row[0]), *row[1:]) for row in rows]
+
+    async def _ranked(
+        self,
+        terms: Sequence[str],
+        scope: SearchScope,
+        limit: int,
+        window: int,
+        index: _Index,
+        columns: Sequence[Any],
+    ) -> Sequence[Any]:
+        if not terms:
+            return []
+        conditions, params = _scope_conditions(scope)
+        params |= {"s_limit": limit, "s_window": window}
+        row_id = index.row_id
         if self._postgresql:
             tsquery, query_params = _tsquery(terms)
-            search: Any = literal_column("memory_details.search")
-            score = func.ts_rank(search, tsquery)
-            query: Any = (
-                sa_select(score.label("score"), *_TURN, *entry)
-                .select_from(MemoryDetail)
-                .join(MemoryTurn, of_turn)
-                .join(Session, _OWNED)
-                .where(search.op("@@")(tsquery), *conditions)
-                .order_by(score.desc(), col(MemoryTurn.ended_at).desc())
-            )
             params |= query_params
+            matches: Any = literal_column(f"{index.table}.search").op("@@")(tsquery)
+            score: Any = func.ts_rank(literal_column(f"{index.table}.search"), tsquery)
+            order: Any = score.desc()
+            source: Any = index.model
         else:
-            fts: Any = literal_column("memory_details_fts")
-            query = (
-                sa_select((-func.bm25(fts)).label("score"), *_TURN, *entry)
-                .select_from(_DETAILS_FTS)
-                .join(MemoryDetail, col(MemoryDetail.id) == _DETAILS_FTS.c.rowid)
-                .join(MemoryTurn, of_turn)
-                .join(Session, _OWNED)
-                .where(fts.op("MATCH")(bindparam("s_match")), *conditions)
-                .order_by(func.bm25(fts), col(MemoryTurn.ended_at).desc())
-            )
             params["s_match"] = fts5_query(terms)
-        query = query.limit(bindparam("s_limit"))
-        params["s_limit"] = limit
-        rows = (await self.db.exec(query, params=params)).all()
-        return [DetailMatch(float(row[0]), *row[1:]) for row in rows]
+            fts: Any = literal_column(index.fts.name)
+            matches = fts.op("MATCH")(bindparam("s_match"))
+            score = -func.bm25(fts)
+            order = func.bm25(fts)
+            source = index.fts
+            row_id = index.fts.c.rowid
+        newest = (
+            index.joined(sa_select(row_id.label("id")).select_from(source), source)
+            .where(matches, *conditions)
+            .order_by(row_id.desc())
+            .limit(bindparam("s_window"))
+            .cte("newest")
+        )
+        ranked = (
+            index.joined(
+                sa_select(score.label("score"), *_TURN, *columns).select_from(source), source
+            )
+            .where(matches, col(index.row_id).in_(sa_select(newest.c.id)))
+            .order_by(order, col(MemoryTurn.ended_at).desc())
+            .limit(bindparam("s_limit"))
+        )
+        if not self._postgresql:  # the index scans only the window's range of ids
+            lowest = sa_select(func.min(newest.c.id)).scalar_subquery()
+            ranked = ranked.where(row_id >= lowest)
+        rows: Sequence[Any] = (await self.db.exec(ranked, params=params)).all()
+        return rows
+
+
+@dataclass(frozen=True)
+class _Index:
+    """One indexed table: its model, its FTS5 table (SQLite), how a row reaches its turn
+    and its session."""
+
+    table: str
+    model: Any
+    fts: Any
+    row_id: Any
+
+    def joined(self, query: Any, source: Any) -> Any:
+        if source is self.fts:
+            query = query.join(self.model, self.row_id == self.fts.c.rowid)
+        if self.model is MemoryDetail:
+            query = query.join(MemoryTurn, col(MemoryTurn.id) == col(MemoryDetail.turn_id))
+        return query.join(Session, _OWNED)
+
+
+_TURNS = _Index("memory_turns", MemoryTurn, _TURNS_FTS, col(MemoryTurn.id))
+_DETAILS = _Index("memory_details", MemoryDetail, _DETAILS_FTS, col(MemoryDetail.id))
 
 
 def _tsquery(terms: Sequence[str]) -> tuple[Any, dict[str, Any]]:
