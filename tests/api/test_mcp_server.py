@@ -94,6 +94,19 @@ async def test_the_read_tools_are_listed_and_no_write_tool(base_url: str) -> Non
     assert all(tool.annotations and tool.annotations.read_only_hint for tool in tools.tools)
 
 
+async def test_a_client_of_the_initialize_handshake_lists_the_tools(base_url: str) -> None:
+    """Claude Code speaks the protocol's handshake era (`initialize` first)."""
+    async with (
+        httpx2.AsyncClient(headers=ACME) as http,
+        Client(
+            streamable_http_client(f"{base_url}/mcp", http_client=http), mode="legacy"
+        ) as client,
+    ):
+        tools = await client.list_tools()
+
+    assert {tool.name for tool in tools.tools} == READ_TOOLS
+
+
 async def test_memory_search_answers_the_hits_of_the_callers_project(base_url: str) -> None:
     session = await import_turns(
         base_url, ACME, "cc-1", [("which queue?", "We chose PostgreSQL."), ("hi", "hello")]
