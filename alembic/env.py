@@ -10,6 +10,7 @@ from sqlmodel import SQLModel
 
 import app.db.models  # noqa: F401  (registers every table)
 from app.db.engine import ensure_sqlite_dir, sync_url
+from app.db.fulltext import in_models
 from app.settings import Settings
 
 config = context.config
@@ -53,6 +54,7 @@ def run_migrations_online() -> None:
             target_metadata=target_metadata,
             render_as_batch=connection.dialect.name == "sqlite",
             compare_type=True,
+            include_object=in_models,  # the full-text index lives beside the models
         )
         with context.begin_transaction():
             if connection.dialect.name == "postgresql":

@@ -15,6 +15,8 @@ import app as app_package
 from app.api.body_limit import BodyLimitMiddleware
 from app.api.docs import install_docs
 from app.api.errors import install_error_handlers
+from app.api.mcp import PATH as MCP_PATH
+from app.api.mcp import McpEndpoint
 from app.api.openapi import install_openapi
 from app.api.request_context import REQUEST_ID_HEADER, RequestContextMiddleware
 from app.api.router import api_router
@@ -61,7 +63,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.runtime = parts
         app.state.database = parts.database
         await _warn_without_keys(app, parts.database)
-        yield
+        async with app.state.mcp.running():
+            yield
 
 
 async def _warn_without_keys(app: FastAPI, database: Database) -> None:
@@ -157,6 +160,9 @@ def create_app(
             max_age=settings.cors_max_age_seconds,
         )
     app.include_router(api_router)
+    # MCP's JSON-RPC endpoint: a plain ASGI route, so out of the OpenAPI document
+    app.state.mcp = McpEndpoint(settings)
+    app.add_route(MCP_PATH, app.state.mcp, methods=["GET", "POST", "DELETE"])
     install_console(app, settings)
     install_docs(app)
     install_openapi(app)

@@ -205,6 +205,29 @@ class Settings(BaseSettings):
     # small transaction has decided the merge: a chunk of 1,000 turns of 1 KB holds SQLite's
     # write lock for tens of milliseconds, commit included.
     merge_chunk_turns: int = Field(default=1000, ge=1)
+    # Full-text search of memory (GET /memory/search, the MCP tool `memory_search`): hits
+    # per answer when the request names no `limit`.
+    memory_search_limit_default: int = Field(default=10, ge=1)
+    # The most hits a memory search answers, whatever `limit` it names.
+    memory_search_limit_max: int = Field(default=50, ge=1)
+    # Words and phrases of a query that are searched for (the first ones): each is one more
+    # condition on the index.
+    memory_search_max_terms: int = Field(default=16, ge=1)
+    # A hit's line, in characters at most, cut around its first match.
+    memory_search_line_chars: int = Field(default=240, ge=40)
+    # Matches a search ranks at most, in turns and in L3 entries each: the newest ones.
+    # Ranking costs in proportion to the matches (~5 us each on SQLite), so a word most
+    # turns hold is ranked among the newest, not among a million.
+    memory_search_rank_window: int = Field(default=2_000, ge=1)
+    # Every answer of the MCP server at /mcp, in characters at most, its last line saying how
+    # to read on: ~8,000 tokens at ~4 characters a token (Claude Code refuses a tool output
+    # over 25,000 tokens).
+    mcp_answer_max_chars: int = Field(default=32_000, ge=2_000)
+    # Turns a `memory_timeline` call shows on each side of its point, at most.
+    mcp_timeline_max_turns: int = Field(default=20, ge=1)
+    # The MCP server's write tools (task_create, task_update, job_submit, job_status,
+    # job_comment); off: it only reads.
+    mcp_write_tools: bool = False
     # L1 summary length, 1/5 of L2.
     summary_target_ratio: float = 0.2  # 1/5 of the L2 length
     # An L1 request's `max_tokens` per character of the summary's target length: a line

@@ -39,7 +39,7 @@ from app.domain.items import dump_payload, load_payload
 from app.domain.tasks import replay
 from app.memory.render import clock
 from app.memory.timeref import second_of_day
-from app.services import memory
+from app.services import memory, memory_search
 from app.services.tasks import checkpoint_of, keep_checkpoint, load_store, rebuild, task_ops
 from app.settings import Settings
 from bench.common import Context, Row, Section, Stats
@@ -48,11 +48,13 @@ NAME = "replay"
 TITLE = "Replay and look-ups"
 TARGET = (
     "TaskStore rebuild at 100k log items < 0.5 s; detail by time and memory-block "
-    "rendering with 1M stored turns < 10 ms median."
+    "rendering with 1M stored turns < 10 ms median; full-text search < 20 ms median."
 )
 TENANT = "bench"
 REBUILD_TARGET_MS = 500.0
 LOOKUP_TARGET_MS = 10.0
+SEARCH_TARGET_MS = 20.0
+SEARCH_LIMITS = memory_search.SearchLimits.of(Settings())
 WINDOW = 20  # the default L2 window
 ZONE = ZoneInfo("UTC")  # the default display zone
 T0 = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
@@ -459,6 +461,11 @@ def _detail(session_id: str, reference: str) -> TimedCall:
     return lambda s: memory.detail(s, TENANT, session_id, reference, tz=ZONE)
 
 
+def _search(query: str, session_id: str | None = None) -> TimedCall:
+    request = memory_search.SearchRequest(query)
+    return lambda s: memory_search.search(s, TENANT, request, SEARCH_LIMITS, session_id=session_id)
+
+
 async def memory_rows(ctx: Context) -> tuple[list[Row], list[str]]:
     total = ctx.scale(1_000_000, 10_000)
     small = chain("ses_small", 2, 100, datetime(2026, 6, 1, 9, 0, tzinfo=UTC), 83)
@@ -492,12 +499,22 @@ async def memory_rows(ctx: Context) -> tuple[list[Row], list[str]]:
             _row(label, await _calls(db, calls, call), LOOKUP_TARGET_MS, calls=calls)
             for label, call in lookups
         ]
+        rare = f"question {big.turns // 2}"  # the words of one turn: a phrase and a number
+        searches = [
+            (f'search "{rare}", tenant-wide, {total:,} turns', _search(f'"{rare}"')),
+            (f'search "{rare}", {big.turns:,}-turn chain', _search(f'"{rare}"', big.head)),
+            (f"search `parser commas` (every turn), {total:,} turns", _search("parser commas")),
+        ]
+        rows += [
+            _row(label, await _calls(db, calls, call), SEARCH_TARGET_MS, calls=calls)
+            for label, call in searches
+        ]
         async with db.read() as session:
             block = await memory.memory_block(session, TENANT, big.head, limits=LIMITS, tz=ZONE)
     finally:
         await db.dispose()
-    rows[-1].data["block_chars"] = len(block.text)
-    rows[-1].data["counts"] = vars(block.counts)
+    rows[len(lookups) - 1].data["block_chars"] = len(block.text)
+    rows[len(lookups) - 1].data["counts"] = vars(block.counts)
     rows.insert(0, _row("for scale: a unit of work running one `SELECT 1`", floor, None))
     days = (big.ended_at(big.turns) - big.start).days
     notes = [

@@ -15,6 +15,7 @@ from app.api.routes import (
     jobs,
     mcp_servers,
     memory,
+    memory_search,
     metrics,
     pieces,
     sessions,
@@ -31,6 +32,7 @@ api_router.include_router(sessions.router)
 api_router.include_router(items.router)
 api_router.include_router(tasks.router)
 api_router.include_router(memory.router)
+api_router.include_router(memory_search.router)
 api_router.include_router(turns.router)
 api_router.include_router(chat.router)
 api_router.include_router(jobs.router)

@@ -13,9 +13,11 @@ characters and is never longer (`max_chars`, `STRATA_MEMORY_BLOCK_MAX_CHARS`, 9,
 1. the newest turns as L2, oldest of them first, as many of the `window` newest as can each
    have at least `MIN_L2_SHARE` characters; their room is shared fairly (a short turn takes
    what it needs, long ones split the rest evenly) and a turn longer than its share is cut
-   with a marker that names its time. When older turns follow, L2 fills at most `l2_ratio`
-   of the budget (`STRATA_MEMORY_BLOCK_L2_RATIO`, 0.7), so that long recent turns cannot
-   crowd every summary out; what L2 leaves unused goes to the summaries;
+   in its middle, its start and its end kept (its request and its conclusion), with a
+   marker that names its time. When older turns follow (or one of these has only a
+   summary), L2 fills at most `l2_ratio` of the budget (`STRATA_MEMORY_BLOCK_L2_RATIO`,
+   0.7), so that long recent turns cannot crowd every summary out; what L2 leaves unused
+   goes to the summaries; a turn with nothing to show takes no room;
 2. then older turns as L1 lines, newest first, each at most `LINE_MAX` characters, until the
    budget is spent;
 3. then a line counting the turns left out, and the guide line naming the detail look-up with
@@ -58,6 +60,8 @@ HEADING = "## Strata: session memory"
 RECENT_HEADING = "### Recent turns"
 EARLIER_HEADING = "### Earlier turns (summaries, newest first)"
 MIN_L2_SHARE = 300  # a turn shown whole gets at least this much room, or it becomes an L1 line
+# a cut turn's text keeps this share of its room at its start, the rest at its end
+CUT_HEAD_SHARE = 0.6
 LINE_MAX = 400  # an L1 line (or an unsummarized turn's L2 shown as one) is cut to this
 MIN_BLOCK_CHARS = 1000  # room for the heading, a few lines, the count and the guide line
 _OMITTED_RESERVE = 160  # the count line's longest form, digits and dates included
@@ -136,6 +140,18 @@ def cut(text: str, room: int, marker: str = "…") -> str:
     return (text[:keep].rstrip() + marker)[:room]
 
 
+def cut_between(text: str, room: int, marker: str, head_share: float) -> str:
+    """`text` in at most `room` characters: whole, or its start, `marker` and its end,
+    the start taking `head_share` of what the marker leaves (a turn's request is at its
+    start, its conclusion at its end)."""
+    if len(text) <= room:
+        return text
+    keep = max(room - len(marker), 0)
+    head = int(keep * head_share)
+    tail = keep - head
+    return (text[:head].rstrip() + marker + (text[-tail:].lstrip() if tail else ""))[:room]
+
+
 def _cut_marker(stamp: str) -> str:
     return f" [… cut; the whole turn: detail of {stamp}]"
 
@@ -168,8 +184,8 @@ def _pair_lines(turn: MemoryTurn, stamp: str, room: int) -> list[str]:
         fair = left // (len(sides) - count)
         rooms[i] = min(sizes[i], fair)
         left -= rooms[i]
-    marker = _cut_marker(stamp)
-    return [prefixes[i] + cut(texts[i], rooms[i], marker) for i in sides]
+    marker = _cut_marker(stamp) + " "
+    return [prefixes[i] + cut_between(texts[i], rooms[i], marker, CUT_HEAD_SHARE) for i in sides]
 
 
 def _pair_need(turn: MemoryTurn, stamp: str) -> int:
@@ -223,8 +239,11 @@ class MemoryBlockBuilder:
         turns before any older one. `older`: whether the chain has turns before these."""
         newest = list(newest_first[: self.window])
         room = self._room - len(RECENT_HEADING) - 2
-        if older or len(newest_first) > self.window or not all(map(_has_l2, newest)):
-            room = int(room * self.l2_ratio)  # leave the summaries their place
+        # leave the summaries their place, when there may be any: older turns, or one of
+        # these with a summary but no L2 (a turn with neither shows nothing at all)
+        summaries = any(not _has_l2(t) and _summary(t) is not None for t in newest)
+        if older or len(newest_first) > self.window or summaries:
+            room = int(room * self.l2_ratio)
         unused = self._room - len(RECENT_HEADING) - 2 - room
         chosen: list[_L2Turn] = []
         days: set[date] = set()

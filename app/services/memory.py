@@ -19,7 +19,13 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import MemoryDetail, Session
 from app.db.repositories.items import ItemRepository
-from app.db.repositories.memory import ChainRepository, MemoryRepository, NewestText, TurnBody
+from app.db.repositories.memory import (
+    ChainRepository,
+    FoundTurn,
+    MemoryRepository,
+    NewestText,
+    TurnBody,
+)
 from app.db.repositories.rows import RowRepository
 from app.db.types import utcnow
 from app.domain.errors import Conflict, InvalidInput, NotFound
@@ -228,16 +234,14 @@ def _rendered(row: NewestText) -> RenderedTurn:
     return RenderedTurn(row.ended_at, row.user_text, row.assistant_text, row.l1)
 
 
-async def detail(
-    db: AsyncSession, tenant: str, session_id: str, reference: str, *, tz: ZoneInfo
-) -> list[TurnDetail]:
-    """L2 and L3 of the turns at a time (or in a range) across the chain, newest first."""
+async def turns_at(
+    db: AsyncSession, owners: list[str], reference: str, *, tz: ZoneInfo
+) -> list[FoundTurn]:
+    """The turns of these sessions that ended at a time (or in a range), newest first."""
     try:
         ref = parse_time_ref(reference, tz)
     except ValueError as exc:
         raise InvalidInput(str(exc), field="time") from exc
-    session = await resolve(db, tenant, session_id)
-    owners = await owners_of(db, session)
     repo = MemoryRepository(db)
     if isinstance(ref.start, datetime) and isinstance(ref.end, datetime):
         end = ref.end + timedelta(seconds=1)  # the bounds are whole seconds, inclusive
@@ -249,9 +253,19 @@ async def detail(
         ranges = utc_second_ranges(ref, first, last, tz) if first and last else []
         candidates = await repo.turns_at_seconds(list(spans), ranges)
     matching = [t for t in candidates if ref.matches(t.ended_at, tz)]
+    matching.sort(key=lambda t: (t.ended_at, t.id), reverse=True)
+    return matching
+
+
+async def detail(
+    db: AsyncSession, tenant: str, session_id: str, reference: str, *, tz: ZoneInfo
+) -> list[TurnDetail]:
+    """L2 and L3 of the turns at a time (or in a range) across the chain, newest first."""
+    session = await resolve(db, tenant, session_id)
+    matching = await turns_at(db, await owners_of(db, session), reference, tz=tz)
     if not matching:
         raise NotFound(f"no turn of this session's chain ended at {reference!r}", time=reference)
-    matching.sort(key=lambda t: (t.ended_at, t.id), reverse=True)
+    repo = MemoryRepository(db)
     grouped: dict[int, dict[str, list[DetailEntry]]] = defaultdict(lambda: defaultdict(list))
     for row in await repo.details_of([t.id for t in matching]):
         entry = DetailEntry(row.source_id, row.tool_name, row.text, row.is_error)

@@ -16,6 +16,7 @@ from sqlmodel import SQLModel
 
 import app.db.models  # noqa: F401  (registers every table on SQLModel.metadata)
 from app.db.engine import Database
+from app.db.fulltext import in_models
 from app.db.migrate import downgrade_to_base, head_revision, upgrade_to_head
 from app.db.models import Item
 from app.db.models.item import AppendedItem
@@ -31,7 +32,8 @@ def table_names(engine: Engine) -> set[str]:
 
 def schema_differences(engine: Engine) -> list[Any]:
     with engine.connect() as connection:
-        context = MigrationContext.configure(connection, opts={"compare_type": True})
+        opts = {"compare_type": True, "include_object": in_models}
+        context = MigrationContext.configure(connection, opts=opts)
         return list(compare_metadata(context, SQLModel.metadata))
 
 

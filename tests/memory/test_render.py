@@ -195,9 +195,31 @@ def test_a_turn_longer_than_its_share_is_cut_with_a_marker_naming_its_time() -> 
     long = MemoryTurn(T0, "paste: " + "x" * 50_000, "It is a log.", None)
     text = render([long, *numbered(3, step=timedelta(hours=1))[1:]])
     line = next(line for line in text.splitlines() if line.startswith("[13:02:11] [user]: paste"))
-    assert line.endswith(" [… cut; the whole turn: detail of 13:02:11]")
+    assert " [… cut; the whole turn: detail of 13:02:11] " in line
     assert "[13:02:11] [assistant]: It is a log." in text  # the short side is whole
     assert len(text) <= BUDGET
+
+
+def test_a_cut_turn_keeps_its_head_and_its_end() -> None:
+    """A long answer's conclusion is at its end: the cut keeps both ends of the text."""
+    long = MemoryTurn(T0, "Why?", "Because: " + "detail " * 5_000 + "So the fix is X.", None)
+
+    line = next(line for line in render([long]).splitlines() if "[assistant]:" in line)
+
+    assert line.startswith("[13:02:11] [assistant]: Because: detail")
+    assert " [… cut; the whole turn: detail of 13:02:11] " in line
+    assert line.endswith("So the fix is X.")
+
+
+def test_a_turn_with_nothing_to_show_leaves_the_recent_turns_all_the_room() -> None:
+    """An empty turn (a session's turn before its first prompt) has nothing for the room
+    the recent turns would leave to summaries: the block is the same without it."""
+    long = [
+        MemoryTurn(T0 + timedelta(minutes=i), "u" * 3_000, "v" * 3_000, None) for i in range(1, 6)
+    ]
+    empty = MemoryTurn(T0, "", "", None)
+
+    assert render([empty, *long]) == render(long)
 
 
 def test_short_turns_take_what_they_need_and_long_ones_share_the_rest() -> None:

@@ -71,7 +71,8 @@ TimeRef = Annotated[
     description=(
         "At most `max_chars` characters (default `STRATA_MEMORY_BLOCK_MAX_CHARS`, 9,500): "
         "the predecessor chain's newest turns whole (L2, up to 20, oldest first; a turn "
-        "longer than its share cut with a marker), then older turns as one-line summaries "
+        "longer than its share cut in its middle, both ends kept, with a marker), then older "
+        "turns as one-line summaries "
         "(L1, newest first), then a line counting the turns left out and the guide line "
         "naming the detail look-up with a real time from the block (`/sc-detail` for a "
         "Claude Code session, the `Detail` tool otherwise). Times are `[HH:MM:SS]` in the "

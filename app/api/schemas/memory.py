@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -69,3 +70,22 @@ class MergeRequest(BaseModel):
         pattern=r"^ses_[0-9A-HJKMNP-TV-Z]{26}$",
         description="The session that takes the turns.",
     )
+
+
+class SearchHitPublic(BaseModel):
+    time: str = Field(
+        description="When the turn ended, `YYYY-MM-DD HH:MM:SS` in the display time zone: "
+        "what the detail look-up takes."
+    )
+    ended_at: datetime
+    session_id: str = Field(description="The session the turn happened in.")
+    turn: int = Field(description="The turn's number in that session.")
+    layer: Literal["L1", "L2", "L3"] = Field(
+        description="Where the words were found: L1 the turn's summary, L2 the user's and "
+        "the assistant's text, L3 a tool input or output or a system message."
+    )
+    line: str = Field(description="The line that matched best, `[source]: text`, cut around it.")
+
+
+class SearchList(BaseModel):
+    data: list[SearchHitPublic] = Field(description="The hits, best first.")
