@@ -7,6 +7,7 @@ from fastapi import APIRouter
 from app.api.routes import (
     chat,
     events,
+    files,
     health,
     hooks,
     items,
@@ -36,5 +37,6 @@ api_router.include_router(tools.router)
 api_router.include_router(events.router)
 api_router.include_router(hooks.router)
 api_router.include_router(webhooks.router)
+api_router.include_router(files.router)
 api_router.include_router(metrics.router)
 api_router.include_router(tool_policy.router)

@@ -15,7 +15,14 @@ from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.domain.items import ContentBlock, ImageBlock, TextBlock, ThinkingBlock, UserBlock
+from app.domain.items import (
+    ContentBlock,
+    DocumentBlock,
+    ImageBlock,
+    TextBlock,
+    ThinkingBlock,
+    UserBlock,
+)
 from app.domain.usage import Usage
 
 
@@ -28,7 +35,9 @@ class ToolResultBlock(BaseModel):
     is_error: bool = False
 
 
-MessageBlock = Annotated[ContentBlock | ToolResultBlock, Field(discriminator="type")]
+MessageBlock = Annotated[
+    ContentBlock | DocumentBlock | ToolResultBlock, Field(discriminator="type")
+]
 
 
 Role = Literal["user", "assistant"]

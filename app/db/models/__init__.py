@@ -3,6 +3,7 @@
 from app.db.models.api_key import ApiKey
 from app.db.models.comment import Comment
 from app.db.models.event import Event
+from app.db.models.file import StoredFile
 from app.db.models.item import Item
 from app.db.models.job import Job
 from app.db.models.memory import MemoryDetail, MemoryTurn
@@ -26,6 +27,7 @@ __all__ = [
     "MemoryDetail",
     "MemoryTurn",
     "Session",
+    "StoredFile",
     "TaskCheckpoint",
     "TenantToolPolicy",
     "WebhookAttempt",
