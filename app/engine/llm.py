@@ -68,6 +68,19 @@ class Message(BaseModel):
         ]
         return {"role": self.role, "content": blocks} if blocks else None
 
+    @cached_property
+    def attached(self) -> tuple[ImageBlock | DocumentBlock, ...]:
+        """Its images and documents, those in its tool results too, found once: every
+        request looks for them (`app.engine.media`), and a segment's messages are shared
+        by its requests."""
+        found: list[ImageBlock | DocumentBlock] = []
+        for block in self.content:
+            if isinstance(block, ImageBlock | DocumentBlock):
+                found.append(block)
+            elif isinstance(block, ToolResultBlock) and not isinstance(block.content, str):
+                found.extend(b for b in block.content if isinstance(b, ImageBlock | DocumentBlock))
+        return tuple(found)
+
 
 def _sendable(block: MessageBlock) -> bool:
     if isinstance(block, ThinkingBlock):

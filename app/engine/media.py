@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from app.domain.files import PDF_TYPE, block_placeholder
 from app.domain.items import DocumentBlock, FileRef, ImageBlock, TextBlock
@@ -48,19 +47,11 @@ def block_bytes(block: Attached) -> int:
     return len(data) * 3 // 4 if isinstance(data, str) else 0
 
 
-def _attached(blocks: Sequence[Any]) -> Iterator[Attached]:
-    for block in blocks:
-        if isinstance(block, ImageBlock | DocumentBlock):
-            yield block
-        elif isinstance(block, ToolResultBlock) and not isinstance(block.content, str):
-            yield from (b for b in block.content if isinstance(b, ImageBlock | DocumentBlock))
-
-
 def media_load(messages: Sequence[Message]) -> tuple[int, int]:
     """How many images and documents the messages carry, and their bytes before base64."""
     count = size = 0
     for message in messages:
-        for block in _attached(message.content):
+        for block in message.attached:
             count += 1
             size += block_bytes(block)
     return count, size
@@ -70,7 +61,7 @@ def names_files(messages: Sequence[Message]) -> bool:
     """Whether a request must be rebuilt before it goes: a block names a stored file, or
     an assistant message holds an image or document."""
     for message in messages:
-        for block in _attached(message.content):
+        for block in message.attached:
             if block.file is not None or message.role == "assistant":
                 return True
     return False
@@ -84,7 +75,7 @@ def _carried(messages: Sequence[Message], max_count: int, max_bytes: int) -> set
     for message in reversed(messages):
         if message.role != "user":
             continue
-        for block in reversed(list(_attached(message.content))):
+        for block in reversed(message.attached):
             bytes_ = block_bytes(block)
             if count + 1 > max_count or size + bytes_ > max_bytes:
                 continue
@@ -134,7 +125,7 @@ class MediaLLM:
         wanted = {
             block.file.file_id
             for message in messages
-            for block in _attached(message.content)
+            for block in message.attached
             if id(block) in kept and block.file is not None
         }
         contents = await self._load(sorted(wanted)) if wanted else {}
@@ -152,7 +143,7 @@ class MediaLLM:
             return _wire(block.file, data, block)
 
         def rebuilt(message: Message) -> Message:
-            if not any(True for _ in _attached(message.content)):
+            if not message.attached:
                 return message
             blocks: list[MessageBlock] = []
             for block in message.content:
