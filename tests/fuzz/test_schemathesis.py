@@ -126,12 +126,6 @@ CONFIG = SchemathesisConfig.from_dict(
 )
 
 
-@schemathesis.serializer("application/pdf", "text/markdown")
-def _file_bytes(ctx: Any, value: Any) -> bytes:
-    """`POST /files` takes these as raw bodies: the generated value as its bytes."""
-    return value if isinstance(value, bytes) else str(value).encode()
-
-
 schema = schemathesis.openapi.from_path(OPENAPI, config=CONFIG)
 
 # Hypothesis warns when the global `random` state moves while it draws a case; here the app's

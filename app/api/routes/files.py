@@ -31,7 +31,6 @@ FileId = Annotated[
 # where /files's own body limit applies (`app.main`): the largest file and a form's framing
 UPLOAD_PATH = r"/files$"
 _BINARY = {"schema": {"type": "string", "format": "binary"}}
-_EXAMPLES = {"text/plain": "Notes the agent should read.", "text/markdown": "# Notes\n- one"}
 _CONTENT: dict[str, Any] = {
     "description": "The file (an image, PDF or text shown inline or saved as an attachment), "
     "with `nosniff` and a sandboxing CSP",
@@ -45,10 +44,12 @@ _CONTENT: dict[str, Any] = {
     name="upload",
     summary="Store a file to attach to messages",
     description=(
-        "The body is the file with its `Content-Type` (its name in `filename`), or a "
-        "`multipart/form-data` form whose `file` field holds it. The type is told from "
+        "The body is the file with its own `Content-Type` (`image/png`, `application/pdf`, "
+        "`text/markdown`, ...; or `application/octet-stream`) and its name in `filename`, "
+        "or a `multipart/form-data` form whose `file` field holds it. The type is told from "
         "the content: PNG, JPEG, GIF and WebP images and PDFs by their bytes, text "
-        "(`text/plain`, `text/markdown`) when declared so and UTF-8; anything else is "
+        "(`text/plain`, `text/markdown`) when declared so, or named `.txt` / `.md`, and "
+        "UTF-8; anything else is "
         "415. Over STRATA_FILE_MAX_BYTES 413; an image over STRATA_FILE_IMAGE_MAX_PIXELS "
         "on a side, a PDF over STRATA_FILE_PDF_MAX_PAGES pages or encrypted 422: the "
         "Messages API's own limits, so a stored file is never refused later."
@@ -57,11 +58,10 @@ _CONTENT: dict[str, Any] = {
     openapi_extra={
         "requestBody": {
             "required": True,
+            # the file's own type (image/png, application/pdf, text/markdown ...) is what a
+            # client sends; generated clients know only these two kinds of body
             "content": {
-                **{
-                    media_type: {**_BINARY, "example": _EXAMPLES.get(media_type, "(its bytes)")}
-                    for media_type in (*MEDIA_TYPES, "application/octet-stream")
-                },
+                "application/octet-stream": {**_BINARY, "example": "Notes the agent should read."},
                 "multipart/form-data": {
                     "schema": {
                         "type": "object",
