@@ -168,23 +168,17 @@ async def delete_file(database: UnitsOfWork, settings: Settings, tenant: str, fi
     """Forget the file; its bytes go too unless another file of the tenant has them.
     Messages that named it keep naming it: their requests carry a placeholder instead."""
 
-    async def forget(db: AsyncSession) -> StoredFile:
+    async def forget(db: AsyncSession) -> tuple[StoredFile, bool]:
         repository = FileRepository(db)
         row = await repository.get(tenant, file_id)
         if row is None:
             raise NotFound(f"file {file_id!r} does not exist", resource="file")
         await repository.remove(row)
-        return row
+        return row, await repository.shares_content(tenant, row.sha256)
 
-    row = await database.write(forget)
-
-    async def shared(db: AsyncSession) -> bool:
-        return await FileRepository(db).shares_content(tenant, row.sha256)
-
-    async with database.read() as db:
-        if await shared(db):
-            return
-    blob_path(settings, tenant, row.sha256).unlink(missing_ok=True)
+    row, shared = await database.write(forget)
+    if not shared:  # after the commit: an upload of the same bytes writes them again
+        blob_path(settings, tenant, row.sha256).unlink(missing_ok=True)
 
 
 def file_ref(row: StoredFile) -> FileRef:
