@@ -20,6 +20,7 @@ from app.api.mcp import McpEndpoint
 from app.api.openapi import install_openapi
 from app.api.request_context import REQUEST_ID_HEADER, RequestContextMiddleware
 from app.api.router import api_router
+from app.api.routes.files import UPLOAD_PATH as FILES_UPLOAD_PATH
 from app.api.site_guard import SiteGuardMiddleware, SitePolicy
 from app.api.strict_json import StrictJSONMiddleware
 from app.console.api import HOST as CONSOLE_HOST
@@ -136,6 +137,7 @@ def create_app(
             r"/hooks/": settings.hook_max_body_bytes,
             r"/jobs/[^/]+/files/input/": settings.max_workspace_file_bytes,
             UPLOAD_PATH: settings.max_workspace_file_bytes + FORM_OVERHEAD_BYTES,
+            FILES_UPLOAD_PATH: settings.file_max_bytes + FORM_OVERHEAD_BYTES,
         },
     )
     app.add_middleware(

@@ -327,6 +327,24 @@ class Settings(BaseSettings):
     # Largest file `PUT` into a job's `input/`.
     max_workspace_file_bytes: int = 16 * 1024 * 1024
 
+    # --- files (POST /files) and their use in messages ----------------------
+    # Largest file `POST /files` stores, in bytes (the Messages API takes 32 MB a request).
+    file_max_bytes: int = Field(default=32 * 1024 * 1024, ge=1)
+    # An image's longest side at most, in pixels: the Messages API's own limit, so an image
+    # Strata stores is never refused when a request carries it.
+    file_image_max_pixels: int = Field(default=8000, ge=1)
+    # A PDF's pages at most: the Messages API's own limit, as for images.
+    file_pdf_max_pages: int = Field(default=100, ge=1)
+    # The tokens a PDF page is estimated at (its text and its picture: ~1,500 to 3,000).
+    file_pdf_page_tokens: int = Field(default=2000, ge=1)
+    # Images and documents one LLM request carries at most: past this (or the bytes below),
+    # a chat compacts first, and what still does not fit is sent as a placeholder naming
+    # the file, the oldest first.
+    request_media_max_count: int = Field(default=20, ge=0)
+    # The bytes of the images and documents one LLM request carries at most, before base64
+    # (which adds a third); as for their count.
+    request_media_max_bytes: int = Field(default=20 * 1024 * 1024, ge=0)
+
     # --- tool policies -------------------------------------------------------
     # A JSON file holding a list of tool policy rules, the operator's layer over every
     # tenant's calls; one that cannot be read or holds a bad rule stops the process at

@@ -14,9 +14,11 @@ from app.db.engine import Database
 from app.domain.tool_policy import RuleBounds, ToolRule
 from app.engine.anthropic import AnthropicLLM
 from app.engine.llm import LLM
+from app.engine.media import MediaLLM
 from app.engine.pieces import BUILTIN_DIR, PieceCatalog, load_catalog
 from app.engine.tools import ToolRegistry
 from app.observability.metered_llm import MeteredLLM
+from app.services.files import FileContents
 from app.services.live import LiveHub, run_clock
 from app.services.live_bridge import PgLiveBridge
 from app.services.mcp_attach import operator_servers
@@ -145,9 +147,15 @@ async def runtime(
     parts = Runtime(
         settings=settings,
         database=database,
-        llm=MeteredLLM(
-            owned_llm if owned_llm is not None else llm,  # type: ignore[arg-type]
-            settings.step_gap_jobs,
+        # requests carry the stored files their messages name (`app.engine.media`)
+        llm=MediaLLM(
+            MeteredLLM(
+                owned_llm if owned_llm is not None else llm,  # type: ignore[arg-type]
+                settings.step_gap_jobs,
+            ),
+            FileContents(database, settings),
+            max_count=settings.request_media_max_count,
+            max_bytes=settings.request_media_max_bytes,
         ),
         tools=registry,
         hub=hub,

@@ -155,6 +155,7 @@ SessionCursor = id_cursor("ses")
 JobCursor = id_cursor("job")
 WebhookCursor = id_cursor("wh")
 DeliveryCursor = id_cursor("msg")
+FileCursor = id_cursor("fil")
 SeqCursor = Annotated[
     str | None,
     Query(

@@ -22,6 +22,7 @@ from app.db.engine import TRANSIENT_ERRORS, is_transient
 from app.domain.errors import (
     PROBLEM_PREFIX,
     Conflict,
+    ContentTooLarge,
     DomainError,
     Forbidden,
     InvalidInput,
@@ -29,6 +30,7 @@ from app.domain.errors import (
     ServerBusy,
     TooManyRequests,
     Unauthorized,
+    UnsupportedMediaType,
     UpstreamFailed,
 )
 from app.domain.ids import new_id
@@ -62,6 +64,8 @@ _STATUS_BY_ERROR: Final[dict[type[DomainError], int]] = {
     Forbidden: 403,
     NotFound: 404,
     Conflict: 409,
+    ContentTooLarge: 413,
+    UnsupportedMediaType: 415,
     InvalidInput: 422,
     TooManyRequests: 429,
     ServerBusy: 503,

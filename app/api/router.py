@@ -9,6 +9,7 @@ from app.api.routes import (
     api_keys,
     chat,
     events,
+    files,
     health,
     hooks,
     items,
@@ -42,6 +43,7 @@ api_router.include_router(tools.router)
 api_router.include_router(events.router)
 api_router.include_router(hooks.router)
 api_router.include_router(webhooks.router)
+api_router.include_router(files.router)
 api_router.include_router(metrics.router)
 api_router.include_router(tool_policy.router)
 api_router.include_router(api_keys.router)

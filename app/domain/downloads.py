@@ -53,3 +53,19 @@ def download_policy(path: str) -> Download:
             "Content-Security-Policy": "sandbox",
         },
     )
+
+
+def stored_file_download(filename: str, media_type: str) -> Download:
+    """A stored file (`POST /files`) by its checked type: a raster image shown inline, a
+    PDF or text file saved as an attachment; `nosniff` and the sandbox always."""
+    disposition = "inline" if media_type in SAFE_IMAGE_TYPES.values() else "attachment"
+    if media_type.startswith("text/"):
+        media_type = f"{media_type}; charset=utf-8"
+    return Download(
+        media_type=media_type,
+        headers={
+            "Content-Disposition": f"{disposition}; filename*=UTF-8''{quote(filename, safe='')}",
+            "X-Content-Type-Options": "nosniff",
+            "Content-Security-Policy": "sandbox",
+        },
+    )

@@ -72,6 +72,20 @@ class InvalidInput(DomainError):
     title = "Invalid input"
 
 
+class ContentTooLarge(DomainError):
+    """A body larger than its endpoint takes."""
+
+    slug = "payload-too-large"
+    title = "Content too large"
+
+
+class UnsupportedMediaType(DomainError):
+    """Content of a type the endpoint does not take."""
+
+    slug = "unsupported-media-type"
+    title = "Unsupported media type"
+
+
 class Unauthorized(DomainError):
     slug = "unauthorized"
     title = "Unauthorized"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from app.domain.usage import Usage
 
@@ -50,15 +50,48 @@ class ThinkingBlock(_Block):
     signature: str | None = None
 
 
-class ImageBlock(_Block):
+class FileRef(_Block):
+    """A stored file (`POST /files`) that a block carries by reference: the log keeps this,
+    a request carries the file's bytes (`app.engine.media`). What it says of the file is
+    what a request's size and a placeholder need, so neither reads the file."""
+
+    file_id: str
+    filename: str
+    media_type: str
+    size: int = Field(description="Bytes.")
+    width: int | None = None
+    height: int | None = None
+    pages: int | None = None
+    tokens: int = Field(description="The tokens a request that carries it costs, about.")
+
+
+class _Attached(_Block):
+    """A block whose content is either given (`source`, as the Messages API takes it) or a
+    stored file (`file`); exactly one of the two."""
+
+    source: dict[str, Any] | None = None
+    file: FileRef | None = None
+
+    @model_validator(mode="after")
+    def _one_content(self) -> _Attached:
+        if (self.source is None) == (self.file is None):
+            raise ValueError("a block holds exactly one of `source` and `file`")
+        return self
+
+
+class ImageBlock(_Attached):
     type: Literal["image"] = "image"
-    source: dict[str, Any]
+
+
+class DocumentBlock(_Attached):
+    type: Literal["document"] = "document"
+    title: str | None = None
 
 
 ContentBlock = Annotated[
     TextBlock | ToolUseBlock | ThinkingBlock | ImageBlock, Field(discriminator="type")
 ]
-UserBlock = Annotated[TextBlock | ImageBlock, Field(discriminator="type")]
+UserBlock = Annotated[TextBlock | ImageBlock | DocumentBlock, Field(discriminator="type")]
 
 
 class _Payload(BaseModel):

@@ -19,9 +19,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from app.domain.files import block_placeholder
 from app.domain.items import (
     AssistantMessage,
     CompactSummary,
+    DocumentBlock,
+    ImageBlock,
     ItemPayload,
     SystemMessage,
     TaskEvent,
@@ -54,7 +57,14 @@ def _clip(text: str, limit: int) -> str:
 
 
 def _text(blocks: Sequence[object]) -> str:
-    return "\n".join(b.text for b in blocks if isinstance(b, TextBlock))
+    """The blocks' text; an image or document as its placeholder (`[image: plan.png
+    1200x800]`, with a multiplication sign): the summary request carries no file, so it
+    always fits, and the new segment still says what was attached."""
+    return "\n".join(
+        b.text if isinstance(b, TextBlock) else block_placeholder(b)
+        for b in blocks
+        if isinstance(b, TextBlock | ImageBlock | DocumentBlock)
+    )
 
 
 def transcript(

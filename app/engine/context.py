@@ -19,7 +19,8 @@ movement (or chat segment):
   the job fails (``context-exhausted``).
 
 The estimator counts what the model reads (text, a tool call's name and JSON input, a
-tool result's text, the system prompt and the tool definitions) and adds
+tool result's text, the system prompt and the tool definitions, a stored file's images
+and pages at their own estimate, `FileRef.tokens`) and adds
 :data:`BLOCK_OVERHEAD_CHARS` per block, message and tool for the framing around them,
 so it errs on the high side. When the API still refuses a request as too long (its
 tokenizer counts denser than 4 characters a token, as for code or non-English text), the
@@ -41,7 +42,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeVar
 
-from app.domain.items import ImageBlock, TextBlock, ThinkingBlock, ToolUseBlock
+from app.domain.items import DocumentBlock, ImageBlock, TextBlock, ThinkingBlock, ToolUseBlock
 from app.engine.llm import LLMRequest, Message, MessageBlock, ToolResultBlock, ToolSpec
 
 T = TypeVar("T")
@@ -101,7 +102,12 @@ def block_chars(block: MessageBlock) -> int:
         if isinstance(block.content, str):
             return BLOCK_OVERHEAD_CHARS + len(block.content)
         return BLOCK_OVERHEAD_CHARS + sum(block_chars(inner) for inner in block.content)
-    if isinstance(block, ImageBlock):
+    if isinstance(block, ImageBlock | DocumentBlock):
+        if block.file is not None:  # a stored file: its own estimate (pixels, pages, text)
+            return BLOCK_OVERHEAD_CHARS + int(block.file.tokens * DEFAULT_CHARS_PER_TOKEN)
+        if isinstance(block, DocumentBlock):
+            data = (block.source or {}).get("data")
+            return BLOCK_OVERHEAD_CHARS + (len(data) if isinstance(data, str) else IMAGE_CHARS)
         return BLOCK_OVERHEAD_CHARS + IMAGE_CHARS
     if isinstance(block, ThinkingBlock):
         return 0  # never sent (see app.engine.anthropic)

@@ -15,7 +15,14 @@ from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.domain.items import ContentBlock, ImageBlock, TextBlock, ThinkingBlock, UserBlock
+from app.domain.items import (
+    ContentBlock,
+    DocumentBlock,
+    ImageBlock,
+    TextBlock,
+    ThinkingBlock,
+    UserBlock,
+)
 from app.domain.usage import Usage
 
 
@@ -28,7 +35,9 @@ class ToolResultBlock(BaseModel):
     is_error: bool = False
 
 
-MessageBlock = Annotated[ContentBlock | ToolResultBlock, Field(discriminator="type")]
+MessageBlock = Annotated[
+    ContentBlock | DocumentBlock | ToolResultBlock, Field(discriminator="type")
+]
 
 
 Role = Literal["user", "assistant"]
@@ -58,6 +67,19 @@ class Message(BaseModel):
             if _sendable(block)
         ]
         return {"role": self.role, "content": blocks} if blocks else None
+
+    @cached_property
+    def attached(self) -> tuple[ImageBlock | DocumentBlock, ...]:
+        """Its images and documents, those in its tool results too, found once: every
+        request looks for them (`app.engine.media`), and a segment's messages are shared
+        by its requests."""
+        found: list[ImageBlock | DocumentBlock] = []
+        for block in self.content:
+            if isinstance(block, ImageBlock | DocumentBlock):
+                found.append(block)
+            elif isinstance(block, ToolResultBlock) and not isinstance(block.content, str):
+                found.extend(b for b in block.content if isinstance(b, ImageBlock | DocumentBlock))
+        return tuple(found)
 
 
 def _sendable(block: MessageBlock) -> bool:

@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, assert_never
 
+from app.domain.files import block_placeholder
 from app.domain.items import (
     AssistantMessage,
     CompactSummary,
+    DocumentBlock,
     ImageBlock,
     ItemPayload,
     SystemMessage,
@@ -153,6 +155,20 @@ class _Projector:
     def image(self, item: TurnItem, index: int) -> None:
         self.detail("image", f"{item.key}:image:{index}", None, IMAGE_PLACEHOLDER)
 
+    def attached(self, item: TurnItem, index: int, block: ImageBlock | DocumentBlock) -> None:
+        """What a user attached: an image as an `image` detail, a document as a `system`
+        one, each saying the file (its name, size in pixels or pages, and id); the bytes
+        stay in the file store."""
+        if block.file is None:
+            if isinstance(block, ImageBlock):
+                self.image(item, index)
+            return
+        text = f"{block_placeholder(block)} {block.file.file_id}"
+        if isinstance(block, ImageBlock):
+            self.detail("image", f"{item.key}:image:{index}", None, text)
+        else:
+            self.detail("system", f"{item.key}:document:{index}", None, text)
+
     def add(self, item: TurnItem) -> None:
         payload = item.payload
         if isinstance(payload, UserMessage):
@@ -164,7 +180,7 @@ class _Projector:
                 if isinstance(user_block, TextBlock):
                     self.text(self.user_parts, user_block.text)
                 else:
-                    self.image(item, index)
+                    self.attached(item, index, user_block)
         elif isinstance(payload, AssistantMessage):
             for index, block in enumerate(payload.content):
                 if isinstance(block, TextBlock):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
+from typing import Any
 
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -12,7 +14,7 @@ from app.db.repositories.jobs import JobRepository
 from app.db.repositories.sessions import SessionRepository
 from app.domain.errors import Conflict
 from app.domain.ids import new_id
-from app.domain.items import ItemPayload, Origin, user_text
+from app.domain.items import ItemPayload, Origin, TextBlock, UserBlock, UserMessage, user_text
 from app.domain.jobs import JobKind
 from app.services.items import add_item, append_item
 from app.services.jobs import enqueue, interrupt_job
@@ -31,7 +33,11 @@ class IfBusy(StrEnum):
 
 
 async def send_message(
-    db: AsyncSession, tenant: str, session_id: str, text: str, if_busy: IfBusy
+    db: AsyncSession,
+    tenant: str,
+    session_id: str,
+    message: str | Sequence[UserBlock],
+    if_busy: IfBusy,
 ) -> Job:
     """Enqueue a chat turn. On an idle session the user item is appended now; behind a
     running turn it is appended when its own turn starts, so turns never interleave.
@@ -57,7 +63,7 @@ async def send_message(
         session_id=session_id,
         kind=JobKind.chat,
         turn=turn,
-        input={"text": text},
+        input=_job_input([TextBlock(text=message)] if isinstance(message, str) else message),
         steer=busy and if_busy is IfBusy.steer,
     )
     if busy:
@@ -84,8 +90,17 @@ async def enqueue_compaction(db: AsyncSession, tenant: str, session_id: str) -> 
     )
 
 
+def _job_input(blocks: Sequence[UserBlock]) -> dict[str, Any]:
+    """A chat job's input: the message's text, or its blocks when it attaches files."""
+    if len(blocks) == 1 and isinstance(blocks[0], TextBlock):
+        return {"text": blocks[0].text}
+    return {"content": [block.model_dump(mode="json", exclude_none=True) for block in blocks]}
+
+
 def _user_item(job: Job) -> ItemPayload:
     """The user item a chat job's input makes."""
+    if "content" in job.input:
+        return UserMessage.model_validate({"content": job.input["content"]})
     return user_text(job.input["text"])
 
 

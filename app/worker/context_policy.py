@@ -4,8 +4,9 @@ Both policies estimate each outbound request from memory (the last answered requ
 usage plus the characters added since, `app.engine.context`), so the check costs no
 database round trip. They differ in what they do when the window fills:
 
-* **chat**: at the force threshold the segment is compacted *before* the request is
-  sent, and the request is built again from the new segment;
+* **chat**: at the force threshold, or with more images and documents than a request
+  carries (STRATA_REQUEST_MEDIA_MAX_COUNT / _BYTES), the segment is compacted *before* the
+  request is sent, and the request is built again from the new segment;
 * **movements** (seed 004): a `context.<action>` event for each threshold crossed, the
   wrap-up message at 85%, the forced transition at 95% — each once per movement. A
   movement whose first request (its own prompt, before any answer) is at the force
@@ -38,6 +39,7 @@ from app.engine.context import (
 )
 from app.engine.llm import LLMRequest, LLMResponse
 from app.engine.loop import REBUILD, SEND, STOP, ContextVerdict, Note, TurnStore
+from app.engine.media import media_load
 from app.engine.truncation import ResponseBudget, result_budget
 from app.services.events import record_event
 from app.settings import Settings
@@ -141,9 +143,17 @@ class ChatContext(_Measured):
         # cannot help this turn, so it is not tried before every request again
         self._compaction_futile = False
 
+    def _media_over_budget(self, request: LLMRequest) -> bool:
+        """The request carries more images and documents than one may: a new segment
+        leaves the older ones behind, where a placeholder for each would change the
+        segment's prefix under the prompt cache."""
+        count, size = media_load(request.messages)
+        settings = self.settings
+        return count > settings.request_media_max_count or size > settings.request_media_max_bytes
+
     async def before_request(self, request: LLMRequest) -> ContextVerdict:
         check = self.manager.check(self.size(request))
-        at_force = self.manager.at_force(check.ratio)
+        at_force = self.manager.at_force(check.ratio) or self._media_over_budget(request)
         why = "compaction did not make it small enough"
         if self._just_compacted:
             self._just_compacted = False

@@ -231,7 +231,7 @@ def test_images_in_tool_results_are_sent_as_blocks() -> None:
     params = wire_params(request(messages))
 
     [block] = params["messages"][2]["content"]
-    assert block["content"] == [image.model_dump(mode="json")]
+    assert block["content"] == [image.model_dump(mode="json", exclude_none=True)]
 
 
 def test_tools_are_sent_with_name_description_and_input_schema() -> None:

@@ -22,7 +22,8 @@ Steps (builders return small frozen dataclasses):
 Strictness: a request with nothing scripted gets a 500 (with `x-should-retry: false`, so the
 SDK fails at once instead of retrying) and is recorded in `unexpected`; so are requests to
 other paths and requests the real API would reject (see `validate_request`), which get the
-real API's 400 `invalid_request_error` and message. `assert_all_consumed()` fails on
+real API's 400 `invalid_request_error` and message (a body over 32 MB its 413
+`request_too_large`). `assert_all_consumed()` fails on
 unexpected requests and on steps left in the queue.
 
 Tokens: the fake counts a request's tokens with `count_tokens` (characters of the content
@@ -43,11 +44,14 @@ with it the SDK backs off about 0.5 s.)
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import itertools
 import json
 import math
 import re
 import socket
+import struct
 import threading
 import time
 from collections import deque
@@ -354,6 +358,8 @@ def _block_chars(block: Any) -> tuple[int, int]:
     kind = block.get("type")
     if kind == "image":
         return 0, BLOCK_TOKENS + IMAGE_TOKENS
+    if kind == "document":
+        return 0, BLOCK_TOKENS + _document_tokens(block)
     if kind == "text":
         return len(str(block.get("text", ""))), BLOCK_TOKENS
     if kind == "tool_use":
@@ -494,7 +500,8 @@ def validate_request(
     call ids of the shape `^[a-zA-Z0-9_-]+$`; tool blocks only in a request that defines
     tools; the tool-use pairing rules (every tool_use in an assistant message is answered by
     a tool_result in the next message, tool_result ids match the previous assistant
-    message, and tool_result blocks come first in their message); and, given
+    message, and tool_result blocks come first in their message); image and document
+    blocks as the real API reads them (`_media_problem`); and, given
     `context_window_tokens`, that the prompt (`count_tokens`) fits the window, and so does
     the prompt with `max_tokens` of output.
     """
@@ -540,6 +547,8 @@ def validate_request(
         if (problem := _has_text(blocks, types)) is not None:
             return problem
         if (problem := _refused_tool_id(index, blocks, types)) is not None:
+            return problem
+        if (problem := _media_problem(index, role, blocks, types)) is not None:
             return problem
         if not defines_tools and any(t in ("tool_use", "tool_result") for t in types):
             return (
@@ -595,6 +604,184 @@ def validate_request(
                 f"> {context_window_tokens}, decrease input length or `max_tokens` and try again"
             )
     return None
+
+
+# ------------------------------------------------------------------- images and documents
+
+REQUEST_MAX_BYTES = 32 * 1024 * 1024
+"""The largest request body the real Messages API takes (32 MB); a larger one is a 413."""
+IMAGE_MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+IMAGE_MAX_PIXELS = 8000
+"""The real API refuses an image over this many pixels on either side."""
+PDF_PAGE_TOKENS = 2_000
+"""Tokens of one PDF page (its text and its picture) as the fake counts them."""
+_PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
+
+
+def _image_kind(data: bytes) -> str | None:
+    """The image type the bytes are, told by their magic bytes (independently of Strata)."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data[:6] in (b"GIF87a", b"GIF89a"):
+        return "image/gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def _image_dimensions(kind: str, data: bytes) -> tuple[int, int] | None:
+    """Width and height from the image's header, or None when it cannot tell."""
+    try:
+        if kind == "image/png":
+            return struct.unpack(">II", data[16:24])
+        if kind == "image/gif":
+            return struct.unpack("<HH", data[6:10])
+        if kind == "image/webp":
+            chunk = data[12:16]
+            if chunk == b"VP8X":
+                return (
+                    1 + int.from_bytes(data[24:27], "little"),
+                    1 + int.from_bytes(data[27:30], "little"),
+                )
+            if chunk == b"VP8L":
+                bits = int.from_bytes(data[21:25], "little")
+                return 1 + (bits & 0x3FFF), 1 + ((bits >> 14) & 0x3FFF)
+            if chunk == b"VP8 ":
+                width, height = struct.unpack("<HH", data[26:30])
+                return width & 0x3FFF, height & 0x3FFF
+            return None
+        at = 2  # JPEG: walk the segments to a start-of-frame marker
+        while at + 9 <= len(data):
+            marker = data[at + 1]
+            if data[at] != 0xFF:
+                return None
+            if marker in range(0xD0, 0xDA) or marker == 0x01:
+                at += 2
+                continue
+            if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+                height, width = struct.unpack(">HH", data[at + 5 : at + 9])
+                return width, height
+            at += 2 + int.from_bytes(data[at + 2 : at + 4], "big")
+    except struct.error:
+        return None
+    return None
+
+
+def _base64_bytes(value: Any) -> bytes | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _image_problem(at: str, block: Mapping[str, Any]) -> str | None:
+    source = block.get("source")
+    if not isinstance(source, dict):
+        return f"{at}.source: Field required"
+    kind = source.get("type")
+    if kind == "url":
+        return None if isinstance(source.get("url"), str) else f"{at}.source.url: Field required"
+    if kind != "base64":
+        return f"{at}.source.type: Input should be 'base64' or 'url'"
+    media_type = source.get("media_type")
+    if media_type not in IMAGE_MEDIA_TYPES:
+        return (
+            f"{at}.source.base64.media_type: Input should be 'image/jpeg', 'image/png', "
+            "'image/gif' or 'image/webp'"
+        )
+    data = _base64_bytes(source.get("data"))
+    if data is None:
+        return f"{at}.source.base64.data: The image data is not valid base64."
+    actual = _image_kind(data)
+    if actual is None:
+        return f"{at}.source.base64.data: Could not process image"
+    if actual != media_type:
+        return f"{at}: Image does not match the provided media type {media_type}"
+    size = _image_dimensions(actual, data)
+    if size is None:
+        return f"{at}.source.base64.data: Could not process image"
+    if max(size) > IMAGE_MAX_PIXELS:
+        return (
+            f"{at}.source.base64.data: At least one of the image dimensions exceed max "
+            f"allowed size: {IMAGE_MAX_PIXELS} pixels"
+        )
+    return None
+
+
+def _document_problem(at: str, block: Mapping[str, Any]) -> str | None:
+    source = block.get("source")
+    if not isinstance(source, dict):
+        return f"{at}.source: Field required"
+    kind = source.get("type")
+    if kind == "base64":
+        if source.get("media_type") != "application/pdf":
+            return f"{at}.source.base64.media_type: Input should be 'application/pdf'"
+        data = _base64_bytes(source.get("data"))
+        if data is None:
+            return f"{at}.source.base64.data: The PDF data is not valid base64."
+        if b"%PDF-" not in data[:1024]:
+            return f"{at}.source.base64.data: The PDF specified was not valid."
+        return None
+    if kind == "text":
+        if source.get("media_type") != "text/plain":
+            return f"{at}.source.text.media_type: Input should be 'text/plain'"
+        if not isinstance(source.get("data"), str):
+            return f"{at}.source.text.data: Input should be a valid string"
+        return None
+    if kind == "url":
+        return None if isinstance(source.get("url"), str) else f"{at}.source.url: Field required"
+    if kind == "content":
+        return (
+            None
+            if isinstance(source.get("content"), str | list)
+            else f"{at}.source.content: Field required"
+        )
+    return f"{at}.source.type: Input should be 'base64', 'text', 'content' or 'url'"
+
+
+def _media_problem(index: int, role: str, blocks: list[Any], types: list[Any]) -> str | None:
+    """Why the real API refuses the image and document blocks of one message, or None:
+    none in an assistant message; a source of a type it reads, whose media type is one it
+    takes and says what the bytes are (valid base64, an image at most 8000 pixels on a
+    side, a PDF that is one); the same inside tool results."""
+    for position, (block, kind) in enumerate(zip(blocks, types, strict=True)):
+        at = f"messages.{index}.content.{position}"
+        if kind in ("image", "document") and role == "assistant":
+            return (
+                f"{at}: Input tag '{kind}' found using 'type' does not match any of the "
+                "expected tags for an assistant message: 'text', 'thinking', "
+                "'redacted_thinking', 'tool_use', 'server_tool_use'"
+            )
+        if kind == "image":
+            problem = _image_problem(at, block)
+        elif kind == "document":
+            problem = _document_problem(at, block)
+        elif kind == "tool_result" and isinstance(block.get("content"), list):
+            inner = block["content"]
+            inner_types = [b.get("type") if isinstance(b, dict) else None for b in inner]
+            problem = _media_problem(index, role, inner, inner_types)
+        else:
+            problem = None
+        if problem is not None:
+            return problem
+    return None
+
+
+def _document_tokens(block: Mapping[str, Any]) -> int:
+    """A document's tokens as the fake counts them: a PDF's pages, a text's characters."""
+    source = block.get("source")
+    if not isinstance(source, dict):
+        return 0
+    if source.get("type") == "text":
+        return math.ceil(len(str(source.get("data", ""))) / CHARS_PER_TOKEN)
+    data = _base64_bytes(source.get("data"))
+    if source.get("type") == "base64" and data is not None:
+        return max(1, len(_PDF_PAGE.findall(data))) * PDF_PAGE_TOKENS
+    return len(_compact(source)) // CHARS_PER_TOKEN
 
 
 # ------------------------------------------------------------------------------- encoding
@@ -1101,6 +1288,7 @@ class FakeMessagesAPI:
             return Response(status_code=200)
         arrived = time.perf_counter()
         raw = await request.body()
+        too_large = len(raw) > REQUEST_MAX_BYTES
         headers = {k.lower(): v for k, v in request.headers.items()}
         try:
             parsed: Any = json.loads(raw) if raw else {}
@@ -1134,6 +1322,8 @@ class FakeMessagesAPI:
 
         if request.method != "POST" or request.url.path != MESSAGES_PATH:
             return reject(404, f"only POST {MESSAGES_PATH} is served")
+        if validate and too_large:
+            return reject(413, _ERROR_DEFAULTS[413][1], real=True)
         if not isinstance(parsed, dict):
             return reject(400, "the request body is not a JSON object")
         if validate:

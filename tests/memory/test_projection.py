@@ -9,6 +9,8 @@ import pytest
 from app.domain.items import (
     AssistantMessage,
     CompactSummary,
+    DocumentBlock,
+    FileRef,
     ImageBlock,
     ItemPayload,
     SystemMessage,
@@ -289,3 +291,42 @@ def test_item_times_are_kept_in_utc() -> None:
 def test_a_naive_item_time_is_rejected() -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
         TurnItem("k", user_text("hi"), datetime(2026, 4, 16, 14, 23))  # noqa: DTZ001
+
+
+def test_attached_files_are_recorded_in_l3_by_name_size_and_id() -> None:
+    image = FileRef(
+        file_id="fil_1",
+        filename="plan.png",
+        media_type="image/png",
+        size=10,
+        width=1200,
+        height=800,
+        tokens=1280,
+    )
+    pdf = FileRef(
+        file_id="fil_2",
+        filename="spec.pdf",
+        media_type="application/pdf",
+        size=10,
+        pages=3,
+        tokens=6000,
+    )
+    turn = items(
+        UserMessage(
+            content=[TextBlock(text="Look."), ImageBlock(file=image), DocumentBlock(file=pdf)]
+        ),
+        AssistantMessage(content=[TextBlock(text="Seen.")]),
+    )
+
+    projection = project_turn(1, turn)
+
+    assert projection is not None
+    assert projection.details == [
+        Detail(
+            "image",
+            "item:1:image:1",
+            None,
+            "[image: plan.png 1200\N{MULTIPLICATION SIGN}800] fil_1",
+        ),
+        Detail("system", "item:1:document:2", None, "[document: spec.pdf 3 pages] fil_2"),
+    ]

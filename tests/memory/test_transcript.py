@@ -204,7 +204,7 @@ def test_pasted_images_become_image_blocks_in_a_user_message() -> None:
 
     assert images == sources
     assert len(images) == 2
-    assert images[0]["media_type"] == "image/png"
+    assert images[0] is not None and images[0]["media_type"] == "image/png"
 
 
 def test_a_user_entry_mixing_text_and_an_image_is_one_user_message() -> None:
@@ -240,7 +240,7 @@ def test_a_tool_result_holding_an_image_keeps_list_content() -> None:
     assert isinstance(text, TextBlock) and isinstance(image, ImageBlock)
     assert text.text == block["content"][0]["text"]
     assert image.source == block["content"][1]["source"]
-    assert len(image.source["data"]) > 500_000
+    assert image.source is not None and len(image.source["data"]) > 500_000
 
 
 def test_inline_sidechain_entries_are_flagged() -> None:

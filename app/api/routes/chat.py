@@ -21,6 +21,7 @@ from app.api.routes.sessions import SessionId
 from app.api.schemas.jobs import JobPublic, MessageAccepted, MessageCreate, MessageReply
 from app.db.models import Job
 from app.domain.jobs import TERMINAL, EndCause, JobStatus, end_cause
+from app.services import files
 from app.services.actions import pending_actions
 from app.services.chat import IfBusy, enqueue_compaction, send_message
 from app.services.idempotency import Replay
@@ -153,9 +154,13 @@ async def send(
         Query(alias="timeout", gt=0, le=600, description="Longest wait, in seconds."),
     ] = None,
 ) -> object:
+    blocks = await files.message_blocks(
+        database, settings, tenant, body.text, files.parts_of(body.content)
+    )
+
     async def work(db: AsyncSession) -> MessageAccepted:
         await admission.admit_job(db, tenant)
-        job = await send_message(db, tenant, session_id, body.text, if_busy)
+        job = await send_message(db, tenant, session_id, blocks, if_busy)
         return MessageAccepted(job_id=job.id, turn=job.turn, job=JobPublic.of(job))
 
     answer = await database.write_statements(idempotency.once(202, work))

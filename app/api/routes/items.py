@@ -2,11 +2,19 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from app.api.deps import CurrentTenant, DatabaseDep, PageLimit, SeqCursor, SessionDep
+from app.api.deps import (
+    CurrentTenant,
+    DatabaseDep,
+    PageLimit,
+    SeqCursor,
+    SessionDep,
+    SettingsDep,
+)
 from app.api.errors import problem_responses
 from app.api.routes.sessions import SessionId
 from app.api.schemas.items import ItemCreate, ItemList, ItemPublic, item_public
-from app.domain.items import Origin, SystemMessage, user_text
+from app.domain.items import ItemPayload, Origin, SystemMessage, UserMessage
+from app.services import files
 from app.services import items as service
 
 router = APIRouter(
@@ -47,9 +55,17 @@ async def append_item(
     body: ItemCreate,
     database: DatabaseDep,
     tenant: CurrentTenant,
+    settings: SettingsDep,
     response: Response,
 ) -> ItemPublic:
-    payload = user_text(body.text) if body.kind == "user_message" else SystemMessage(text=body.text)
+    payload: ItemPayload
+    if body.kind == "user_message":
+        blocks = await files.message_blocks(
+            database, settings, tenant, body.text, files.parts_of(body.content)
+        )
+        payload = UserMessage(content=blocks)
+    else:
+        payload = SystemMessage(text=body.text or "")
     origin = Origin.user if body.kind == "user_message" else Origin.api
     row = await database.write(
         lambda db: service.append_client_item(db, tenant, session_id, payload, origin)

@@ -6,8 +6,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
+from app.api.schemas.files import CONTENT_DESCRIPTION, ContentPart
 from app.db.models import Item
 from app.db.models.item import AppendedItem
 from app.domain.items import (
@@ -105,7 +106,21 @@ class ItemCreate(BaseModel):
     )
 
     kind: Literal["user_message", "system"]
-    text: str = Field(min_length=1, max_length=1_000_000)
+    text: str | None = Field(default=None, min_length=1, max_length=1_000_000)
+    content: list[ContentPart] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100,
+        description=CONTENT_DESCRIPTION + " A `user_message`'s only.",
+    )
+
+    @model_validator(mode="after")
+    def _text_or_content(self) -> ItemCreate:
+        if (self.text is None) == (self.content is None):
+            raise ValueError("give exactly one of `text` and `content`")
+        if self.content is not None and self.kind != "user_message":
+            raise ValueError("a `system` item takes `text`, not `content`")
+        return self
 
 
 class ItemList(BaseModel):

@@ -4,9 +4,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 from app.api.schemas.actions import ActionPublic
+from app.api.schemas.files import CONTENT_DESCRIPTION, ContentPart
 from app.api.schemas.sessions import usage_of
 from app.db.models import Job, JobAction
 from app.domain.jobs import JobKind, JobStatus
@@ -107,12 +108,33 @@ class JobList(BaseModel):
 
 
 class MessageCreate(BaseModel):
+    """The user's message: `text`, or `content` parts that may attach stored files."""
+
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={"examples": [{"text": "What changed in the last release?"}]},
+        json_schema_extra={
+            "examples": [
+                {"text": "What changed in the last release?"},
+                {
+                    "content": [
+                        {"type": "text", "text": "What does this plan show?"},
+                        {"type": "image", "file_id": "fil_01KBFQ7ZD4R3YJ8W2N5T6V9XAC"},
+                    ]
+                },
+            ]
+        },
     )
 
-    text: str = Field(min_length=1, max_length=1_000_000)
+    text: str | None = Field(default=None, min_length=1, max_length=1_000_000)
+    content: list[ContentPart] | None = Field(
+        default=None, min_length=1, max_length=100, description=CONTENT_DESCRIPTION
+    )
+
+    @model_validator(mode="after")
+    def _text_or_content(self) -> MessageCreate:
+        if (self.text is None) == (self.content is None):
+            raise ValueError("give exactly one of `text` and `content`")
+        return self
 
 
 class MessageAccepted(BaseModel):

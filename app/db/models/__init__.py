@@ -4,6 +4,7 @@ from app.db.models.action import JobAction
 from app.db.models.api_key import ApiKey
 from app.db.models.comment import Comment
 from app.db.models.event import Event
+from app.db.models.file import StoredFile
 from app.db.models.item import Item
 from app.db.models.job import Job
 from app.db.models.mcp_server import McpServerRow
@@ -30,6 +31,7 @@ __all__ = [
     "MemoryDetail",
     "MemoryTurn",
     "Session",
+    "StoredFile",
     "TaskCheckpoint",
     "TenantToolPolicy",
     "WebhookAttempt",
