@@ -37,7 +37,8 @@ $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
 install: $(VENV)/.installed
 dev: $(VENV)/.dev-installed
 
-## ts-tools: openapi-typescript and tsc for the TypeScript client check, as package-lock.json pins them
+## ts-tools: the TypeScript client's packages (openapi-fetch, eventsource-parser) and its tools
+## (openapi-typescript, tsc), as package-lock.json pins them
 $(TS_CLIENT)/node_modules/.installed: $(TS_CLIENT)/package.json $(TS_CLIENT)/package-lock.json
 	@command -v npm >/dev/null || { echo "the TypeScript client check needs Node.js 18+ and npm" >&2; exit 1; }
 	cd $(TS_CLIENT) && npm ci --no-audit --no-fund

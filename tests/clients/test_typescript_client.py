@@ -1,0 +1,107 @@
+"""The TypeScript client streams a turn from a live server, resumes a cut stream and surfaces
+problem documents as typed errors.
+
+clients/typescript/smoke.ts, compiled by the pinned `tsc` against the types openapi-typescript
+generates from openapi/openapi.json, runs with the system's `node` (18+, which has `fetch`)
+against a real `strata serve` whose LLM is the fake Messages API. Each of its steps prints one
+JSON line, checked here: the turn followed live to its end with `stream()` (openapi-fetch
+opens it, eventsource-parser reads it), a stream left after two events and resumed with
+`Last-Event-ID`, a connection cut mid-event that `stream()` reopens by itself after the last
+id it saw, and 404 / 422 answers as `StrataError`s carrying the problem. The event streams
+replay from the store, so this runs on both backends.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.clients.typescript import CLIENT_DIR, XDIST_GROUP, generate_schema, run, tool
+from tests.e2e.conftest import StrataProcesses
+from tests.fakes.messages_api import FakeMessagesAPI
+
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group(XDIST_GROUP)]
+
+ASSISTANT_TEXT = "Hello from the fake model."
+SMOKE_WITHIN = 120.0  # seconds for the whole script; a few on an idle machine
+
+
+@pytest.fixture(scope="module")
+def smoke_js() -> Path:
+    """clients/typescript/dist/smoke.js, freshly compiled (`npm run build`)."""
+    generate_schema()
+    shutil.rmtree(CLIENT_DIR / "dist", ignore_errors=True)
+    run(tool("tsc"), "-p", "tsconfig.build.json")
+    return CLIENT_DIR / "dist" / "smoke.js"
+
+
+def smoke(script: Path, base_url: str, *args: str) -> dict[str, Any]:
+    """Run smoke.js with `args`; its output's JSON lines by their `step`."""
+    node = shutil.which("node")
+    assert node is not None, "the TypeScript client's check needs Node.js 18+ (`node`)"
+    output = run(node, script.relative_to(CLIENT_DIR), base_url, *args, within=SMOKE_WITHIN)
+    lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    return {line.pop("step"): line for line in lines}
+
+
+def test_the_typescript_client_streams_a_turn_to_its_end(
+    smoke_js: Path, strata_procs: StrataProcesses, fake_llm: FakeMessagesAPI
+) -> None:
+    token = f"sk_ts_{secrets.token_hex(16)}"
+    server = strata_procs.serve(STRATA_API_KEYS=f"ts:{token}")  # the key rides on the stream too
+    fake_llm.reply(ASSISTANT_TEXT, delay_between_chunks=0.02)
+
+    turn = smoke(smoke_js, server.url, "--token", token, "turn")["turn"]
+
+    assert turn["answer"] == ASSISTANT_TEXT
+    assert turn["status"] == "succeeded"
+    assert turn["types"][-1] == "job.status"  # the stream ended with the job
+    assert "item.appended" in turn["types"]
+    assert turn["job_ids"] == [turn["job_id"]]
+    assert len(set(turn["ids"])) == len(turn["ids"])
+
+
+def test_a_stream_left_mid_way_resumes_after_the_last_event_it_saw(
+    smoke_js: Path, strata_procs: StrataProcesses, fake_llm: FakeMessagesAPI
+) -> None:
+    server = strata_procs.serve()
+    fake_llm.reply(ASSISTANT_TEXT)
+
+    resumed = smoke(smoke_js, server.url, "resume")["resumed"]
+
+    assert len(resumed["before"]) == 2
+    assert resumed["before"] + resumed["after"] == resumed["whole"]
+    assert resumed["past_the_end"] == []  # the ended job's 204: nothing more, no error
+
+
+def test_a_connection_cut_mid_event_reconnects_after_the_last_event_it_saw(
+    smoke_js: Path, strata_procs: StrataProcesses, fake_llm: FakeMessagesAPI
+) -> None:
+    server = strata_procs.serve()
+    fake_llm.reply(ASSISTANT_TEXT)
+
+    reconnected = smoke(smoke_js, server.url, "reconnect")["reconnected"]
+
+    # the first connection was cut inside the second event: the second opened after the first
+    assert reconnected["last_event_ids"] == [None, reconnected["whole"][0]]
+    assert reconnected["ids"] == reconnected["whole"]
+
+
+def test_error_answers_are_typed_errors_carrying_the_problem(
+    smoke_js: Path, strata_procs: StrataProcesses
+) -> None:
+    server = strata_procs.serve()
+
+    problems = smoke(smoke_js, server.url, "problems")["problems"]
+
+    assert problems["unknown_job_stream"]["status"] == 404
+    assert problems["unknown_job_stream"]["type"] == "urn:strata:problem:not-found"
+    assert problems["malformed_last_event_id"]["status"] == 422
+    assert problems["malformed_last_event_id"]["type"] == "urn:strata:problem:validation-error"
+    assert problems["unknown_session"]["status"] == 404
+    assert problems["unknown_session"]["type"] == "urn:strata:problem:not-found"
