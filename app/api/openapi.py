@@ -84,6 +84,11 @@ TAGS: list[dict[str, str]] = [
         "send, redelivery and secret rotation.",
     },
     {
+        "name": "files",
+        "description": "Files a tenant uploads (images, PDFs, text) to attach to messages by "
+        "id: upload, list, read, download, delete.",
+    },
+    {
         "name": "mcp-servers",
         "description": "The tenant's MCP servers, whose tools sessions attach: register, "
         "refresh (the tools as the model sees them), change, remove.",

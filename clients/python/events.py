@@ -29,12 +29,14 @@ import httpx
 from httpx_sse import connect_sse
 from strata_client import AuthenticatedClient, Client
 from strata_client.models import (
+    ActionEvent,
     CompactionFailed,
     ContextEvent,
     ItemAppended,
     JobCommentEvent,
     JobStatusEvent,
     JobSubtaskWaiting,
+    McpServerStatus,
     MovementEnded,
     MovementStarted,
     Problem,
@@ -43,6 +45,8 @@ from strata_client.models import (
     TextDelta,
     ToolFinished,
     ToolStarted,
+    TurnInterrupted,
+    TurnSteered,
     UsageEvent,
 )
 
@@ -61,6 +65,10 @@ StreamEvent = (
     | TextDelta
     | ToolStarted
     | ToolFinished
+    | TurnInterrupted
+    | TurnSteered
+    | McpServerStatus
+    | ActionEvent
 )
 # each event `type` of the document's StreamEventData → the generated model that reads it
 MODELS: dict[str, Callable[[dict[str, Any]], StreamEvent]] = {
@@ -78,6 +86,11 @@ MODELS: dict[str, Callable[[dict[str, Any]], StreamEvent]] = {
     "context.prompt": ContextEvent.from_dict,
     "context.force_transition": ContextEvent.from_dict,
     "context.exhausted": ContextEvent.from_dict,
+    "turn.interrupted": TurnInterrupted.from_dict,
+    "turn.steered": TurnSteered.from_dict,
+    "mcp.server_status": McpServerStatus.from_dict,
+    "action.required": ActionEvent.from_dict,
+    "action.resolved": ActionEvent.from_dict,
     "text.delta": TextDelta.from_dict,
     "tool.started": ToolStarted.from_dict,
     "tool.finished": ToolFinished.from_dict,

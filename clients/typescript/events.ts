@@ -67,6 +67,11 @@ const EVENT_TYPES: Record<StreamEvent["type"], true> = {
   "text.delta": true,
   "tool.started": true,
   "tool.finished": true,
+  "turn.interrupted": true,
+  "turn.steered": true,
+  "mcp.server_status": true,
+  "action.required": true,
+  "action.resolved": true,
 };
 
 /** The events of `source` after `options.lastEventId` (from the start without it), until the

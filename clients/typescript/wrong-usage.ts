@@ -19,8 +19,8 @@ export async function mistakes(client: StrataClient, error: StrataError): Promis
   await client.POST("/sessions", { body: { title: 42 } });
   await client.POST("/sessions/{session_id}/messages", {
     params: { path: { session_id: "ses_x" } },
-    // @ts-expect-error -- MessageCreate has `text`, not `txt`
-    body: { txt: "typo" },
+    // @ts-expect-error -- a message's text is a string
+    body: { text: 42 },
   });
 
   // @ts-expect-error -- a task's status is `inprogress`, not `in_progress`

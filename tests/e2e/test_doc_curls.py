@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import REPO_ROOT, StrataProcesses
-from tests.fakes.messages_api import FakeMessagesAPI, Step, reply, text
+from tests.fakes.messages_api import FakeMessagesAPI, Step, reply, text, tool_use
+from tests.support.mcp import HttpServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -61,7 +62,25 @@ def _pages_with_curls() -> list[Any]:
     ]
 
 
+ASKED_TOOL = re.compile(r"\bUse (?:the )?([A-Za-z0-9_-]+)")
+"""How a documented prompt names the tool it wants called (`Use current_time.`)."""
+EVERYTHING_ADDRESS = "127.0.0.1:3001"
+"""Where docs/mcp.md's walk-through starts the reference MCP server."""
+
+
 def _answer(body: dict[str, Any]) -> Step:
+    """A scripted model: after a tool's result, an answer; asked to use an offered tool,
+    a call of it; else a greeting."""
+    content = body["messages"][-1]["content"]
+    blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+    if any(block.get("type") == "tool_result" for block in blocks):
+        return reply(text("It is done: the tool answered."))
+    said = " ".join(str(block.get("text", "")) for block in blocks)
+    if (asked := ASKED_TOOL.search(said)) is not None:
+        for tool in body.get("tools", []):
+            name = str(tool["name"])
+            if name == asked[1] or name.endswith(f"__{asked[1]}"):
+                return reply(tool_use(name, {}))
     return reply(text("Hello there, nice to meet!"))
 
 
@@ -80,13 +99,22 @@ def test_few_curl_blocks_are_left_unrun() -> None:
 
 @pytest.mark.parametrize("page", _pages_with_curls())
 def test_every_curl_of_the_page_runs_against_a_server(
-    page: Path, strata_procs: StrataProcesses, fake_llm: FakeMessagesAPI, tmp_path: Path
+    page: Path,
+    strata_procs: StrataProcesses,
+    fake_llm: FakeMessagesAPI,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
     fake_llm.always(_answer)
-    server = strata_procs.serve()
+    # the MCP walk-through's server: the reference one, on a loopback port of the test's
+    mcp_address = EVERYTHING_ADDRESS
+    if page.name == "mcp.md":
+        everything: HttpServer = request.getfixturevalue("everything_http")
+        mcp_address = everything.url("").removeprefix("http://")
+    server = strata_procs.serve(STRATA_MCP_ALLOW_PRIVATE="true")
     address = server.url.removeprefix("http://")
     script = PREAMBLE + "\n".join(
-        DOCUMENTED_ADDRESS.sub(address, block.body)
+        DOCUMENTED_ADDRESS.sub(address, block.body).replace(EVERYTHING_ADDRESS, mcp_address)
         for block in curl_blocks(page)
         if block.not_run is None
     )

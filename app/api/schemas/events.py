@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from app.api.schemas.actions import ActionPublic
 from app.api.schemas.items import ItemKind, ItemPublic
 from app.domain.jobs import JobKind, JobStatus
 
@@ -179,6 +180,14 @@ class McpServerStatus(_JobEvent):
     detail: str
 
 
+class ActionEvent(ActionPublic):
+    """The same fields as the `action.required` / `action.resolved` webhooks' `data`: a tool
+    call of the job that waits for a person (`required`), and once it was decided, expired
+    or cancelled (`resolved`)."""
+
+    type: Literal["action.required", "action.resolved"]
+
+
 StreamEventData = Annotated[
     ItemAppended
     | JobStatusEvent
@@ -196,7 +205,8 @@ StreamEventData = Annotated[
     | TextDelta
     | ToolStarted
     | ToolFinished
-    | McpServerStatus,
+    | McpServerStatus
+    | ActionEvent,
     Field(discriminator="type"),
 ]
 
