@@ -71,7 +71,7 @@ async def send_message(
     slot = await sessions.allocate_seq(session_id, new_turn=False)
     job.input = {**job.input, "item_seq": slot.seq}
     await enqueue(db, job)
-    await add_item(db, session_id, slot, _user_item(job), Origin.user, turn=turn, job_id=job.id)
+    await add_item(db, session_id, slot, user_item_of(job), Origin.user, turn=turn, job_id=job.id)
     return job
 
 
@@ -97,7 +97,7 @@ def _job_input(blocks: Sequence[UserBlock]) -> dict[str, Any]:
     return {"content": [block.model_dump(mode="json", exclude_none=True) for block in blocks]}
 
 
-def _user_item(job: Job) -> ItemPayload:
+def user_item_of(job: Job) -> ItemPayload:
     """The user item a chat job's input makes."""
     if "content" in job.input:
         return UserMessage.model_validate({"content": job.input["content"]})
@@ -109,7 +109,7 @@ def turn_input(job: Job) -> tuple[int, ItemPayload] | None:
     not there yet. It is what `append_turn_input` wrote, so a job holding the log up to
     the item before needs no read to hold this one too."""
     seq = job.input.get("item_seq")
-    return None if seq is None else (seq, _user_item(job))
+    return None if seq is None else (seq, user_item_of(job))
 
 
 async def append_turn_input(db: AsyncSession, job: Job) -> None:
@@ -121,7 +121,7 @@ async def append_turn_input(db: AsyncSession, job: Job) -> None:
     if turn_input(job) is not None:
         return
     item = await append_item(
-        db, job.session_id, _user_item(job), Origin.user, turn=job.turn, job_id=job.id
+        db, job.session_id, user_item_of(job), Origin.user, turn=job.turn, job_id=job.id
     )
     value = {**job.input, "item_seq": item.seq}
     await JobRepository(db).set_input(job.id, value)

@@ -17,18 +17,20 @@ from app.db.models import Job
 from app.db.repositories.jobs import JobRepository
 from app.db.repositories.sessions import SessionRepository
 from app.domain.errors import Conflict
-from app.domain.items import ItemPayload, Origin, user_text
+from app.domain.items import ItemPayload, Origin
 from app.domain.jobs import JobStatus
 from app.services import webhooks
+from app.services.chat import user_item_of
 from app.services.items import append_item
 from app.services.jobs import interrupt_job, set_status
 from app.services.sessions import no_session
 
 
 async def interrupt_session(db: AsyncSession, tenant: str, session_id: str) -> Job:
-    """Interrupt the session's turn: its first queued or running job. A session with
-    none is a 409 (`session-idle`): there is nothing to stop, and a client racing the
-    turn's end learns that it ended first."""
+    """Interrupt the session's turn: its first queued or running job, or its chat turn
+    waiting for people (its held calls are answered as cancelled). A session with none is
+    a 409 (`session-idle`): there is nothing to stop, and a client racing the turn's end
+    learns that it ended first."""
     if await SessionRepository(db).tenant_of(session_id, lock=True) != tenant:
         raise no_session(session_id)
     job = await JobRepository(db).lane_head(session_id)
@@ -46,7 +48,7 @@ async def take_steers(db: AsyncSession, job: Job) -> list[tuple[int, ItemPayload
     a steer is taken once, or cancelled, or run as a turn of its own, never two of these."""
     taken: list[tuple[int, ItemPayload]] = []
     for steer in await JobRepository(db).steers_to_take(job.session_id):
-        payload = user_text(str(steer.input.get("text", "")))
+        payload = user_item_of(steer)  # its text, or its parts when it attaches files
         row = await append_item(
             db, job.session_id, payload, Origin.user, turn=job.turn, job_id=job.id
         )

@@ -423,3 +423,21 @@ async def test_a_comment_on_a_waiting_turn_leaves_it_waiting_for_its_actions(
     after = (await agent_client.get(f"/jobs/{job['id']}")).json()
     assert after["status"] == "waiting_human"
     assert after["updated_at"] == job["updated_at"]
+
+
+async def test_an_interrupt_stops_a_turn_that_waits_for_people(
+    agent_client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
+) -> None:
+    call = tool_use("echo", {"text": "hi"})
+    session_id, job = await _waiting_turn(agent_client, fake_llm, call)
+
+    interrupted = await agent_client.post(f"/sessions/{session_id}/interrupt")
+
+    assert interrupted.status_code == 200, interrupted.text
+    ended = await wait_job(agent_client, job["id"])
+    assert ended["status"] == "cancelled"
+    assert ended["error"]["type"].endswith(":interrupted")
+    assert (await agent_client.get(f"/jobs/{job['id']}/actions")).json()["data"][0][
+        "status"
+    ] == "cancelled"
+    assert_log_consistent(await items(agent_client, session_id))

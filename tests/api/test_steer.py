@@ -198,3 +198,38 @@ async def test_the_task_reminder_still_ends_the_request_after_a_steer(
     assert [b["type"] for b in last] == ["tool_result", "text", "text"]
     assert last[1]["text"] == STEER
     assert last[2]["text"].startswith("<system-reminder>")
+
+
+async def test_a_steer_that_attaches_a_file_reaches_the_turn_with_it(
+    client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
+) -> None:
+    uploaded = await client.post(
+        "/files",
+        params={"filename": "notes.md"},
+        content=b"# Notes\n- blue",
+        headers={"Content-Type": "text/markdown"},
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    gate = threading.Event()
+    call = tool_use("echo", {"text": "red"})
+    fake_llm.enqueue(held(gate, reply(call)), reply(text("Blue it is.")))
+    session_id = await new_session(client)
+    turn = await _send(client, session_id, "Paint the fence.")
+    await fake_llm.wait_for_requests(1, within=10)
+    steer = await client.post(
+        f"/sessions/{session_id}/messages",
+        params={"if_busy": "steer"},
+        json={
+            "content": [
+                {"type": "text", "text": STEER},
+                {"type": "document", "file_id": uploaded.json()["id"]},
+            ]
+        },
+    )
+    assert steer.status_code == 202, steer.text
+    gate.set()
+
+    assert (await wait_job(client, turn["job_id"]))["status"] == "succeeded"
+    second = fake_llm.requests[1].messages
+    assert [b["type"] for b in second[-1]["content"]] == ["tool_result", "text", "document"]
+    assert second[-1]["content"][2]["source"]["data"] == "# Notes\n- blue"

@@ -187,7 +187,8 @@ async def send(
     name="interrupt",
     summary="Interrupt the session's running turn",
     description=(
-        "Stops the session's turn (its first queued or running job) at once: an LLM "
+        "Stops the session's turn (its first queued or running job, or its chat turn "
+        "waiting for people) at once: an LLM "
         "stream is aborted and running tools are killed with their process group. Every "
         'tool call it leaves unanswered gets an error result ("interrupted by the '
         'user") in the transaction that ends the job `cancelled` with `error.type` '

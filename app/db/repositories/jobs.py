@@ -200,14 +200,15 @@ class JobRepository(RowRepository):
         return bool((await self.db.exec(query)).first())
 
     async def lane_head(self, session_id: str) -> Job | None:
-        """The session's first queued or running session-lane job (the turn a user would
-        interrupt), its row locked until the transaction ends (PostgreSQL)."""
+        """The session's first session-lane job that holds its lane (`_holds_lane`: queued,
+        running, or a chat turn waiting for people): the turn a user would interrupt, its
+        row locked until the transaction ends (PostgreSQL)."""
         query = (
             select(Job)
             .where(
                 Job.session_id == session_id,
                 Job.lane == "session",
-                col(Job.status).in_(_ACTIVE),
+                _holds_lane(Job.__table__),  # type: ignore[attr-defined]
             )
             .order_by(col(Job.number))
             .limit(1)
