@@ -5,24 +5,20 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 import httpx
 
-from tests.fakes.messages_api import Step, respond_with
+from tests.fakes.messages_api import Reply
 
 TERMINAL = frozenset({"succeeded", "failed", "aborted", "cancelled"})
 
 
-def held(gate: threading.Event, step: Step) -> Step:
-    """A step the fake serves only once `gate` is set. It blocks the fake's server, so
-    use it only while no other job talks to the fake."""
-
-    def wait(_body: dict[str, Any]) -> Step:
-        gate.wait(20)
-        return step
-
-    return respond_with(wait)
+def held(gate: threading.Event, step: Reply) -> Reply:
+    """`step` as the fake serves it only once `gate` is set (`reply(held=…)`: it waits
+    without blocking the fake's server)."""
+    return replace(step, held=gate)
 
 
 async def new_session(client: httpx.AsyncClient, **fields: Any) -> str:
