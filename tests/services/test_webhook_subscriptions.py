@@ -5,6 +5,7 @@ are read once per STRATA_WEBHOOK_CACHE_SECONDS, and every change made in the pro
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import timedelta
 from typing import TypeVar
 
 import pytest
@@ -14,6 +15,7 @@ from app.db.engine import Database
 from app.db.models import WebhookDelivery, WebhookSubscription
 from app.db.types import utcnow
 from app.services import webhooks
+from app.services.webhooks import signing_secrets
 from app.settings import Settings
 from tests.support.clock import ManualClock
 from tests.support.settings import MakeSettings
@@ -167,3 +169,20 @@ async def test_a_subscription_made_by_another_process_counts_once_the_ttl_passed
 
     assert unseen == []
     assert len(await event(database)) == 1
+
+
+def test_the_old_secret_signs_only_until_its_overlap_ends() -> None:
+    now = utcnow()
+    row = WebhookSubscription(
+        id="wh_1",
+        tenant="acme",
+        url="https://example.com/hook",
+        secret="whsec_new",
+        previous_secret="whsec_old",
+        previous_secret_until=now + timedelta(seconds=60),
+    )
+
+    during = signing_secrets(row, now)
+    after = signing_secrets(row, now + timedelta(seconds=61))
+
+    assert (during, after) == (("whsec_new", "whsec_old"), ("whsec_new",))
