@@ -13,6 +13,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from app import settings_errors
 from app.settings import (
     Settings,
     configured_variables,
@@ -372,8 +375,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Runs a command; a setting whose value is refused ends it with exit status 2 and a line
+    per refused value on stderr (the variable, the value, why), not a traceback."""
     args = build_parser().parse_args(argv)
-    code: int = args.func(args)
+    try:
+        code: int = args.func(args)
+    except ValidationError as error:
+        if error.title != Settings.__name__:
+            raise
+        print("strata: a setting has a value Strata cannot use:", file=sys.stderr)
+        for line in settings_errors.describe(error):
+            print(f"  {line}", file=sys.stderr)
+        return 2
     return code
 
 

@@ -646,3 +646,29 @@ def test_the_key_can_come_from_stdin(
     local = json.loads((tmp_path / ".claude" / "settings.local.json").read_text())
     assert local["env"]["STRATA_API_KEY"] == SECRET_KEY
     assert SECRET_KEY not in capsys.readouterr().out
+
+
+def test_a_refused_setting_ends_the_command_with_the_variable_and_why(
+    db_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("STRATA_PORT", "abc")
+    monkeypatch.setenv("STRATA_WORKER_CONCURRENCY", "-x")
+
+    assert main(["serve"]) == 2
+
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert "STRATA_PORT='abc': Input should be a valid integer" in err
+    assert "STRATA_WORKER_CONCURRENCY='-x': Input should be a valid integer" in err
+
+
+def test_a_refused_setting_that_may_hold_a_credential_is_not_echoed(
+    db_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("STRATA_WEBHOOK_SECRET_OVERLAP_SECONDS", "hunter2-not-a-number")
+
+    assert main(["migrate"]) == 2
+
+    err = capsys.readouterr().err
+    assert "STRATA_WEBHOOK_SECRET_OVERLAP_SECONDS:" in err
+    assert "hunter2" not in err
