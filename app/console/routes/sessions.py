@@ -178,14 +178,12 @@ async def send_message(
 
 
 @router.post("/{session_id}/interrupt")
-async def interrupt(
-    session_id: str, request: Request, api: Api, templates: Templates, form: Form
-) -> Response:
-    """Stop the session's turn now (`POST /sessions/{id}/interrupt`)."""
-    job = await api.send("POST", f"/sessions/{q(session_id)}/interrupt")
-    what = f"turn {job['turn']}" if job.get("turn") else str(job.get("kind", "the turn"))
-    html = oob("activity", f"{what}: interrupted", "innerHTML")
-    return done(request, f"/console/sessions/{q(session_id)}", html)
+async def interrupt(session_id: str, request: Request, api: Api, form: Form) -> Response:
+    """Stop the session's turn now (`POST /sessions/{id}/interrupt`). The button goes;
+    the page's live stream says when the turn has ended (a running one ends moments
+    after the answer)."""
+    await api.send("POST", f"/sessions/{q(session_id)}/interrupt")
+    return done(request, f"/console/sessions/{q(session_id)}")
 
 
 async def _board(api: PublicApi, templates: Templates, request: Request, session_id: str) -> str:
