@@ -156,6 +156,7 @@ JobCursor = id_cursor("job")
 WebhookCursor = id_cursor("wh")
 DeliveryCursor = id_cursor("msg")
 FileCursor = id_cursor("fil")
+ActionCursor = id_cursor("act")
 SeqCursor = Annotated[
     str | None,
     Query(

@@ -66,6 +66,19 @@ def digest(value: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+async def session_actions(api: PublicApi, session_id: str) -> list[dict[str, Any]]:
+    """The session's held tool calls: the pending actions of its turns that wait."""
+    waiting = await api.get(
+        "/jobs", session_id=session_id, status=JobStatus.waiting_human.value, limit=200
+    )
+    return [action for job in reversed(waiting["data"]) for action in job["required_action"]]
+
+
+def actions_digest(actions: list[dict[str, Any]]) -> str:
+    """What the actions panel shows: the ids of the actions it offers decisions on."""
+    return digest([action["id"] for action in actions])
+
+
 @dataclass
 class Feed:
     """What one page's stream has rendered, and what is still to render."""
@@ -136,6 +149,7 @@ class SessionFeed(Feed):
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     jobs_listed: bool = False
     board: str = ""  # the digest of the tasks the page's board shows
+    actions: str = ""  # the digest of the actions the page's panel shows
 
     async def take(self, event: StreamEvent) -> None:
         data = event.json()
@@ -144,6 +158,8 @@ class SessionFeed(Feed):
                 item = data.get("item")
                 if isinstance(item, dict):
                     self.item(item, self.tools)
+            case "action.required" | "action.resolved":
+                self.dirty.add("actions")
             case "text.delta":
                 self.delta(data)
             case "tool.started":
@@ -195,10 +211,26 @@ class SessionFeed(Feed):
                 return ""
             html = self.renderer.fragment("partials/task_board.html", tasks=tasks, **self._ids())
             return oob("task-board", html, "innerHTML")
+        if region == "actions":
+            # the panel holds forms (an input being edited): rendered again only when
+            # the actions it offers changed
+            pending = await session_actions(self.api, self.session_id)
+            shown, self.actions = self.actions, actions_digest(pending)
+            if shown == self.actions:
+                return ""
+            html = self.renderer.fragment(
+                "partials/actions.html", actions=pending, panel="session", csrf=self.csrf
+            )
+            return oob("actions", html, "innerHTML")
         if region == "status":
             session = await self.api.get(path)
             html = self.renderer.fragment("partials/session_status.html", session=session)
-            return oob("session-status", html, "innerHTML")
+            control = self.renderer.fragment(
+                "partials/turn_control.html", session=session, **self._ids()
+            )
+            return oob("session-status", html, "innerHTML") + oob(
+                "turn-control", control, "innerHTML"
+            )
         if region == "usage":
             session = await self.api.get(path)
             turns = await self.api.get("/jobs", session_id=self.session_id, limit=self.page_size)
@@ -220,10 +252,13 @@ class JobFeed(Feed):
     movement: str | None = None
     tools: set[str] = field(default_factory=set)
     crossed: list[dict[str, Any]] = field(default_factory=list)
+    actions: str = ""  # the digest of the actions the page's panel shows
 
     async def take(self, event: StreamEvent) -> None:
         data = event.json()
         match event.event:
+            case "action.required" | "action.resolved":
+                self.dirty.add("actions")
             case "item.appended":
                 item = data.get("item")
                 if isinstance(item, dict):
@@ -281,6 +316,15 @@ class JobFeed(Feed):
         if region == "summary":
             html = self.renderer.fragment("partials/job_summary.html", job=job, csrf=self.csrf)
             return oob("job-summary", html, "innerHTML")
+        if region == "actions":
+            pending = job.get("required_action") or []
+            shown, self.actions = self.actions, actions_digest(pending)
+            if shown == self.actions:
+                return ""
+            html = self.renderer.fragment(
+                "partials/actions.html", actions=pending, panel="job", csrf=self.csrf
+            )
+            return oob("actions", html, "innerHTML")
         # the lists only: a form the person may be filling in is never rendered again
         if region == "comments":
             comments = (await self.api.get(f"{path}/comments"))["data"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -62,6 +62,17 @@ def environment(zone: ZoneInfo) -> Environment:
         moment = _parse(value)
         return f"{moment.astimezone(zone):%Y-%m-%d %H:%M:%S}" if moment else ""
 
+    def age(value: str | datetime | None) -> str:
+        """How long ago, in its largest whole unit (`45 s`, `3 min`, `2 h`, `4 d`)."""
+        moment = _parse(value)
+        if moment is None:
+            return ""
+        seconds = max(0, int((datetime.now(UTC) - moment).total_seconds()))
+        for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
+            if seconds >= size:
+                return f"{seconds // size} {unit}"
+        return f"{seconds} s"
+
     def pretty(value: Any) -> str:
         return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
 
@@ -79,6 +90,7 @@ def environment(zone: ZoneInfo) -> Environment:
     env.filters.update(
         clock=clock,
         when=when,
+        age=age,
         pretty=pretty,
         tokens=tokens,
         tool_id=api_tool_id,

@@ -45,6 +45,7 @@ from app.services.jobs import (
     get_job_locked,
     set_status,
 )
+from app.services.pagination import Page, page_of
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,25 @@ async def pending_actions(db: AsyncSession, job: Job) -> list[JobAction]:
 async def list_actions(db: AsyncSession, tenant: str, job_id: str) -> list[JobAction]:
     await get_job(db, tenant, job_id)
     return await ActionRepository(db).of_job(job_id)
+
+
+async def list_tenant_actions(
+    db: AsyncSession,
+    tenant: str,
+    *,
+    limit: int,
+    after: str | None,
+    status: ActionStatus | None = None,
+) -> Page[JobAction]:
+    """The tenant's actions across all its jobs, newest first (`status=pending`: what
+    waits for a person now)."""
+    rows = await ActionRepository(db).list_page(
+        tenant,
+        limit=limit + 1,
+        before_id=after,
+        status=None if status is None else status.value,
+    )
+    return page_of(rows, limit, lambda row: row.id)
 
 
 # --- resolving ---------------------------------------------------------------------------

@@ -4,24 +4,34 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Query
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.api.deps import (
+    ActionCursor,
     CurrentTenant,
     DatabaseDep,
     IdempotencyDep,
+    PageLimit,
     RuntimeDep,
     SessionDep,
     write_once,
 )
 from app.api.errors import problem_responses
 from app.api.routes.jobs import JobId
-from app.api.schemas.actions import ActionBatch, ActionList, ActionPublic, ActionResolve
+from app.api.schemas.actions import (
+    ActionBatch,
+    ActionList,
+    ActionPage,
+    ActionPublic,
+    ActionResolve,
+)
+from app.domain.actions import ActionStatus
 from app.services import actions as service
 from app.wiring import Runtime
 
 router = APIRouter(prefix="/jobs", tags=["jobs"], responses=problem_responses(401, 503))
+tenant_router = APIRouter(prefix="/actions", tags=["jobs"], responses=problem_responses(401, 503))
 
 ActionId = Annotated[str, Path(max_length=40, description="An action id (`act_…`).")]
 
@@ -100,3 +110,27 @@ async def resolve_actions(
         return ActionList(data=[ActionPublic.of(row) for row in rows])
 
     return await write_once(database, idempotency, 200, work)
+
+
+@tenant_router.get(
+    "",
+    name="list_all_actions",
+    summary="List the tenant's actions across its jobs, newest first",
+    description="`status=pending` lists every tool call that waits for a person now, "
+    "whichever job or session it belongs to (each names its `job_id` and `session_id`); "
+    "resolve one with `POST /jobs/{job_id}/actions/{action_id}`.",
+    responses=problem_responses(422),
+)
+async def list_all_actions(
+    db: SessionDep,
+    tenant: CurrentTenant,
+    limit: PageLimit,
+    after: ActionCursor = None,
+    status: Annotated[
+        ActionStatus | None, Query(description="Only the actions in this status.")
+    ] = None,
+) -> ActionPage:
+    page = await service.list_tenant_actions(db, tenant, limit=limit, after=after, status=status)
+    return ActionPage(
+        data=[ActionPublic.of(row) for row in page.data], next_cursor=page.next_cursor
+    )

@@ -83,6 +83,13 @@ class ActionList(BaseModel):
     data: list[ActionPublic]
 
 
+class ActionPage(BaseModel):
+    data: list[ActionPublic]
+    next_cursor: str | None = Field(
+        description="Pass as `after` to get the next (older) page; null on the last page."
+    )
+
+
 class ActionResolve(BaseModel):
     """A decision on one action."""
 

@@ -12,7 +12,7 @@ from fastapi.responses import RedirectResponse, Response, StreamingResponse
 
 from app.console import auth
 from app.console.api import ApiError, ApiResponse, PublicApi
-from app.console.live import JobFeed, q, relay
+from app.console.live import JobFeed, actions_digest, q, relay
 from app.console.render import read_stamp
 from app.console.web import (
     Api,
@@ -75,6 +75,7 @@ async def _panels(api: PublicApi, job_id: str) -> dict[str, Any]:
     return {
         "as_of": as_of,
         "job": job,
+        "actions_digest": actions_digest(job.get("required_action") or []),
         "comments": (await api.get(f"{path}/comments"))["data"],
         "files": await api.get(f"{path}/files"),
         "children": (await api.get("/jobs", parent_job_id=job_id, limit=200))["data"],
@@ -113,6 +114,7 @@ async def live(
         csrf=auth.csrf_token(request),
         job_id=job_id,
         movement=movement,
+        actions=request.query_params.get("actions", ""),
     )
     return StreamingResponse(
         relay(api, f"/jobs/{q(job_id)}/events", last, feed, last_word),

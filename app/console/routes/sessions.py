@@ -10,7 +10,7 @@ from fastapi.responses import RedirectResponse, Response, StreamingResponse
 
 from app.console import auth
 from app.console.api import ApiError, PublicApi
-from app.console.live import SessionFeed, digest, q, relay
+from app.console.live import SessionFeed, actions_digest, digest, q, relay, session_actions
 from app.console.render import oob
 from app.console.web import (
     Api,
@@ -27,6 +27,9 @@ from app.console.web import (
 router = APIRouter(prefix="/console/sessions")
 
 STATUSES = ("idle", "running", "waiting")
+IF_BUSY = ("enqueue", "steer", "interrupt")
+"""What the message box offers for a busy session (the API's `if_busy`; `reject` is for
+programs: a person sees the session busy)."""
 TASK_FIELDS = ("status", "subject", "description")
 READS = (
     "Not a time the look-up reads: give HH:MM:SS or HH:MM (14:23:05, 14:23), a range "
@@ -73,11 +76,14 @@ async def _panels(api: PublicApi, session_id: str, page: int) -> dict[str, Any]:
     path = f"/sessions/{q(session_id)}"
     session = await api.get(path)
     tasks = (await api.get(f"{path}/tasks"))["data"]
+    actions = await session_actions(api, session_id)
     return {
         "session": session,
         "session_id": session_id,
         "tasks": tasks,
         "board": digest(tasks),
+        "actions": actions,
+        "actions_digest": actions_digest(actions),
         "memory": await api.get(f"{path}/memory"),
         "turns": await api.get(f"{path}/turns", limit=page),
         "jobs": (await api.get("/jobs", session_id=session_id, limit=page))["data"],
@@ -143,6 +149,7 @@ async def live(
         page_size=page,
         session_id=session_id,
         board=request.query_params.get("board", ""),
+        actions=request.query_params.get("actions", ""),
     )
     return StreamingResponse(
         relay(api, f"/sessions/{q(session_id)}/events", last, feed, last_word),
@@ -155,15 +162,28 @@ async def live(
 async def send_message(
     session_id: str, request: Request, api: Api, templates: Templates, form: Form
 ) -> Response:
+    if_busy = text(form, "if_busy")
     accepted = await api.send(
-        "POST", f"/sessions/{q(session_id)}/messages", {"text": text(form, "text")}
+        "POST",
+        f"/sessions/{q(session_id)}/messages",
+        {"text": text(form, "text")},
+        if_busy=if_busy if if_busy in IF_BUSY else "enqueue",
     )
     job = accepted["job"]
-    status = f"turn {job['turn']}: {job['status']}"
+    status = f"turn {job['turn']}: {job['status']}" if job.get("turn") else str(job["status"])
     html = templates.fragment(
         "partials/message_form.html", session_id=session_id, csrf=auth.csrf_token(request)
     ) + oob("activity", status, "innerHTML")
     return done(request, f"/console/sessions/{q(session_id)}", html)
+
+
+@router.post("/{session_id}/interrupt")
+async def interrupt(session_id: str, request: Request, api: Api, form: Form) -> Response:
+    """Stop the session's turn now (`POST /sessions/{id}/interrupt`). The button goes;
+    the page's live stream says when the turn has ended (a running one ends moments
+    after the answer)."""
+    await api.send("POST", f"/sessions/{q(session_id)}/interrupt")
+    return done(request, f"/console/sessions/{q(session_id)}")
 
 
 async def _board(api: PublicApi, templates: Templates, request: Request, session_id: str) -> str:

@@ -25,6 +25,18 @@ class ActionRepository(RowRepository):
         query = query.order_by(col(JobAction.created_at), col(JobAction.id))
         return list((await self.db.exec(query)).all())
 
+    async def list_page(
+        self, tenant: str, *, limit: int, before_id: str | None, status: str | None
+    ) -> list[JobAction]:
+        """The tenant's actions across its jobs, newest first (ids are time-ordered)."""
+        query = select(JobAction).where(JobAction.tenant == tenant)
+        if status is not None:
+            query = query.where(JobAction.status == status)
+        if before_id is not None:
+            query = query.where(col(JobAction.id) < before_id)
+        query = query.order_by(col(JobAction.id).desc()).limit(limit)
+        return list((await self.db.exec(query)).all())
+
     async def of_calls(self, job_id: str, tool_use_ids: Sequence[str]) -> list[JobAction]:
         """The job's actions on these calls (a turn resuming with calls left unanswered)."""
         query = select(JobAction).where(
