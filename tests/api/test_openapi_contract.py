@@ -253,3 +253,14 @@ async def test_every_path_allows_the_methods_the_document_lists(
         assert response.status_code == 405, (template, response.status_code)
         allowed = {method.strip() for method in response.headers["allow"].split(",")}
         assert allowed == documented, template
+
+
+def test_a_list_of_tools_as_objects_keeps_its_schema_not_the_tool_names() -> None:
+    """`ToolName` types lists of names (a session's `tools`); a refresh's `tools` are
+    objects, which a client generated as names would mistype."""
+    assert SCHEMAS["McpRefresh"]["properties"]["tools"]["items"] == {
+        "$ref": "#/components/schemas/McpToolPublic"
+    }
+    assert SCHEMAS["SessionCreate"]["properties"]["tools"]["anyOf"][0]["items"] == {
+        "$ref": "#/components/schemas/ToolName"
+    }
