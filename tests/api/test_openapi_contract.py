@@ -264,3 +264,13 @@ def test_a_list_of_tools_as_objects_keeps_its_schema_not_the_tool_names() -> Non
     assert SCHEMAS["SessionCreate"]["properties"]["tools"]["anyOf"][0]["items"] == {
         "$ref": "#/components/schemas/ToolName"
     }
+
+
+def test_every_operation_says_more_than_its_summary() -> None:
+    """spectral's `operation-description`: a reader (and a generated client's docstring)
+    gets what an operation answers beyond its one-line summary."""
+    assert [
+        f"{method.upper()} {path}"
+        for path, method, op in _operations()
+        if not op.get("description")
+    ] == []
