@@ -147,14 +147,15 @@ openapi: install
 
 ## screenshots: the console's pictures in docs/, taken anew by its browser tests (SQLite)
 SHOTS := test-artifacts/console/sqlite/master
-SHOT_TESTS := task_moved_on_the_board or draft_job_takes or edited_its_delivery or key_made_in_the_console or waiting_for_you_lists
-screenshots: dev browser-tools
+SHOT_TESTS := task_moved_on_the_board or draft_job_takes or edited_its_delivery or key_made_in_the_console or waiting_for_you_lists or refreshed_to_its_tools
+screenshots: dev browser-tools mcp-tools
 	STRATA_TEST_DATABASE=sqlite $(BIN)/pytest -n 0 -q tests/console -k "$(SHOT_TESTS)"
 	cp $(SHOTS)/test_a_task_moved_on_the_board_reaches_the_agents_next_request_as_a_note.png docs/console-session.png
 	cp $(SHOTS)/test_a_draft_job_takes_an_uploaded_file_starts_asks_and_completes_after_the_answer.png docs/console-job.png
 	cp $(SHOTS)/test_a_subscription_is_edited_its_delivery_sent_again_and_its_secret_rotated.png docs/console-webhook.png
 	cp $(SHOTS)/test_a_key_made_in_the_console_is_shown_once_works_and_is_revoked.png docs/console-keys.png
 	cp $(SHOTS)/test_waiting_for_you_lists_every_held_call_of_the_tenant.png docs/console-waiting.png
+	cp $(SHOTS)/test_a_server_added_in_the_console_is_refreshed_to_its_tools_with_their_annotations.png docs/console-mcp.png
 
 clean:
 	rm -rf $(VENV) site .pytest_cache .ruff_cache .mypy_cache $(TS_CLIENT)/node_modules $(TS_CLIENT)/generated $(CC_CLI)/node_modules $(OPENAPI_LINT)/node_modules $(MCP_VENV) $(MCP_EVERYTHING)/node_modules

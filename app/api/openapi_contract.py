@@ -136,7 +136,8 @@ def name_tool_names(document: dict[str, Any], names: list[str]) -> None:
         if tools is None:
             continue
         for option in tools.get("anyOf", [tools]):
-            if option.get("type") == "array":
+            # a list of names; a list of tool objects (a refresh's answer) keeps its schema
+            if option.get("type") == "array" and option.get("items", {}).get("type") == "string":
                 option["items"] = {"$ref": REF + "ToolName"}
 
 

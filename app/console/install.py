@@ -8,7 +8,16 @@ from fastapi import APIRouter, FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from app.console.render import Renderer
-from app.console.routes import account, actions, jobs, keys, pieces, sessions, webhooks
+from app.console.routes import (
+    account,
+    actions,
+    jobs,
+    keys,
+    mcp_servers,
+    pieces,
+    sessions,
+    webhooks,
+)
 from app.console.web import install_error_pages
 from app.settings import Settings
 
@@ -22,7 +31,7 @@ FORM_OVERHEAD_BYTES = 64 * 1024
 def console_router() -> APIRouter:
     # out of the OpenAPI document (it is no API); the tag names its routes' operation ids
     router = APIRouter(include_in_schema=False, tags=["console"])
-    for module in (account, sessions, jobs, actions, pieces, webhooks, keys):
+    for module in (account, sessions, jobs, actions, pieces, webhooks, keys, mcp_servers):
         router.include_router(module.router)
     return router
 

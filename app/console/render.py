@@ -87,7 +87,13 @@ def environment(zone: ZoneInfo) -> Environment:
             parts.append(f"{cached:,} cached")
         return " · ".join(parts)
 
+    def hint_name(key: str) -> str:
+        """An MCP tool annotation by its protocol name (`read_only_hint` → `readOnlyHint`)."""
+        first, *rest = key.split("_")
+        return first + "".join(word.capitalize() for word in rest)
+
     env.filters.update(
+        hint_name=hint_name,
         clock=clock,
         when=when,
         age=age,

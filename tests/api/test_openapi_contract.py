@@ -253,3 +253,24 @@ async def test_every_path_allows_the_methods_the_document_lists(
         assert response.status_code == 405, (template, response.status_code)
         allowed = {method.strip() for method in response.headers["allow"].split(",")}
         assert allowed == documented, template
+
+
+def test_a_list_of_tools_as_objects_keeps_its_schema_not_the_tool_names() -> None:
+    """`ToolName` types lists of names (a session's `tools`); a refresh's `tools` are
+    objects, which a client generated as names would mistype."""
+    assert SCHEMAS["McpRefresh"]["properties"]["tools"]["items"] == {
+        "$ref": "#/components/schemas/McpToolPublic"
+    }
+    assert SCHEMAS["SessionCreate"]["properties"]["tools"]["anyOf"][0]["items"] == {
+        "$ref": "#/components/schemas/ToolName"
+    }
+
+
+def test_every_operation_says_more_than_its_summary() -> None:
+    """spectral's `operation-description`: a reader (and a generated client's docstring)
+    gets what an operation answers beyond its one-line summary."""
+    assert [
+        f"{method.upper()} {path}"
+        for path, method, op in _operations()
+        if not op.get("description")
+    ] == []

@@ -120,6 +120,7 @@ def console(
         STRATA_API_KEYS=",".join(f"{tenant}:{key}" for tenant, key in KEYS.items()),
         STRATA_PIECES_DIR=str(pieces),
         STRATA_WEBHOOK_ALLOW_PRIVATE="true",
+        STRATA_MCP_ALLOW_PRIVATE="true",  # the MCP servers of the tests listen on loopback
         STRATA_WEBHOOK_RETRY_SCHEDULE="0",  # one attempt: a delivery ends at once
     )
     procs = StrataProcesses(env, workdir)

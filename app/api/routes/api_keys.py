@@ -16,7 +16,16 @@ router = APIRouter(prefix="/api-keys", tags=["api-keys"], responses=problem_resp
 KeyId = Annotated[str, Path(max_length=40, description="An API key's id (`key_…`).")]
 
 
-@router.get("", name="list", summary="The tenant's API keys (never the keys themselves)")
+@router.get(
+    "",
+    name="list",
+    summary="The tenant's API keys (never the keys themselves)",
+    description=(
+        "The keys stored for the caller's tenant, newest first, by id and prefix "
+        "with their expiry and revocation; the operator's keys (STRATA_API_KEYS) "
+        "are not listed."
+    ),
+)
 async def list_keys(db: SessionDep, tenant: CurrentTenant) -> ApiKeyList:
     return ApiKeyList(data=[ApiKeyPublic.of(row) for row in await auth.tenant_keys(db, tenant)])
 

@@ -118,6 +118,10 @@ async def _form_file(request: Request, limit: int) -> tuple[bytes, str | None, s
     "",
     name="list",
     summary="List the tenant's files, newest first",
+    description=(
+        "The files uploaded with `POST /files` to attach to messages, a page of "
+        "`limit` after the cursor in `after`."
+    ),
     responses=problem_responses(422),
 )
 async def list_files(
@@ -131,6 +135,9 @@ async def list_files(
     "/{file_id}",
     name="get",
     summary="Get a file's metadata",
+    description=(
+        "Its name, checked media type and size; the content is `GET /files/{file_id}/content`."
+    ),
     responses=problem_responses(404, 422),
 )
 async def get_file(file_id: FileId, db: SessionDep, tenant: CurrentTenant) -> FilePublic:
@@ -141,6 +148,10 @@ async def get_file(file_id: FileId, db: SessionDep, tenant: CurrentTenant) -> Fi
     "/{file_id}/content",
     name="content",
     summary="Download a file's content",
+    description=(
+        "A raster image is sent inline, a PDF or text file as an attachment, "
+        "always with `nosniff` and a sandbox policy."
+    ),
     response_class=FileResponse,
     responses={200: _CONTENT, **problem_responses(404, 422)},
 )

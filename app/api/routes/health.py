@@ -34,7 +34,16 @@ class Readiness(BaseModel):
     llm: Literal["configured", "not_configured"] | None = None
 
 
-@router.get("/healthz", name="healthz", summary="The process is up")
+@router.get(
+    "/healthz",
+    name="healthz",
+    summary="The process is up",
+    description=(
+        "Answers 200 with the server's version whenever the process serves HTTP, "
+        "without touching the database or needing a key: a liveness probe. "
+        "`/readyz` says whether it can work."
+    ),
+)
 async def healthz() -> Health:
     return Health(version=app_package.__version__)
 

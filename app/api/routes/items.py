@@ -26,6 +26,11 @@ router = APIRouter(
     "",
     name="list",
     summary="Read a session's event log in seq order",
+    description=(
+        "Every item the session's turns and clients recorded (messages, tool "
+        "calls and results, compactions, task notes), oldest first, a page of "
+        "`limit` after the `seq` in `after`."
+    ),
     responses=problem_responses(404, 422),
 )
 async def list_items(

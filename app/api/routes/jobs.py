@@ -244,6 +244,7 @@ async def comment(
     "/{job_id}/comments",
     name="comments",
     summary="A job's comments, oldest first",
+    description=("Every comment made on the job, in the order they were made."),
     responses=problem_responses(404, 422),
 )
 async def list_comments(job_id: JobId, db: SessionDep, tenant: CurrentTenant) -> CommentList:
@@ -255,6 +256,10 @@ async def list_comments(job_id: JobId, db: SessionDep, tenant: CurrentTenant) ->
     "/{job_id}/files",
     name="files",
     summary="The files of a job's input/ and output/ folders",
+    description=(
+        "The paths of the files in each folder of the job's workspace, relative "
+        "to that folder; the content is read with the two download operations."
+    ),
     responses=problem_responses(404, 422),
 )
 async def list_files(
@@ -305,6 +310,11 @@ async def put_input(
     "/{job_id}/files/input/{path:path}",
     name="get_input",
     summary="Download a file of the job's input/ folder",
+    description=(
+        "The file as an attachment named by its last path segment, with `nosniff` "
+        "and a sandbox policy; a path that leaves the folder is a 422, a missing "
+        "file a 404."
+    ),
     response_class=FileResponse,
     responses={200: DOWNLOAD, **problem_responses(404, 422)},
 )
@@ -322,6 +332,11 @@ async def get_input(
     "/{job_id}/files/output/{path:path}",
     name="get_output",
     summary="Download a file of the job's output/ folder",
+    description=(
+        "What the job wrote, as an attachment named by its last path segment, "
+        "with `nosniff` and a sandbox policy; a path that leaves the folder is a "
+        "422, a missing file a 404."
+    ),
     response_class=FileResponse,
     responses={200: DOWNLOAD, **problem_responses(404, 422)},
 )

@@ -70,6 +70,10 @@ async def create_server(
     "",
     name="list",
     summary="List the tenant's MCP servers, by name",
+    description=(
+        "A page of `limit` servers after the name in `after`, each with its "
+        "header names (never their values) and `last_error`."
+    ),
     responses=problem_responses(422),
 )
 async def list_servers(
@@ -85,6 +89,10 @@ async def list_servers(
     "/{name}",
     name="get",
     summary="Get an MCP server (without its headers' values)",
+    description=(
+        "The server's URL, header names, timeout, tool filter, trust and "
+        "`last_error`; its tools are listed by a refresh."
+    ),
     responses=problem_responses(404, 422),
 )
 async def get_server(name: ServerName, db: SessionDep, tenant: CurrentTenant) -> McpServerPublic:
@@ -125,6 +133,10 @@ async def update_server(
     status_code=204,
     name="delete",
     summary="Delete an MCP server",
+    description=(
+        "Sessions that attach it are offered none of its tools from their next "
+        "segment on; 204 with no body."
+    ),
     responses=problem_responses(404, 422),
 )
 async def delete_server(name: ServerName, database: DatabaseDep, tenant: CurrentTenant) -> Response:

@@ -35,7 +35,17 @@ async def list_pieces(runtime: RuntimeDep, tenant: CurrentTenant) -> PieceList:
     )
 
 
-@router.get("/{name}", name="get", summary="One piece in full", responses=problem_responses(404))
+@router.get(
+    "/{name}",
+    name="get",
+    summary="One piece in full",
+    description=(
+        "The piece as loaded from its file: its movements with their "
+        "instructions, allowed tools and transitions. A name no loaded piece has "
+        "is a 404."
+    ),
+    responses=problem_responses(404),
+)
 async def get_piece(
     name: Annotated[str, Path(max_length=100)], runtime: RuntimeDep, tenant: CurrentTenant
 ) -> Piece:

@@ -41,6 +41,14 @@ SessionId = Annotated[str, Path(max_length=40, description="A session id (`ses_â
     response_model=SessionPublic,
     name="create",
     summary="Create a session",
+    description=(
+        "Answers 201 with the session and its `Location`. Its `tools`, "
+        "`client_tools` and `tool_policy` are checked when written (422 naming "
+        "the field); each `mcp` server is listed once, so an attachment whose "
+        "tools collide or are too many is a 422 and a server that cannot list "
+        "them a 502. A retry with the same `Idempotency-Key` gets the first "
+        "answer."
+    ),
     responses=problem_responses(413, 422, 502),
 )
 async def create_session(
@@ -109,6 +117,10 @@ async def list_sessions(
     "/{session_id}",
     name="get",
     summary="Get a session",
+    description=(
+        "The session as created or last changed, with its current `status` (from "
+        "its jobs: idle, running or waiting). Another tenant's session is a 404."
+    ),
     responses=problem_responses(404, 422),
 )
 async def get_session(
@@ -122,6 +134,10 @@ async def get_session(
     "/{session_id}",
     name="update",
     summary="Change a session's title, metadata, tools or tool policy",
+    description=(
+        "Only the fields sent change (a sent `null` clears a field that may be "
+        "null); they are checked as on create."
+    ),
     responses=problem_responses(404, 413, 422, 502),
 )
 async def update_session(

@@ -66,6 +66,11 @@ async def create_task(
     "",
     name="list",
     summary="The session's tasks, every status, in taskid order",
+    description=(
+        "The task list the agent and the session's users share; `status` keeps "
+        "only the tasks in that status (a deleted task stays listed as "
+        "`deleted`)."
+    ),
     responses=problem_responses(404, 422),
 )
 async def list_tasks(
@@ -74,7 +79,15 @@ async def list_tasks(
     return TaskList(data=await service.list_tasks(db, tenant, session_id, status))
 
 
-@router.get("/{taskid}", name="get", summary="One task", responses=problem_responses(404, 422))
+@router.get(
+    "/{taskid}",
+    name="get",
+    summary="One task",
+    description=(
+        "A task by its `taskid` (numbered from 1 within the session); an unknown one is a 404."
+    ),
+    responses=problem_responses(404, 422),
+)
 async def get_task(
     session_id: SessionId, taskid: TaskId, db: SessionDep, tenant: CurrentTenant
 ) -> Task:

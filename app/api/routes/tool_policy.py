@@ -29,7 +29,15 @@ from app.services import tool_policy as service
 router = APIRouter(tags=["tools"], responses=problem_responses(401, 503))
 
 
-@router.get("/tool-policy", name="get_policy", summary="The tenant's tool policy rules")
+@router.get(
+    "/tool-policy",
+    name="get_policy",
+    summary="The tenant's tool policy rules",
+    description=(
+        "The tenant's layer of the tool policy, an ordered list where the last "
+        "matching rule wins, and when it was last replaced; empty when never set."
+    ),
+)
 async def get_policy(db: SessionDep, tenant: CurrentTenant) -> ToolPolicyPublic:
     found = await service.tenant_rules(db, tenant)
     return ToolPolicyPublic.model_validate({"rules": found.rules, "updated_at": found.updated_at})

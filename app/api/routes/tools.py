@@ -11,7 +11,17 @@ from app.api.schemas.tools import ToolList, ToolPublic
 router = APIRouter(prefix="/tools", tags=["tools"], responses=problem_responses(401, 503))
 
 
-@router.get("", name="list", summary="The tools a session or a piece's movement may offer")
+@router.get(
+    "",
+    name="list",
+    summary="The tools a session or a piece's movement may offer",
+    description=(
+        "Strata's own tools by name, each with its description and input schema; "
+        "`in_chat` says whether a session's chat turns can use it (the others "
+        "need a piece's movement). MCP tools are not listed here: a refresh of "
+        "their server lists them."
+    ),
+)
 async def list_tools(runtime: RuntimeDep, tenant: CurrentTenant) -> ToolList:
     specs = {tool.name: tool.spec() for tool in runtime.tools.tools}
     return ToolList(

@@ -77,6 +77,10 @@ async def create_webhook(
     "",
     name="list",
     summary="List webhook subscriptions, newest first",
+    description=(
+        "The tenant's subscriptions, a page of `limit` after the cursor in "
+        "`after`; their secrets are never listed."
+    ),
     responses=problem_responses(422),
 )
 async def list_webhooks(
@@ -90,6 +94,10 @@ async def list_webhooks(
     "/{webhook_id}",
     name="get",
     summary="Get a webhook subscription (without its secret)",
+    description=(
+        "The subscription with its state: `enabled`, and when deliveries keep "
+        "failing `failing_since` and `disabled_reason`."
+    ),
     responses=problem_responses(404, 422),
 )
 async def get_webhook(
@@ -134,6 +142,9 @@ async def update_webhook(
     status_code=204,
     name="delete",
     summary="Delete a subscription and its deliveries",
+    description=(
+        "Nothing more is sent to its URL, deliveries still pending included; 204 with no body."
+    ),
     responses=problem_responses(404, 422),
 )
 async def delete_webhook(
@@ -147,6 +158,11 @@ async def delete_webhook(
     "/{webhook_id}/deliveries",
     name="deliveries",
     summary="A subscription's deliveries, newest first, with every attempt",
+    description=(
+        "Each delivery with its event, status and every attempt made (when, the "
+        "answer's status or the error), a page of `limit` after the cursor in "
+        "`after`."
+    ),
     responses=problem_responses(404, 422),
 )
 async def list_deliveries(

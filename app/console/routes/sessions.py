@@ -87,6 +87,7 @@ async def _panels(api: PublicApi, session_id: str, page: int) -> dict[str, Any]:
         "memory": await api.get(f"{path}/memory"),
         "turns": await api.get(f"{path}/turns", limit=page),
         "jobs": (await api.get("/jobs", session_id=session_id, limit=page))["data"],
+        "tools": (await api.get(f"{path}/tools"))["data"],
     }
 
 
