@@ -6,7 +6,7 @@ from pathlib import Path
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.db.models import Job
+from app.db.models import Job, Session
 from app.db.repositories.jobs import JobRepository
 from app.db.repositories.rows import RowRepository
 from app.domain.errors import SubtaskLimit
@@ -35,13 +35,17 @@ async def submit_job(
 ) -> Job:
     """Queue a piece job (or, with `start=False`, make it a draft that takes files and
     comments until it is started); without a session one is made for it (a subtask gets
-    its own). In a chat session it works in segments of its own (`app.worker.movement`)."""
+    its own, under its parent's session's tool policy). In a chat session it works in
+    segments of its own (`app.worker.movement`)."""
     if session_id is not None:
         session = await get_session(db, tenant, session_id)
     else:
         session = await create_session(db, tenant, title=_title(instruction))
         if parent is not None:
             session.parent_session_id = parent.session_id
+            # its parent's session's tool policy binds the subtask's movements too
+            above = await RowRepository(db).by_id(Session, parent.session_id)
+            session.tool_policy = above.tool_policy if above is not None else None
             await RowRepository(db).save(session)
     return await enqueue(
         db,
