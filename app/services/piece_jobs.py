@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -32,9 +33,11 @@ async def submit_job(
     session_id: str | None = None,
     parent: Job | None = None,
     start: bool = True,
+    client_tools: list[dict[str, Any]] | None = None,
 ) -> Job:
     """Queue a piece job (or, with `start=False`, make it a draft that takes files and
-    comments until it is started); without a session one is made for it (a subtask gets
+    comments until it is started); `client_tools` (as checked) are offered in each of its
+    movements. Without a session one is made for it (a subtask gets
     its own, under its parent's session's tool policy). In a chat session it works in
     segments of its own (`app.worker.movement`)."""
     if session_id is not None:
@@ -59,6 +62,7 @@ async def submit_job(
             parent_job_id=parent.id if parent is not None else None,
             root_job_id=(parent.root_job_id or parent.id) if parent is not None else None,
             depth=parent.depth + 1 if parent is not None else 0,
+            input={"client_tools": client_tools} if client_tools else {},
         ),
         start=start,
     )

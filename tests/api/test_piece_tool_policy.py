@@ -289,3 +289,50 @@ async def test_a_subtask_runs_under_its_parent_session_rules(
     child_results = tool_results(fake_llm.requests[2].body)
     assert [r["is_error"] for r in child_results] == [True]
     assert "read-only session" in result_text(child_results[0])
+
+
+PICK_FILE = {
+    "name": "pick_file",
+    "description": "Ask the user to pick a file; answers its path.",
+    "input_schema": {"type": "object", "properties": {"prompt": {"type": "string"}}},
+}
+
+
+async def test_a_jobs_client_tool_is_offered_in_its_movements_and_respond_answers_it(
+    strata: Strata, fake_llm: FakeMessagesAPI
+) -> None:
+    _, client = strata
+    call = tool_use("pick_file", {"prompt": "which?"})
+    job = await _waiting_job(client, fake_llm, call, client_tools=[PICK_FILE])
+    [action] = job["required_action"]
+    fake_llm.reply(transition("COMPLETE", "picked a.txt"))
+
+    allowed = await client.post(
+        f"/jobs/{job['id']}/actions/{action['id']}", json={"decision": "allow"}
+    )
+    answered = await client.post(
+        f"/jobs/{job['id']}/actions/{action['id']}",
+        json={"decision": "respond", "content": "a.txt"},
+    )
+
+    assert (action["kind"], allowed.status_code, answered.status_code) == ("client_tool", 422, 200)
+    assert (await wait_status(client, job["id"], ENDED))["status"] == "succeeded"
+    assert "pick_file" in {tool["name"] for tool in fake_llm.requests[0].body["tools"]}
+    [result] = tool_results(fake_llm.requests[-1].body)
+    assert (result["tool_use_id"], result_text(result)) == (call.id, "a.txt")
+
+
+async def test_a_jobs_client_tool_named_like_a_server_tool_is_a_422(strata: Strata) -> None:
+    _, client = strata
+
+    refused = await client.post(
+        "/jobs",
+        json={
+            "instruction": "x",
+            "piece": "guarded",
+            "client_tools": [{**PICK_FILE, "name": "transition"}],
+        },
+    )
+
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["field"] == "client_tools[0].name"
