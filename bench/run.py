@@ -37,6 +37,7 @@ BENCHMARKS = (
     "prompt_cache",
     "soak",
     "user_shapes",
+    "tool_policy",
 )
 RESULTS_JSON = BENCH_DIR / "results.json"
 RESULTS_MD = BENCH_DIR / "RESULTS.md"

@@ -64,6 +64,17 @@ def test_error_responses_are_declared_as_problem_json(document: dict[str, Any]) 
                 )
 
 
+def test_every_json_success_response_declares_its_schema(document: dict[str, Any]) -> None:
+    """A generated client parses a success body into its model only when the document
+    says which: an untitled `{}` schema leaves it a bare dict (`Any`)."""
+    typed = {"$ref", "type", "anyOf", "oneOf", "allOf"}
+    for method, path, operation in _operations(document):
+        for status, response in operation["responses"].items():
+            schema = response.get("content", {}).get("application/json", {}).get("schema")
+            if status.startswith("2") and schema is not None:
+                assert typed & set(schema), (method, path, status, schema)
+
+
 def test_authenticated_operations_declare_401_and_not_found_ones_404(
     document: dict[str, Any],
 ) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -12,7 +12,8 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.db.models import Job
 from app.db.repositories.jobs import JobRepository
 from app.db.repositories.sessions import SessionRepository
-from app.domain.errors import Conflict
+from app.domain.client_tools import ClientTool, check_client_tools
+from app.domain.errors import Conflict, InvalidInput
 from app.domain.ids import new_id
 from app.domain.items import ItemPayload, Origin, TextBlock, UserBlock, UserMessage, user_text
 from app.domain.jobs import JobKind
@@ -32,15 +33,33 @@ class IfBusy(StrEnum):
     steer = "steer"
 
 
+def message_client_tools(
+    tools: Sequence[ClientTool], if_busy: IfBusy, builtin: Collection[str], max_tools: int
+) -> list[dict[str, Any]] | None:
+    """The client tools a message offers its own turn, as its job keeps them (None: none),
+    or InvalidInput naming the field at fault: as a session's are checked, and none with
+    a steer, which joins a running turn whose tools are set."""
+    if tools and if_busy is IfBusy.steer:
+        raise InvalidInput(
+            "client_tools: a steer joins the running turn, whose tools are set; send the "
+            "message without them, or with another if_busy",
+            field="client_tools",
+        )
+    return check_client_tools(tools, builtin, max_tools)
+
+
 async def send_message(
     db: AsyncSession,
     tenant: str,
     session_id: str,
     message: str | Sequence[UserBlock],
     if_busy: IfBusy,
+    *,
+    client_tools: list[dict[str, Any]] | None = None,
 ) -> Job:
     """Enqueue a chat turn. On an idle session the user item is appended now; behind a
     running turn it is appended when its own turn starts, so turns never interleave.
+    `client_tools`: what the message offers its own turn besides the session's.
 
     Prepared statements only, so that a message is a statement unit like a step: the
     tenant's check is the turn's reservation (which also locks the session), and the
@@ -66,6 +85,8 @@ async def send_message(
         input=_job_input([TextBlock(text=message)] if isinstance(message, str) else message),
         steer=busy and if_busy is IfBusy.steer,
     )
+    if client_tools:
+        job.input = {**job.input, "client_tools": client_tools}
     if busy:
         return await enqueue(db, job)
     slot = await sessions.allocate_seq(session_id, new_turn=False)

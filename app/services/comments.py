@@ -8,6 +8,7 @@ from enum import StrEnum
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import Comment, Job
+from app.db.repositories.actions import ActionRepository
 from app.db.repositories.comments import CommentRepository
 from app.domain.errors import Conflict
 from app.domain.jobs import TERMINAL, JobKind, JobStatus
@@ -44,8 +45,14 @@ async def post_comment(db: AsyncSession, job: Job, body: str, author: Author) ->
         {"job_id": job.id, "comment_id": comment.id, "author": author.value},
         job_id=job.id,
     )
-    # a piece job's ASK waits for a comment; a chat turn waits for its actions instead
-    if author is Author.user and job.status == JobStatus.waiting_human and job.kind != JobKind.chat:
+    # a piece job's ASK waits for a comment; a turn or movement holding tool calls waits
+    # for its actions instead
+    if (
+        author is Author.user
+        and job.status == JobStatus.waiting_human
+        and job.kind != JobKind.chat
+        and not await ActionRepository(db).of_job(job.id, pending_only=True)
+    ):
         await set_status(db, job, JobStatus.queued)  # resumes at the movement that asked
     return comment
 

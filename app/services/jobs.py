@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -21,7 +21,7 @@ from app.domain.jobs import TERMINAL, WAITING, JobKind, JobStatus, interrupted_e
 from app.services import webhooks
 from app.services.event_payloads import action_data, job_status_data
 from app.services.events import record_event
-from app.services.items import append_item
+from app.services.items import add_item, append_item
 from app.services.pagination import Page, page_of
 
 # how deep a chain of subtasks is followed for cancels and waiting questions
@@ -118,8 +118,8 @@ async def set_status(
 ) -> None:
     """Every status change goes through here, so each one is also an event."""
     now = utcnow()
-    if status in TERMINAL and job.status == JobStatus.waiting_human and job.kind == JobKind.chat:
-        await close_pending(db, job)  # a chat turn waiting for people ends
+    if status in TERMINAL and job.status == JobStatus.waiting_human:
+        await close_pending(db, job)  # a turn or movement waiting for people ends
     job.status = status
     job.updated_at = now
     if error is not None:
@@ -301,8 +301,16 @@ async def close_pending(db: AsyncSession, job: Job) -> None:
 
 
 async def close_call(db: AsyncSession, job: Job, action: JobAction, content: str) -> None:
-    """The error result of an action's call that will never run."""
+    """The error result of an action's call that will never run: in the segment of the
+    call, which for a piece job's movement is its own, not the session's current one
+    (the chat's, given back while the job waits)."""
     result = ToolResult(
         tool_use_id=action.tool_use_id, content=content, is_error=True, name=action.tool
     )
-    await append_item(db, job.session_id, result, Origin.system, turn=job.turn, job_id=job.id)
+    opened = (job.state or {}).get("open") if job.kind == JobKind.piece else None
+    if not isinstance(opened, dict):
+        await append_item(db, job.session_id, result, Origin.system, turn=job.turn, job_id=job.id)
+        return
+    slot = await SessionRepository(db).allocate_seq(job.session_id, new_turn=False)
+    slot = replace(slot, segment=int(opened["segment"]))
+    await add_item(db, job.session_id, slot, result, Origin.system, turn=job.turn, job_id=job.id)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.db.models import Job
+from app.db.models import Job, Session
 from app.db.repositories.jobs import JobRepository
 from app.db.repositories.rows import RowRepository
 from app.domain.errors import SubtaskLimit
@@ -32,16 +33,22 @@ async def submit_job(
     session_id: str | None = None,
     parent: Job | None = None,
     start: bool = True,
+    client_tools: list[dict[str, Any]] | None = None,
 ) -> Job:
     """Queue a piece job (or, with `start=False`, make it a draft that takes files and
-    comments until it is started); without a session one is made for it (a subtask gets
-    its own). In a chat session it works in segments of its own (`app.worker.movement`)."""
+    comments until it is started); `client_tools` (as checked) are offered in each of its
+    movements. Without a session one is made for it (a subtask gets
+    its own, under its parent's session's tool policy). In a chat session it works in
+    segments of its own (`app.worker.movement`)."""
     if session_id is not None:
         session = await get_session(db, tenant, session_id)
     else:
         session = await create_session(db, tenant, title=_title(instruction))
         if parent is not None:
             session.parent_session_id = parent.session_id
+            # its parent's session's tool policy binds the subtask's movements too
+            above = await RowRepository(db).by_id(Session, parent.session_id)
+            session.tool_policy = above.tool_policy if above is not None else None
             await RowRepository(db).save(session)
     return await enqueue(
         db,
@@ -55,6 +62,7 @@ async def submit_job(
             parent_job_id=parent.id if parent is not None else None,
             root_job_id=(parent.root_job_id or parent.id) if parent is not None else None,
             depth=parent.depth + 1 if parent is not None else 0,
+            input={"client_tools": client_tools} if client_tools else {},
         ),
         start=start,
     )

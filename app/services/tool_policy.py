@@ -6,8 +6,8 @@ the session's (its `tool_policy`; a job runs under its session's); a piece movem
 (its `tool_policy` in the piece file). A rule must name a tool that is offered: one of
 the server's builtin tools, or an MCP tool (`mcp__…`, offered when a session runs, not
 checked). `effective_policy` compiles the four layers into one `Policy`, which decides a
-call in memory; the check route answers with it, and a chat turn's runner asks it
-before each call (`app.worker.approvals`). Piece movements do not apply the rules yet.
+call in memory; the check route answers with it, and the runner of a chat turn or of a
+piece job's movement asks it before each call (`app.worker.approvals`).
 """
 
 from __future__ import annotations

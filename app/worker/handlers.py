@@ -249,7 +249,12 @@ async def _chat_config(
     client's too), limits, reminder, context policy, and the messages the session's view
     holds from its previous turns."""
     tool_names = [*session_tools(deps, session), *mcp.names]
-    client_tools = [ToolSpec.model_validate(tool) for tool in session.client_tools or ()]
+    # the session's client tools, then its message's (which replace one of the same name)
+    offered_by_client = {
+        str(tool["name"]): tool
+        for tool in [*(session.client_tools or ()), *(job.input.get("client_tools") or ())]
+    }
+    client_tools = [ToolSpec.model_validate(tool) for tool in offered_by_client.values()]
     offered = bool(mcp.tools.specs(tool_names)) or bool(client_tools)
     return TurnConfig(
         model=session.model or deps.settings.model,

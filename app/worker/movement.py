@@ -7,6 +7,14 @@ the job's state records the movement as open and a `movement.started` event goes
 runner that resumes a job whose movement is open continues it from the log: the loop
 gives a tool call left without a result the `interrupted` result and goes on from there,
 never from the prompt again (and no second `movement.started`).
+
+Tool calls go past the tool policy of the movement, compiled once at its start: the
+operator's rules, the tenant's, the session's and the movement's own (`tool_policy` in the
+piece file). A call the policy `ask`s, and a call of one of the job's client tools, holds
+the movement: its job waits for people (`waiting_human`) with one action per held call,
+written in the transaction of that move, and the chat's segment is given back while it
+waits; once the last action is resolved the job is queued again, takes the movement's
+segment back and answers the held calls as people decided (`app.engine.loop`).
 """
 
 from __future__ import annotations
@@ -18,12 +26,14 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.db.models import Job, Session
 from app.db.repositories.jobs import JobRepository
 from app.db.repositories.rows import RowRepository
-from app.db.repositories.sessions import SessionRepository, peek_session_row
+from app.db.repositories.sessions import SessionRepository, peek_session_row, peek_turn_start
 from app.db.types import utcnow
 from app.domain.errors import SubtaskLimit
 from app.domain.items import Origin, user_text
 from app.domain.jobs import WAIT_SUBTASKS, JobStatus
+from app.domain.tool_policy import rules_of
 from app.engine.context import ContextAction
+from app.engine.llm import ToolSpec
 from app.engine.loop import (
     CANCELLED,
     INTERRUPTED_BY_USER,
@@ -39,10 +49,13 @@ from app.engine.workspace import Workspace
 from app.mcp.names import is_mcp_name
 from app.mcp.pool import McpPool
 from app.services import webhooks
+from app.services.actions import Asked, open_actions
 from app.services.items import append_item
 from app.services.piece_jobs import submit_subtask
 from app.services.sessions import session_from
+from app.services.tool_policy import effective_policy
 from app.tools.transition import SPAWN_SUBTASK, TRANSITION
+from app.worker.approvals import JobApprovals
 from app.worker.context_policy import MovementContext
 from app.worker.handlers import (
     Deps,
@@ -179,7 +192,10 @@ async def begin(
     if state.open is not None and state.open.movement == movement.name:
         async with deps.database.read() as db:
             session = await RowRepository(db).by_id(Session, job.session_id)
-        if session is not None and session.current_segment == state.open.segment:
+        if session is not None and session.current_segment != state.open.segment:
+            # it waited for people on tool calls, the chat's segment given back meanwhile
+            await job_database(deps, job).write(lambda db: _take_back(db, job, state))
+        if session is not None:
             return MovementStart(system_prompt(piece, session), "")
     start = await movement_start(deps, job, piece, movement, state, workspace)
 
@@ -213,6 +229,16 @@ async def begin(
     except _TreeBudgetSpent:
         return _tree_spent(job, movement, tree)
     return start
+
+
+async def _take_back(db: AsyncSession, job: Job, state: PieceState) -> None:
+    """The open movement's segment made the session's current again, the chat's kept to
+    be given back when the job stops running."""
+    assert state.open is not None
+    sessions = SessionRepository(db)
+    state.chat_segment = await sessions.current_segment(job.session_id)
+    await sessions.set_segment(job.session_id, state.open.segment)
+    await _store_state(db, job, state)
 
 
 async def _movement_mcp(deps: Deps, job: Job, movement: Movement, pool: McpPool | None) -> TurnMcp:
@@ -265,7 +291,9 @@ async def run_movement(
     held = JobSession(
         job_database(deps, job), job, checkpoint_every=deps.settings.task_checkpoint_ops
     )
-    conversation = held.view.conversation(tools_offered=bool(mcp.tools.specs(names)))
+    client_tools = [ToolSpec.model_validate(tool) for tool in job.input.get("client_tools") or ()]
+    offered = bool(mcp.tools.specs(names)) or bool(client_tools)
+    conversation = held.view.conversation(tools_offered=offered)
     store = DbTurnStore(held)
     ctx = tool_context(deps, held, piece=gateway, workspace=workspace)
     config = TurnConfig(
@@ -278,11 +306,15 @@ async def run_movement(
         context=_movement_context(deps, job, piece, movement, state, gateway, store),
         conversation=conversation,
         reminder=task_reminder(deps.settings, held, names),
+        approvals=await _approvals(deps, job, movement, [*deps.tools.names, *mcp.names]),
+        client_tools=client_tools,
     )
     for nudge in range(NUDGES + 1):
         outcome = await run_turn(
             deps.llm, store, mcp.tools, ctx, config, HubTurnEvents(deps.hub, job)
         )
+        if outcome.status == "waiting":
+            return _waiting(job, outcome, config)
         if outcome.status == "cancelled":
             stopped = INTERRUPTED_BY_USER if held.interrupt_requested else CANCELLED
             await close_dangling_tool_uses(store, stopped)
@@ -298,6 +330,61 @@ async def run_movement(
         None,
         forced=True,
     )
+
+
+async def _approvals(deps: Deps, job: Job, movement: Movement, known: list[str]) -> JobApprovals:
+    """The movement's tool policy, compiled once: the operator's rules, the tenant's and
+    the session's (one read), and the movement's own; the job's client tools are held for
+    its client's answer."""
+    rows, tenant_rules = await peek_turn_start(deps.database, job.session_id)
+    session = session_from(rows, job.tenant, job.session_id)
+    client = [str(tool["name"]) for tool in job.input.get("client_tools") or ()]
+    return JobApprovals(
+        effective_policy(
+            operator=deps.operator_policy,
+            tenant=rules_of(tenant_rules),
+            session=rules_of(session.tool_policy),
+            movement=movement.policy_rules(),
+            builtin=known,
+        ),
+        job_database(deps, job),
+        known,
+        client,
+    )
+
+
+def _waiting(job: Job, outcome: TurnOutcome, config: TurnConfig) -> Outcome:
+    """The movement waits for people: the job moves to `waiting_human` with one action per
+    held call and gives its session's chat segment back, in one transaction; the movement
+    stays open, to be taken up again from the log once they answered."""
+    client = {spec.name for spec in config.client_tools}
+    asked = [
+        Asked(held.block, held.decision, client=held.block.name in client) for held in outcome.held
+    ]
+
+    async def also(db: AsyncSession) -> None:
+        await open_actions(db, job, asked)
+        await _lend_segment_back(db, job)
+
+    return Outcome(JobStatus.waiting_human, also=also)
+
+
+async def _lend_segment_back(db: AsyncSession, job: Job) -> None:
+    """The chat's segment made the session's current again while the job waits, the open
+    movement kept (`begin` takes its segment back)."""
+    current = await JobRepository(db).get(job.id)
+    if current is None:
+        return
+    state = dict(current.state or {})
+    segment = state.get("chat_segment")
+    if segment is None:
+        return
+    await SessionRepository(db).set_segment(job.session_id, int(segment))
+    state["chat_segment"] = None
+    current.state = state
+    current.updated_at = utcnow()
+    await JobRepository(db).save(current)
+    job.state = current.state
 
 
 def _movement_context(

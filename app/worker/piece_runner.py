@@ -95,7 +95,8 @@ async def _run_movements(
         if step is None:
             return _ended(job, Outcome(JobStatus.cancelled))
         if isinstance(step, Outcome):
-            return _ended(job, step)
+            # a movement waiting for people on tool calls stays open (`run_movement`)
+            return step if step.status == JobStatus.waiting_human else _ended(job, step)
         await _transitioned(deps, job, movement, step)
         await _movement_ended(deps, job, piece, movement, step, state, workspace)
         if step.forced and step.next_step == COMPLETE:

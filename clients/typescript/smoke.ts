@@ -1,7 +1,8 @@
 /**
  * The TypeScript client against a live server: create a session, send a message and stream
  * its turn to the end, resume a stream cut mid-way (by hand, and by itself after a dropped
- * connection), and read the problem document of error answers. Each step prints one JSON
+ * connection), read the problem document of error answers, allow a tool call a policy asked
+ * about, and interrupt a running turn. Each step prints one JSON
  * line, which tests/clients/test_typescript_client.py checks.
  *
  *     npm run build && node dist/smoke.js http://127.0.0.1:8000 --token "$STRATA_API_KEY"
@@ -189,12 +190,97 @@ async function problems(client: StrataClient): Promise<void> {
   });
 }
 
-const STEPS = ["turn", "resume", "reconnect", "problems"] as const;
+/** People in the loop: a session whose policy asks before TaskList runs; each call its turn
+ * waits on (`action.required`, the job listing it in `required_action`) is allowed, and the
+ * job's stream is read to the answer. */
+async function approve(client: StrataClient): Promise<void> {
+  const session = await ok(
+    client.POST("/sessions", {
+      body: {
+        title: "People in the loop",
+        tool_policy: [{ tool: "TaskList", effect: "ask", reason: "a person decides" }],
+      },
+    }),
+  );
+  const accepted = await ok(
+    client.POST("/sessions/{session_id}/messages", {
+      params: { path: { session_id: session.id } },
+      body: { text: "What is on the task list?" },
+    }),
+  );
+  const jobId = accepted.job_id;
+  const required: string[] = [];
+  const resolved: string[] = [];
+  const events: Received[] = [];
+  for await (const received of stream(client, { jobId })) {
+    events.push(received);
+    const { event } = received;
+    if (event.type !== "action.required" || resolved.includes(event.id)) {
+      continue;
+    }
+    // the action's event and the job's wait are one transaction: the job lists it now
+    const job = await ok(client.GET("/jobs/{job_id}", { params: { path: { job_id: jobId } } }));
+    required.push(...job.required_action.map((action) => `${action.tool} ${action.status}`));
+    const action = await ok(
+      client.POST("/jobs/{job_id}/actions/{action_id}", {
+        params: { path: { job_id: jobId, action_id: event.id } },
+        // openapi-typescript makes a field with a default required in a request body
+        body: { decision: "allow", is_error: false },
+      }),
+    );
+    resolved.push(action.id);
+    required.push(`${action.tool} ${action.status} ${action.decision ?? ""}`.trim());
+  }
+  const answer = events.flatMap(({ event }) =>
+    event.type === "item.appended" && event.item.kind === "assistant_message"
+      ? event.item.content.flatMap((block) => (block.type === "text" ? [block.text] : []))
+      : [],
+  );
+  const last = events.at(-1)?.event;
+  print("approved", {
+    job_id: jobId,
+    actions: required,
+    types: events.map((r) => r.event.type),
+    answer: answer.join(""),
+    status: last?.type === "job.status" ? last.status : null,
+  });
+}
+
+/** Interrupt a running turn: its job ends `cancelled`, its error says `interrupted`. */
+async function interrupt(client: StrataClient): Promise<void> {
+  const session = await ok(client.POST("/sessions", { body: { title: "Interrupted" } }));
+  const path = { session_id: session.id };
+  const accepted = await ok(
+    client.POST("/sessions/{session_id}/messages", {
+      params: { path },
+      body: { text: "Take your time." },
+    }),
+  );
+  const types: string[] = [];
+  for await (const { event } of stream(client, { jobId: accepted.job_id })) {
+    types.push(event.type);
+    if (event.type === "job.status" && event.status === "running") {
+      await ok(client.POST("/sessions/{session_id}/interrupt", { params: { path } }));
+    }
+  }
+  const job = await ok(
+    client.GET("/jobs/{job_id}", { params: { path: { job_id: accepted.job_id } } }),
+  );
+  print("interrupted", { types, status: job.status, error: job.error?.type ?? null });
+}
+
+const STEPS = ["turn", "resume", "reconnect", "problems", "approve", "interrupt"] as const;
 type Step = (typeof STEPS)[number];
 
 async function main(baseUrl: string, token: string | undefined, steps: Step[]): Promise<void> {
   const client = createStrataClient(baseUrl, { token });
-  if (steps.some((step) => step !== "problems")) {
+  if (steps.includes("approve")) {
+    await approve(client);
+  }
+  if (steps.includes("interrupt")) {
+    await interrupt(client);
+  }
+  if (steps.some((step) => step === "turn" || step === "resume" || step === "reconnect")) {
     const jobId = await followTurn(client); // the others read this turn's job again
     if (steps.includes("resume")) {
       await resumeByHand(client, jobId);

@@ -87,3 +87,85 @@ async def test_a_client_tool_named_like_a_server_tool_is_a_422(
 
     assert refused.status_code == 422, refused.text
     assert refused.json()["field"] == "client_tools[0].name"
+
+
+async def test_a_messages_client_tool_is_offered_for_its_turn_only(
+    agent_client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
+) -> None:
+    session_id = await new_session(agent_client)
+    fake_llm.reply(text("No need."))
+    fake_llm.reply(text("Nothing to pick."))
+
+    await agent_client.post(
+        f"/sessions/{session_id}/messages",
+        params={"wait": "true"},
+        json={"text": "hi", "client_tools": [PICK_FILE]},
+    )
+    await agent_client.post(
+        f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": "again"}
+    )
+
+    first, second = (
+        {tool["name"] for tool in request.body["tools"]} for request in fake_llm.requests
+    )
+    assert "pick_file" in first and "echo" in first
+    assert "pick_file" not in second and "echo" in second
+
+
+async def test_a_messages_client_tools_call_waits_and_only_respond_answers_it(
+    agent_client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
+) -> None:
+    call = tool_use("pick_file", {"prompt": "which?"})
+    fake_llm.reply(call)
+    session_id = await new_session(agent_client)
+    sent = await agent_client.post(
+        f"/sessions/{session_id}/messages", json={"text": "pick", "client_tools": [PICK_FILE]}
+    )
+    job = await wait_status(agent_client, sent.json()["job_id"], {"waiting_human"})
+    [action] = job["required_action"]
+    fake_llm.reply(text("You picked a.txt."))
+    fake_llm.reply(text("Hello again."))
+
+    allowed = await agent_client.post(
+        f"/jobs/{job['id']}/actions/{action['id']}", json={"decision": "allow"}
+    )
+    answered = await agent_client.post(
+        f"/jobs/{job['id']}/actions/{action['id']}",
+        json={"decision": "respond", "content": "a.txt"},
+    )
+    assert (await wait_job(agent_client, job["id"]))["status"] == "succeeded"
+    later = await agent_client.post(
+        f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": "hi"}
+    )
+
+    assert (action["kind"], allowed.status_code, answered.status_code) == ("client_tool", 422, 200)
+    assert later.status_code == 200, later.text
+    assert_log_consistent(await items(agent_client, session_id))
+
+
+async def test_a_messages_client_tool_named_like_a_server_tool_is_a_422(
+    agent_client: httpx.AsyncClient,
+) -> None:
+    session_id = await new_session(agent_client)
+
+    refused = await agent_client.post(
+        f"/sessions/{session_id}/messages",
+        json={"text": "hi", "client_tools": [{**PICK_FILE, "name": "echo"}]},
+    )
+
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["field"] == "client_tools[0].name"
+    assert (await agent_client.get("/jobs", params={"session_id": session_id})).json()["data"] == []
+
+
+async def test_a_steer_with_client_tools_is_a_422(agent_client: httpx.AsyncClient) -> None:
+    session_id = await new_session(agent_client)
+
+    refused = await agent_client.post(
+        f"/sessions/{session_id}/messages",
+        params={"if_busy": "steer"},
+        json={"text": "hi", "client_tools": [PICK_FILE]},
+    )
+
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["field"] == "client_tools"

@@ -23,6 +23,7 @@ import os
 import secrets
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -33,6 +34,7 @@ import pytest
 
 from tests.e2e.conftest import StrataProcesses
 from tests.fakes.messages_api import FakeMessagesAPI, reply, tool_use
+from tests.support.chat import held
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 OPENAPI = REPO_ROOT / "openapi" / "openapi.json"
@@ -254,13 +256,66 @@ def test_a_stream_answered_with_a_problem_raises_it(
     assert (problem.status, problem.type_) == (404, "urn:strata:problem:not-found")
 
 
+@pytest.fixture
+def people(stream: ModuleType) -> Iterator[ModuleType]:
+    """clients/python/people.py (it imports `smoke` and `events` beside it)."""
+    spec = importlib.util.spec_from_file_location("strata_client_people", CLIENT_DIR / "people.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop(spec.name, None)
+
+
+def test_the_people_example_allows_an_asked_call_and_streams_to_the_answer(
+    people: ModuleType, strata_procs: StrataProcesses, fake_llm: FakeMessagesAPI
+) -> None:
+    server = strata_procs.serve()
+    call = tool_use("TaskList", {})
+    fake_llm.reply(call)
+    fake_llm.reply("The list is empty.")
+
+    approved = people.ask_and_allow(
+        server.url, None, "What is on the list?", tool="TaskList", timeout=30.0, poll=0.05
+    )
+
+    [action] = approved.waiting.required_action
+    assert (action.tool, action.tool_use_id, action.rule.layer) == ("TaskList", call.id, "session")
+    assert [(a.id, a.status, a.decision) for a in approved.resolved] == [
+        (action.id, "resolved", "allow")
+    ]
+    assert (approved.status, approved.text) == ("succeeded", "The list is empty.")
+    assert {"action.required", "action.resolved"} <= set(approved.events)
+    last = fake_llm.requests[-1].body["messages"][-1]["content"][0]
+    assert (last["type"], last["tool_use_id"]) == ("tool_result", call.id)
+
+
+def test_the_people_example_interrupts_a_running_turn(
+    people: ModuleType, strata_procs: StrataProcesses, fake_llm: FakeMessagesAPI
+) -> None:
+    server = strata_procs.serve()
+    gate = threading.Event()
+    fake_llm.enqueue(held(gate, reply("Never shown.")))
+
+    try:
+        job = people.interrupt_turn(server.url, None, "Take your time.", timeout=30.0, poll=0.05)
+    finally:
+        gate.set()
+
+    assert job.status == "cancelled"
+    assert job.error.type_ == "urn:strata:problem:interrupted"
+
+
 def test_the_examples_type_check_against_the_generated_client(generated_client: Path) -> None:
     done = subprocess.run(
         [
             sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent",
             "--no-incremental", "--cache-dir=/dev/null",
             str(CLIENT_DIR / "smoke.py"), str(CLIENT_DIR / "stream.py"),
-            str(CLIENT_DIR / "events.py"),
+            str(CLIENT_DIR / "events.py"), str(CLIENT_DIR / "people.py"),
         ],
         cwd=CLIENT_DIR,
         env={**os.environ, "MYPYPATH": f"{generated_client}{os.pathsep}{CLIENT_DIR}"},

@@ -7,8 +7,9 @@ against a real `strata serve` whose LLM is the fake Messages API. Each of its st
 JSON line, checked here: the turn followed live to its end with `stream()` (openapi-fetch
 opens it, eventsource-parser reads it), a stream left after two events and resumed with
 `Last-Event-ID`, a connection cut mid-event that `stream()` reopens by itself after the last
-id it saw, and 404 / 422 answers as `StrataError`s carrying the problem. The event streams
-replay from the store, so this runs on both backends.
+id it saw, 404 / 422 answers as `StrataError`s carrying the problem, a tool call a policy
+asked about allowed through the client and its turn streamed to the answer, and a running
+turn interrupted. The event streams replay from the store, so this runs on both backends.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import secrets
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,8 @@ import pytest
 
 from tests.clients.typescript import CLIENT_DIR, XDIST_GROUP, generate_schema, run, tool
 from tests.e2e.conftest import StrataProcesses
-from tests.fakes.messages_api import FakeMessagesAPI
+from tests.fakes.messages_api import FakeMessagesAPI, reply, tool_use
+from tests.support.chat import held
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group(XDIST_GROUP)]
 
@@ -105,3 +108,39 @@ def test_error_answers_are_typed_errors_carrying_the_problem(
     assert problems["malformed_last_event_id"]["type"] == "urn:strata:problem:validation-error"
     assert problems["unknown_session"]["status"] == 404
     assert problems["unknown_session"]["type"] == "urn:strata:problem:not-found"
+
+
+def test_the_typescript_client_allows_an_asked_call_and_streams_to_the_answer(
+    smoke_js: Path, strata_procs: StrataProcesses, fake_llm: FakeMessagesAPI
+) -> None:
+    server = strata_procs.serve()
+    call = tool_use("TaskList", {})
+    fake_llm.reply(call)
+    fake_llm.reply("The list is empty.")
+
+    approved = smoke(smoke_js, server.url, "approve")["approved"]
+
+    assert approved["actions"] == ["TaskList pending", "TaskList resolved allow"]
+    assert (approved["status"], approved["answer"]) == ("succeeded", "The list is empty.")
+    assert {"action.required", "action.resolved"} <= set(approved["types"])
+    last = fake_llm.requests[-1].body["messages"][-1]["content"][0]
+    assert (last["type"], last["tool_use_id"]) == ("tool_result", call.id)
+
+
+def test_the_typescript_client_interrupts_a_running_turn(
+    smoke_js: Path, strata_procs: StrataProcesses, fake_llm: FakeMessagesAPI
+) -> None:
+    server = strata_procs.serve()
+    gate = threading.Event()
+    fake_llm.enqueue(held(gate, reply("Never shown.")))
+
+    try:
+        interrupted = smoke(smoke_js, server.url, "interrupt")["interrupted"]
+    finally:
+        gate.set()
+
+    assert (interrupted["status"], interrupted["error"]) == (
+        "cancelled",
+        "urn:strata:problem:interrupted",
+    )
+    assert {"job.status", "turn.interrupted"} <= set(interrupted["types"])

@@ -6,6 +6,7 @@ again."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +20,9 @@ from app.engine.tools import Tool, ToolContext, ToolRegistry
 from app.services.actions import ActionChoice, ResolveContext, pending_actions, resolve_actions
 from app.services.chat import IfBusy, send_message
 from app.services.jobs import get_job
+from app.services.piece_jobs import submit_job
 from app.services.sessions import create_session
+from app.tools.transition import piece_tools
 from app.wiring import runtime
 from tests.fakes.messages_api import FakeMessagesAPI, tool_use
 from tests.support.chat import TERMINAL, assert_log_consistent, wait_until
@@ -100,4 +103,78 @@ async def test_an_allowed_call_runs_once_when_another_runner_takes_the_job_over(
     assert job.status == "succeeded"
     [result] = [i for i in log if i["kind"] == "tool_result"]
     assert (result["tool_use_id"], result["content"]) == (call.id, INTERRUPTED)
+    assert_log_consistent(log)
+
+
+GATED = """\
+name: gated
+movements:
+  - name: only
+    instruction: Pass the gate.
+    allowed_tools: [gate]
+    transitions: [COMPLETE]
+    tool_policy:
+      - {tool: gate, effect: ask}
+"""
+
+
+async def test_an_allowed_movement_call_runs_once_when_another_runner_takes_the_job_over(
+    make_settings: Any, fake_llm: FakeMessagesAPI, tmp_path: Path
+) -> None:
+    gate = _Gate()
+    tools = ToolRegistry([Tool("gate", "Pass the gate.", _Nothing, gate.invoke), *piece_tools()])
+    pieces = tmp_path / "pieces"
+    pieces.mkdir()
+    (pieces / "gated.yaml").write_text(GATED)
+    common = {"pieces_dir": pieces, "data_dir": tmp_path / "data"}
+    prompt = agent_settings(make_settings, fake_llm, job_lease_seconds=30.0, **common)
+    late = agent_settings(  # its lease expires while the call runs: the job is B's
+        make_settings,
+        fake_llm,
+        job_lease_seconds=0.3,
+        job_heartbeat_seconds=3600.0,
+        worker_concurrency=1,
+        **common,
+    )
+    call = tool_use("gate", {})
+    fake_llm.reply(call)
+    fake_llm.reply(tool_use("transition", {"next_step": "COMPLETE", "summary": "through"}))
+
+    async with (
+        runtime(prompt, with_runner=False, tools=tools) as parts,
+        runtime(late, with_runner=False, tools=tools) as late_parts,
+    ):
+        piece = parts.pieces.get("gated")
+        assert piece is not None
+
+        async def start(db: Any) -> str:
+            return (await submit_job(db, "acme", instruction="go", piece=piece)).id
+
+        job_id = await parts.database.write(start)
+        waiting = frozenset({JobStatus.waiting_human})
+        async with running(parts, prompt, "runner-first"):
+            await wait_until(lambda: has_status(parts.database, job_id, waiting))
+
+        async def allow(db: Any) -> None:
+            [action] = await pending_actions(db, await get_job(db, "acme", job_id))
+            choice = ActionChoice(action.id, ActionDecision.allow)
+            await resolve_actions(db, "acme", job_id, [choice], ResolveContext(tools, 100))
+
+        await parts.database.write(allow)
+        async with running(late_parts, late, "runner-a"):
+
+            async def ran() -> bool:
+                return gate.runs == 1
+
+            await wait_until(ran)
+            async with running(parts, prompt, "runner-b"):
+                await wait_until(lambda: has_status(parts.database, job_id, TERMINAL))
+            gate.open.set()
+        job = await job_of(parts.database, job_id)
+        log = await log_of(parts.database, job.session_id)
+
+    assert gate.runs == 1
+    assert job.status == "succeeded"
+    results = [i for i in log if i["kind"] == "tool_result"]
+    assert (results[0]["tool_use_id"], results[0]["content"]) == (call.id, INTERRUPTED)
     assert_log_consistent(log)

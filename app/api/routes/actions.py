@@ -64,6 +64,7 @@ async def list_actions(job_id: JobId, db: SessionDep, tenant: CurrentTenant) -> 
 
 @router.post(
     "/{job_id}/actions/{action_id}",
+    response_model=ActionPublic,
     name="resolve_action",
     summary="Decide on one pending action: allow, deny, edit or respond",
     description=_RESOLVING,
@@ -89,6 +90,7 @@ async def resolve_action(
 
 @router.post(
     "/{job_id}/actions",
+    response_model=ActionList,
     name="resolve_actions",
     summary="Decide on several pending actions at once",
     description="All or none: one refused decision (404, 409, 422 naming "

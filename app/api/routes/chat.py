@@ -23,7 +23,7 @@ from app.db.models import Job
 from app.domain.jobs import TERMINAL, EndCause, JobStatus, end_cause
 from app.services import files
 from app.services.actions import pending_actions
-from app.services.chat import IfBusy, enqueue_compaction, send_message
+from app.services.chat import IfBusy, enqueue_compaction, message_client_tools, send_message
 from app.services.idempotency import Replay
 from app.services.turn_control import interrupt_session
 from app.services.waiting import wait_for_job
@@ -154,13 +154,16 @@ async def send(
         Query(alias="timeout", gt=0, le=600, description="Longest wait, in seconds."),
     ] = None,
 ) -> object:
+    client_tools = message_client_tools(
+        body.client_tools, if_busy, runtime.tools.names, settings.client_tools_max
+    )
     blocks = await files.message_blocks(
         database, settings, tenant, body.text, files.parts_of(body.content)
     )
 
     async def work(db: AsyncSession) -> MessageAccepted:
         await admission.admit_job(db, tenant)
-        job = await send_message(db, tenant, session_id, blocks, if_busy)
+        job = await send_message(db, tenant, session_id, blocks, if_busy, client_tools=client_tools)
         return MessageAccepted(job_id=job.id, turn=job.turn, job=JobPublic.of(job))
 
     answer = await database.write_statements(idempotency.once(202, work))

@@ -32,6 +32,7 @@ from app.api.schemas.jobs import (
     WorkspaceFiles,
 )
 from app.db.models import Job
+from app.domain.client_tools import check_client_tools
 from app.domain.downloads import OCTET_STREAM, SAFE_IMAGE_TYPES, download_policy
 from app.domain.errors import InvalidInput
 from app.domain.jobs import RESERVED_PIECE_NAMES
@@ -173,6 +174,9 @@ async def create_job(
             else ""
         )
         raise InvalidInput(f"unknown piece {body.piece!r}{hint}; known: {known}", field="piece")
+    client_tools = check_client_tools(
+        body.client_tools, runtime.tools.names, runtime.settings.client_tools_max
+    )
 
     async def work(db: AsyncSession) -> JobPublic:
         if body.start:
@@ -184,6 +188,7 @@ async def create_job(
             piece=piece,
             session_id=body.session_id,
             start=body.start,
+            client_tools=client_tools,
         )
         return JobPublic.of(job)
 

@@ -88,7 +88,8 @@ async def session_tools(
     description="The call is decided by the four layers' rules: within a layer the last "
     "matching rule, the lowest layer with one decides, a `deny` is final; no match: the "
     "tool's default. Nothing runs. An unknown tool, piece or movement is a 422. A chat "
-    "turn decides each call so; piece movements do not apply the rules yet.",
+    "turn decides each call so, and so does a piece job's movement (give `movement` to "
+    "see its layer).",
     responses=problem_responses(404, 413, 422),
 )
 async def check_policy(

@@ -10,6 +10,7 @@ from app.api.schemas.actions import ActionPublic
 from app.api.schemas.files import CONTENT_DESCRIPTION, ContentPart
 from app.api.schemas.sessions import usage_of
 from app.db.models import Job, JobAction
+from app.domain.client_tools import ClientTool
 from app.domain.jobs import JobKind, JobStatus
 from app.domain.usage import Usage
 from app.services.jobs import WaitingChild
@@ -129,6 +130,14 @@ class MessageCreate(BaseModel):
     content: list[ContentPart] | None = Field(
         default=None, min_length=1, max_length=100, description=CONTENT_DESCRIPTION
     )
+    client_tools: list[ClientTool] = Field(
+        default_factory=list,
+        description="Tools the client offers the model for this message's turn only, after "
+        "the session's `client_tools` (one of the same name is replaced for the turn); a "
+        "call waits as an action of kind `client_tool` that `respond` answers. A name of "
+        "this server's tools is a 422, and so is any with `if_busy=steer` (a steer joins "
+        "a turn whose tools are set).",
+    )
 
     @model_validator(mode="after")
     def _text_or_content(self) -> MessageCreate:
@@ -179,6 +188,12 @@ class JobCreate(BaseModel):
         default=True,
         description="false: create a `draft` that takes files and comments and never runs "
         "until `POST /jobs/{job_id}/start`.",
+    )
+    client_tools: list[ClientTool] = Field(
+        default_factory=list,
+        description="Tools the client offers the model in each of the job's movements (not "
+        "its subtasks') and runs itself: a call waits as an action of kind `client_tool` "
+        "that `respond` answers. A name of this server's tools is a 422.",
     )
 
 
