@@ -9,9 +9,13 @@ installs the same hooks, command and MCP server into plain settings instead: the
 kit's hooks are merged into `<.claude>/settings.json`, where `${CLAUDE_PLUGIN_ROOT}/scripts`
 becomes the installed folder.
 
-The MCP server entry is the plugin's own: its URL and its `Authorization` header are
-`${STRATA_URL}` and `${STRATA_API_KEY}`, which Claude Code expands from its environment (the
-`env` of its settings included), so no file holding it ever holds a key.
+No file holding the MCP server entry holds a key. The user's entry is the plugin's own: its
+URL and its `Authorization` header are `${STRATA_URL}` and `${STRATA_API_KEY}`, which Claude
+Code expands from its environment, the `env` of `~/.claude/settings.json` included. A
+project's `.mcp.json` is expanded from Claude Code's own environment only, never from the
+personal `settings.local.json`: its URL is the install's (`${STRATA_URL:-URL}`) and its
+header comes from a `headersHelper`, the installed script's `mcp-headers`, which reads the key
+from `STRATA_API_KEY` or `settings.local.json`.
 
 What goes where depends on who reads the file:
 
@@ -220,12 +224,27 @@ def _kit_mcp_server() -> dict[str, Any]:
     return server
 
 
-def merge_mcp_server(config: dict[str, Any], changes: list[str], label: str) -> dict[str, Any]:
-    """`config` with the kit's MCP server as `mcpServers.strata` (other servers kept)."""
+def project_mcp_server(url: str) -> dict[str, Any]:
+    """The MCP server entry of a project's `.mcp.json`. Claude Code expands it from its own
+    environment only, not from the personal settings.local.json: so the URL is the
+    install's (an exported STRATA_URL still wins) and the key comes from the installed
+    script, which reads it from settings.local.json (`headersHelper`; the file holds no key)."""
+    return {
+        "type": "http",
+        "url": f"${{STRATA_URL:-{url}}}/mcp",
+        "headersHelper": f'python3 "{PROJECT_COMMAND_ROOT}/{SCRIPT}" mcp-headers',
+    }
+
+
+def merge_mcp_server(
+    config: dict[str, Any], changes: list[str], label: str, wanted: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """`config` with the kit's MCP server (or `wanted`) as `mcpServers.strata` (other
+    servers kept)."""
     servers = config.get("mcpServers") or {}
     if not isinstance(servers, dict):
         raise InstallError(f"{label}: mcpServers is not an object")
-    wanted = _kit_mcp_server()
+    wanted = wanted or _kit_mcp_server()
     if servers.get(MCP_NAME) == wanted:
         return config
     changes.append(f"{label}: {'~' if MCP_NAME in servers else '+'} mcpServers.{MCP_NAME}: "
@@ -326,7 +345,11 @@ def _plan_project(target: Path, url: str | None, api_key: str | None) -> Plan:
     mcp = _read_settings(mcp_path)
     _stage(plan, shared_path, shared, merged)
     _stage(plan, local_path, local, personal)
-    _stage(plan, mcp_path, mcp, merge_mcp_server(mcp, plan.changes, mcp_path.name))
+    server_url = str(
+        url or _env_of(shared).get("STRATA_URL") or _env_of(local).get("STRATA_URL") or DEFAULT_URL
+    )
+    server = project_mcp_server(server_url)
+    _stage(plan, mcp_path, mcp, merge_mcp_server(mcp, plan.changes, mcp_path.name, server))
     _keep_private(plan, local_path, KEY in _env_of(personal))
     plan.where = _project_where(target, shared_path, local_path, personal)
     return plan
@@ -340,8 +363,9 @@ def _project_where(
         f"shared with the project (safe to commit): {shared_path} (the hooks, the MCP "
         "server's read-only tools allowed), "
         f"{target / 'strata' / SCRIPT}, {target / 'commands' / 'sc-detail.md'}, "
-        f"{target.parent / '.mcp.json'} (mcpServers.{MCP_NAME}: $STRATA_URL/mcp with the "
-        f"key of ${KEY}, never the key itself)",
+        f"{target.parent / '.mcp.json'} (mcpServers.{MCP_NAME}: the server's /mcp, the key "
+        f"read by {PROJECT_COMMAND_ROOT}/{SCRIPT} from ${KEY} or {local_path.name}, never "
+        "written there)",
         f"personal (never commit it): {local_path}: "
         + (f"{names}, " if names else "")
         + f"{APPROVED} (the MCP server approved)"

@@ -675,7 +675,17 @@ def test_a_project_install_registers_the_mcp_server_in_the_projects_mcp_json(
     assert _install("--project", str(tmp_path), "--api-key", SECRET_KEY) == 0
 
     mcp = tmp_path / ".mcp.json"
-    assert json.loads(mcp.read_text()) == {"mcpServers": {"strata": MCP_SERVER}}
+    # Claude Code expands a project's .mcp.json from its own environment only: the key comes
+    # from the installed script, which reads settings.local.json
+    assert json.loads(mcp.read_text()) == {
+        "mcpServers": {
+            "strata": {
+                "type": "http",
+                "url": "${STRATA_URL:-http://127.0.0.1:8000}/mcp",
+                "headersHelper": 'python3 ".claude/strata/strata-hook.py" mcp-headers',
+            }
+        }
+    }
     claude = tmp_path / ".claude"
     shared = json.loads((claude / "settings.json").read_text())
     assert shared["permissions"]["allow"] == READ_TOOLS
@@ -684,7 +694,7 @@ def test_a_project_install_registers_the_mcp_server_in_the_projects_mcp_json(
     for path in (mcp, claude / "settings.json"):
         assert SECRET_KEY not in path.read_text(), path
     printed = capsys.readouterr().out
-    assert f"{mcp} (mcpServers.strata: $STRATA_URL/mcp with the key of $STRATA_API_KEY" in printed
+    assert f"{mcp} (mcpServers.strata: the server's /mcp, the key read by" in printed
     assert "settings.local.json: + enabledMcpjsonServers: strata" in printed
 
 

@@ -10,6 +10,10 @@ isolated HOME into which `strata claude-code install --user` installed the kit, 
 3. runs `/sc-detail <time of session 1's turn>`, which brings that turn's tool output into the
    request the model gets.
 
+And Strata's MCP server as the kit registers it, installed and as a plugin (`--plugin-dir`):
+session 2's model, told the tool by its memory block, calls `memory_search` over HTTP at the
+loopback server and its next request carries session 1's turn.
+
 Marked `sqlite_only`: what is tested is the kit and the CLI, not the database.
 """
 
@@ -191,6 +195,8 @@ def _three_sessions(
     assert "## Strata: session memory" in first
     assert PROMPT in first and "The command printed the build marker." in first
     assert MARKER not in first  # a tool output is L3: only a detail look-up brings it
+    # the installed MCP server answered Claude Code (with the key, where the server has keys)
+    assert '"name": "mcp__strata__memory_search"' in first
     stamp = re.search(r"\[(\d\d:\d\d:\d\d)\] \[user\]: " + re.escape(PROMPT), first)
     assert stamp is not None, first
 
@@ -244,9 +250,9 @@ def _tool_result_after(fake: FakeMessagesAPI, session_id: str, tool: str) -> str
 
 def _search_from_session_two(
     home: Path, project: Path, fake: FakeMessagesAPI, server: StrataServer, tools: str
-) -> None:
+) -> str:
     """Session 1 runs a command; session 2's model is told the MCP tool and searches with
-    it, and its next request carries session 1's turn."""
+    it, and its next request carries session 1's turn. Session 2's first request."""
     fake.always(_searching_model(tools))
     plugin = server if tools == PLUGIN_TOOLS else None
     one = _claude(home, project, fake, PROMPT, plugin_for=plugin)
@@ -261,6 +267,7 @@ def _search_from_session_two(
     assert "print the build marker" in found, found
     assert two["result"] == "Found it in the memory."
     assert fake.unexpected == []
+    return first
 
 
 def test_with_the_kit_installed_the_model_searches_the_memory_through_mcp(
@@ -276,7 +283,7 @@ def test_with_the_kit_installed_the_model_searches_the_memory_through_mcp(
     _search_from_session_two(home, project, fake_llm, server, "mcp__strata__")
 
 
-def test_with_the_kit_as_a_plugin_the_model_searches_the_memory_through_mcp(
+def test_the_kit_as_a_plugin_serves_its_mcp_search_and_its_namespaced_command(
     strata_procs: StrataProcesses, fake_llm: FakeMessagesAPI, tmp_path: Path
 ) -> None:
     server = strata_procs.serve()
@@ -284,4 +291,12 @@ def test_with_the_kit_as_a_plugin_the_model_searches_the_memory_through_mcp(
     home.mkdir()
     project.mkdir()
 
-    _search_from_session_two(home, project, fake_llm, server, PLUGIN_TOOLS)
+    first = _search_from_session_two(home, project, fake_llm, server, PLUGIN_TOOLS)
+
+    # the plugin's command, as Claude Code names it, for people
+    stamp = re.search(r"\[(\d\d:\d\d:\d\d)\] \[user\]: " + re.escape(PROMPT), first)
+    assert stamp is not None, first
+    command = f"/strata:sc-detail {stamp.group(1)}"
+    three = _claude(home, project, fake_llm, command, allow_bash=False, plugin_for=server)
+    detail = json.dumps(_first_request_of(fake_llm, three["session_id"]))
+    assert re.search(r"### tool_output\\n- Bash \(toolu_\w+:result\): " + MARKER, detail), detail

@@ -384,3 +384,24 @@ def test_an_installed_copy_finds_the_mcp_server_in_the_projects_mcp_json(
     run_hook(_session_start(project), url=strata.url, state=tmp_path / "s", script=copy, home=home)
 
     assert strata.bodies[0]["kit_mode"] == "settings" and strata.bodies[0]["kit_mcp"] is True
+
+
+def test_mcp_headers_gives_the_key_of_the_personal_settings_beside_the_installed_copy(
+    tmp_path: Path,
+) -> None:
+    copy = _installed_copy(tmp_path / "project")  # .claude/strata/strata-hook.py
+    local = {"env": {"STRATA_API_KEY": "sk-personal"}}
+    (tmp_path / "project" / ".claude" / "settings.local.json").write_text(json.dumps(local))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STRATA_", "CLAUDE_"))}
+
+    done = subprocess.run(
+        [sys.executable, str(copy), "mcp-headers"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"Authorization": "Bearer sk-personal"}

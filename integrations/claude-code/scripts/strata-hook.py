@@ -26,6 +26,10 @@ arguments on stdin (a quoted here-document), never on a shell line: whatever the
 apostrophes and quotes included, arrives as typed. `--grep` takes the words up to the next
 option.
 
+As `strata-hook.py mcp-headers` (a project's `.mcp.json` `headersHelper`): prints the MCP
+server's `Authorization` header as JSON, the key from STRATA_API_KEY or the `env` of the
+settings.local.json beside this installed copy.
+
 Environment: STRATA_URL (default http://127.0.0.1:8000), STRATA_API_KEY (if the server has
 keys), STRATA_HOOK_STATE (default ~/.cache/strata/claude-code), STRATA_DETAIL_MAX_CHARS
 (default 8000). The hook never blocks Claude Code: on any failure it says why on stderr and
@@ -316,7 +320,11 @@ def _closing(time_ref: str, options: dict[str, str], page: int, pages: int, char
 
 def detail(args: list[str]) -> int:
     """`args` as words (run by hand), else the arguments as typed on stdin (/sc-detail)."""
-    time_ref, options = _parse_detail(" ".join(args) if args else sys.stdin.read())
+    if args:
+        typed = " ".join(args)
+    else:
+        typed = "" if sys.stdin.isatty() else sys.stdin.read()
+    time_ref, options = _parse_detail(typed)
     if not time_ref:
         print(
             "usage: /sc-detail <time> [--page N] [--kind KIND] [--grep TEXT], a time from "
@@ -361,7 +369,26 @@ def detail(args: list[str]) -> int:
     return 0
 
 
+def mcp_headers() -> int:
+    """The MCP server's headers for a project install (its `.mcp.json` `headersHelper`):
+    Claude Code expands a project's `.mcp.json` from its own environment only, never from
+    the personal `.claude/settings.local.json`, so the key is read here: STRATA_API_KEY, else
+    the `env` of the settings.local.json beside this installed copy."""
+    key = os.environ.get("STRATA_API_KEY")
+    if not key:
+        local = Path(__file__).resolve().parent.parent / "settings.local.json"
+        try:
+            env = json.loads(local.read_text(encoding="utf-8")).get("env") or {}
+        except (OSError, ValueError, AttributeError):
+            env = {}
+        key = env.get("STRATA_API_KEY") if isinstance(env, dict) else None
+    print(json.dumps({"Authorization": f"Bearer {key}"} if key else {}))
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["mcp-headers"]:
+        return mcp_headers()
     if argv[:1] == ["detail"]:
         return detail(argv[1:])
     if argv[:1] == ["--deliver"]:
