@@ -2,17 +2,28 @@
 
 The kit (`integrations/claude-code/` of the repository, copied into the package as
 `app/integrations/claude-code/` in a built wheel) is a Claude Code plugin:
-`.claude-plugin/plugin.json`, `hooks/hooks.json`, `commands/sc-detail.md` and the hook script.
-Users of plugins load it as one; this installs the same hooks and command into plain settings
-instead: the script goes to `<.claude>/strata/strata-hook.py`, the command to
-`<.claude>/commands/sc-detail.md`, and the kit's hooks are merged into
-`<.claude>/settings.json`, where `${CLAUDE_PLUGIN_ROOT}/scripts` becomes the installed folder.
+`.claude-plugin/plugin.json`, `hooks/hooks.json`, `commands/sc-detail.md`, `.mcp.json` (Strata's
+MCP server at `$STRATA_URL/mcp`) and the hook script. Users of plugins load it as one; this
+installs the same hooks, command and MCP server into plain settings instead: the script goes to
+`<.claude>/strata/strata-hook.py`, the command to `<.claude>/commands/sc-detail.md`, and the
+kit's hooks are merged into `<.claude>/settings.json`, where `${CLAUDE_PLUGIN_ROOT}/scripts`
+becomes the installed folder.
+
+No file holding the MCP server entry holds a key. The user's entry is the plugin's own: its
+URL and its `Authorization` header are `${STRATA_URL}` and `${STRATA_API_KEY}`, which Claude
+Code expands from its environment, the `env` of `~/.claude/settings.json` included. A
+project's `.mcp.json` is expanded from Claude Code's own environment only, never from the
+personal `settings.local.json`: its URL is the install's (`${STRATA_URL:-URL}`) and its
+header comes from a `headersHelper`, the installed script's `mcp-headers`, which reads the key
+from `STRATA_API_KEY` or `settings.local.json`.
 
 What goes where depends on who reads the file:
 
 - `--user` (`~/.claude`): every file is the user's own. The hooks and the command name the
   script by its path, and `STRATA_URL` / `STRATA_API_KEY` go into the `env` of
-  `settings.json`, which is made readable by its owner only (0600) once it holds a key.
+  `settings.json`, which is made readable by its owner only (0600) once it holds a key. The
+  MCP server goes into `mcpServers` of `~/.claude.json`, where `claude mcp add --scope user`
+  puts it.
 - `--project DIR`: `DIR/.claude/settings.json`, the script and the command are the
   project's, the files a team commits, so they hold nothing of one person or machine: the
   hooks run `"$CLAUDE_PROJECT_DIR/.claude/strata/strata-hook.py"` (Claude Code sets the
@@ -21,7 +32,9 @@ What goes where depends on who reads the file:
   variable). `STRATA_URL` and `STRATA_API_KEY` go into `DIR/.claude/settings.local.json`
   (Claude Code's personal project settings, 0600); a key an earlier install left in
   `settings.json` is moved there, and a `STRATA_URL` the project's file has already is the
-  team's and stays.
+  team's and stays. The MCP server goes into the project's `DIR/.mcp.json` (shared, as
+  `claude mcp add --scope project` does) and its approval, `enabledMcpjsonServers`, into
+  `settings.local.json`, as Claude Code's own prompt records a yes.
 
 Merging never clobbers: other hooks, other settings and other `env` entries stay as they are;
 a Strata hook already there (any command running `strata-hook.py`, an older install's
@@ -46,6 +59,13 @@ PROJECT_HOOKS_ROOT = "$CLAUDE_PROJECT_DIR/.claude/strata"
 PROJECT_COMMAND_ROOT = ".claude/strata"
 DEFAULT_URL = "http://127.0.0.1:8000"
 KEY = "STRATA_API_KEY"
+MCP_NAME = "strata"  # the server's name in Claude Code: its tools are mcp__strata__<tool>
+APPROVED = "enabledMcpjsonServers"
+# the server's read-only tools, allowed without asking (its opt-in write tools still ask)
+READ_TOOLS = tuple(
+    f"mcp__{MCP_NAME}__{tool}"
+    for tool in ("memory_search", "memory_timeline", "memory_detail", "tasks_list", "task_get")
+)
 PRIVATE = 0o600
 
 
@@ -194,6 +214,68 @@ def _kit_hooks(hooks_root: str) -> dict[str, Any]:
     return kit["hooks"]
 
 
+def _kit_mcp_server() -> dict[str, Any]:
+    """The MCP server entry of the plugin's `.mcp.json`."""
+    try:
+        servers = json.loads(_kit_file(".mcp.json"))["mcpServers"]
+        server: dict[str, Any] = servers[MCP_NAME]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InstallError(f"the kit's .mcp.json names no {MCP_NAME}: reinstall Strata") from exc
+    return server
+
+
+def project_mcp_server(url: str) -> dict[str, Any]:
+    """The MCP server entry of a project's `.mcp.json`. Claude Code expands it from its own
+    environment only, not from the personal settings.local.json: so the URL is the
+    install's (an exported STRATA_URL still wins) and the key comes from the installed
+    script, which reads it from settings.local.json (`headersHelper`; the file holds no key)."""
+    return {
+        "type": "http",
+        "url": f"${{STRATA_URL:-{url}}}/mcp",
+        "headersHelper": f'python3 "{PROJECT_COMMAND_ROOT}/{SCRIPT}" mcp-headers',
+    }
+
+
+def merge_mcp_server(
+    config: dict[str, Any], changes: list[str], label: str, wanted: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """`config` with the kit's MCP server (or `wanted`) as `mcpServers.strata` (other
+    servers kept)."""
+    servers = config.get("mcpServers") or {}
+    if not isinstance(servers, dict):
+        raise InstallError(f"{label}: mcpServers is not an object")
+    wanted = wanted or _kit_mcp_server()
+    if servers.get(MCP_NAME) == wanted:
+        return config
+    changes.append(f"{label}: {'~' if MCP_NAME in servers else '+'} mcpServers.{MCP_NAME}: "
+                   f"{wanted['type']} {wanted['url']}")  # fmt: skip
+    return {**config, "mcpServers": {**servers, MCP_NAME: wanted}}
+
+
+def _approve(settings: dict[str, Any], changes: list[str], label: str) -> dict[str, Any]:
+    """`settings` approving the project's `.mcp.json` server `strata`."""
+    approved = settings.get(APPROVED) or []
+    if not isinstance(approved, list):
+        raise InstallError(f"{label}: {APPROVED} is not a list")
+    if MCP_NAME in approved:
+        return settings
+    changes.append(f"{label}: + {APPROVED}: {MCP_NAME}")
+    return {**settings, APPROVED: [*approved, MCP_NAME]}
+
+
+def allow_read_tools(settings: dict[str, Any], changes: list[str], label: str) -> dict[str, Any]:
+    """`settings` whose `permissions.allow` holds the MCP server's read-only tools."""
+    permissions = settings.get("permissions") or {}
+    allowed = permissions.get("allow") or [] if isinstance(permissions, dict) else None
+    if not isinstance(allowed, list):
+        raise InstallError(f"{label}: permissions.allow is not a list")
+    missing = [tool for tool in READ_TOOLS if tool not in allowed]
+    if not missing:
+        return settings
+    changes += [f"{label}: + permissions.allow: {tool}" for tool in missing]
+    return {**settings, "permissions": {**permissions, "allow": [*allowed, *missing]}}
+
+
 def plan_install(
     target: Path, *, url: str | None = None, api_key: str | None = None, project: bool = False
 ) -> Plan:
@@ -215,14 +297,26 @@ def _plan_user(target: Path, url: str | None, api_key: str | None) -> Plan:
     merged = merge_env(
         merged, {"STRATA_URL": url or kept_url, KEY: api_key}, plan.changes, path.name
     )
+    merged = allow_read_tools(merged, plan.changes, path.name)
     _stage(plan, path, current, merged)
     _keep_private(plan, path, KEY in _env_of(merged))
+    config_path = target.parent / ".claude.json"  # Claude Code's own user configuration
+    config = _read_settings(config_path)
+    _stage(plan, config_path, config, merge_mcp_server(config, plan.changes, config_path.name))
     plan.where = [
         f"{target / 'strata' / SCRIPT}: the hook script",
         f"{target / 'commands' / 'sc-detail.md'}: /sc-detail",
-        f"{path}: the hooks and env.STRATA_URL"
+        f"{path}: the hooks, permissions.allow (the MCP server's read-only tools) and "
+        "env.STRATA_URL"
         + (f", env.{KEY} (the file readable by you only)" if KEY in _env_of(merged) else ""),
+        f"{config_path}: mcpServers.{MCP_NAME}, Strata's MCP server at $STRATA_URL/mcp "
+        f"with the key of ${KEY} (the file names the variables, never the key)",
     ]
+    if KEY not in _env_of(merged):
+        plan.where.append(
+            f"no API key written: if the server has keys, run again with `--api-key -` (the "
+            f"key goes to {path.name}, readable by you only) or export {KEY}"
+        )
     return plan
 
 
@@ -232,6 +326,7 @@ def _plan_project(target: Path, url: str | None, api_key: str | None) -> Plan:
     shared_path, local_path = target / "settings.json", target / "settings.local.json"
     shared, local = _read_settings(shared_path), _read_settings(local_path)
     merged = merge_hooks(shared, _kit_hooks(PROJECT_HOOKS_ROOT), plan.changes, shared_path.name)
+    merged = allow_read_tools(merged, plan.changes, shared_path.name)
     left_key = _env_of(merged).get(KEY)
     if left_key is not None:  # an earlier install's: personal, out of the shared file
         merged = {**merged, "env": {k: v for k, v in _env_of(merged).items() if k != KEY}}
@@ -245,8 +340,16 @@ def _plan_project(target: Path, url: str | None, api_key: str | None) -> Plan:
         KEY: api_key or (str(left_key) if left_key is not None else None),
     }
     personal = merge_env(local, wanted, plan.changes, local_path.name)
+    personal = _approve(personal, plan.changes, local_path.name)
+    mcp_path = target.parent / ".mcp.json"  # the project's MCP servers, shared
+    mcp = _read_settings(mcp_path)
     _stage(plan, shared_path, shared, merged)
     _stage(plan, local_path, local, personal)
+    server_url = str(
+        url or _env_of(shared).get("STRATA_URL") or _env_of(local).get("STRATA_URL") or DEFAULT_URL
+    )
+    server = project_mcp_server(server_url)
+    _stage(plan, mcp_path, mcp, merge_mcp_server(mcp, plan.changes, mcp_path.name, server))
     _keep_private(plan, local_path, KEY in _env_of(personal))
     plan.where = _project_where(target, shared_path, local_path, personal)
     return plan
@@ -257,12 +360,22 @@ def _project_where(
 ) -> list[str]:
     names = ", ".join(f"env.{name}" for name in _env_of(personal) if name.startswith("STRATA_"))
     where = [
-        f"shared with the project (safe to commit): {shared_path} (the hooks), "
-        f"{target / 'strata' / SCRIPT}, {target / 'commands' / 'sc-detail.md'}",
-        f"personal (never commit it): {local_path}"
-        + (f": {names}" if names else "")
+        f"shared with the project (safe to commit): {shared_path} (the hooks, the MCP "
+        "server's read-only tools allowed), "
+        f"{target / 'strata' / SCRIPT}, {target / 'commands' / 'sc-detail.md'}, "
+        f"{target.parent / '.mcp.json'} (mcpServers.{MCP_NAME}: the server's /mcp, the key "
+        f"read by {PROJECT_COMMAND_ROOT}/{SCRIPT} from ${KEY} or {local_path.name}, never "
+        "written there)",
+        f"personal (never commit it): {local_path}: "
+        + (f"{names}, " if names else "")
+        + f"{APPROVED} (the MCP server approved)"
         + (" (readable by you only)" if KEY in _env_of(personal) else ""),
     ]
+    if KEY not in _env_of(personal):
+        where.append(
+            f"no API key written: if the server has keys, run again with `--api-key -` (the "
+            f"key goes to {local_path.name} only) or export {KEY} before starting Claude Code"
+        )
     if not _ignored_by_git(local_path):
         where.append(
             f"{local_path} is in a git work tree and not ignored: add "

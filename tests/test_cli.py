@@ -480,7 +480,8 @@ def test_install_for_a_project_merges_the_hooks_without_clobbering_and_says_so(
     after = json.loads((claude / "settings.json").read_text())
     script = claude / "strata" / "strata-hook.py"
     command = 'python3 "$CLAUDE_PROJECT_DIR/.claude/strata/strata-hook.py"'
-    assert (after["model"], after["permissions"]) == (before["model"], before["permissions"])
+    assert after["model"] == before["model"]
+    assert after["permissions"]["allow"][0] == "Bash(npm test:*)"  # theirs stays, first
     assert after["env"] == before["env"]  # the configured URL stays
     assert after["hooks"]["Stop"][0] == {"hooks": [theirs]}
     for event in ("SessionStart", "Stop", "SubagentStop"):
@@ -490,7 +491,7 @@ def test_install_for_a_project_merges_the_hooks_without_clobbering_and_says_so(
     assert f"+ hooks.SessionStart: {command}" in printed
     assert script.is_file()
     detail = (claude / "commands" / "sc-detail.md").read_text()
-    assert "!`python3 \".claude/strata/strata-hook.py\" detail '$ARGUMENTS'`" in detail
+    assert 'python3 ".claude/strata/strata-hook.py" detail <<' in detail
 
 
 def test_installing_again_changes_nothing(
@@ -634,6 +635,77 @@ def test_a_project_install_says_when_git_would_commit_the_personal_file(
     (tmp_path / ".gitignore").write_text(".claude/settings.local.json\n")
     assert _install("--project", str(tmp_path)) == 0
     assert "not ignored" not in capsys.readouterr().out
+
+
+MCP_SERVER = {
+    "type": "http",
+    "url": "${STRATA_URL:-http://127.0.0.1:8000}/mcp",
+    "headers": {"Authorization": "Bearer ${STRATA_API_KEY:-}"},
+}
+READ_TOOLS = [
+    f"mcp__strata__{tool}"
+    for tool in ("memory_search", "memory_timeline", "memory_detail", "tasks_list", "task_get")
+]
+
+
+def test_a_user_install_registers_the_mcp_server_in_claude_json_without_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    config = tmp_path / ".claude.json"
+    config.write_text(json.dumps({"numStartups": 3, "mcpServers": {"git": {"command": "git"}}}))
+
+    assert _install("--user", "--api-key", SECRET_KEY) == 0
+
+    written = json.loads(config.read_text())
+    assert written == {
+        "numStartups": 3,
+        "mcpServers": {"git": {"command": "git"}, "strata": MCP_SERVER},
+    }
+    assert SECRET_KEY not in config.read_text()
+    settings = json.loads((tmp_path / ".claude" / "settings.json").read_text())
+    assert settings["permissions"]["allow"] == READ_TOOLS
+    printed = capsys.readouterr().out
+    assert f"{config}: mcpServers.strata, Strata's MCP server at $STRATA_URL/mcp" in printed
+
+
+def test_a_project_install_registers_the_mcp_server_in_the_projects_mcp_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _install("--project", str(tmp_path), "--api-key", SECRET_KEY) == 0
+
+    mcp = tmp_path / ".mcp.json"
+    # Claude Code expands a project's .mcp.json from its own environment only: the key comes
+    # from the installed script, which reads settings.local.json
+    assert json.loads(mcp.read_text()) == {
+        "mcpServers": {
+            "strata": {
+                "type": "http",
+                "url": "${STRATA_URL:-http://127.0.0.1:8000}/mcp",
+                "headersHelper": 'python3 ".claude/strata/strata-hook.py" mcp-headers',
+            }
+        }
+    }
+    claude = tmp_path / ".claude"
+    shared = json.loads((claude / "settings.json").read_text())
+    assert shared["permissions"]["allow"] == READ_TOOLS
+    local = json.loads((claude / "settings.local.json").read_text())
+    assert local["enabledMcpjsonServers"] == ["strata"]  # the yes Claude Code would ask for
+    for path in (mcp, claude / "settings.json"):
+        assert SECRET_KEY not in path.read_text(), path
+    printed = capsys.readouterr().out
+    assert f"{mcp} (mcpServers.strata: the server's /mcp, the key read by" in printed
+    assert "settings.local.json: + enabledMcpjsonServers: strata" in printed
+
+
+def test_a_project_install_without_a_key_says_where_one_goes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _install("--project", str(tmp_path)) == 0
+
+    printed = capsys.readouterr().out
+    assert "no API key written: if the server has keys, run again with `--api-key -`" in printed
+    assert "or export STRATA_API_KEY" in printed
 
 
 def test_the_key_can_come_from_stdin(

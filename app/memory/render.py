@@ -72,6 +72,10 @@ class DetailHint(StrEnum):
     """Who reads the block, and so how the guide line says to fetch details."""
 
     sc_detail = "sc-detail"  # Claude Code, through the kit's /sc-detail command
+    plugin_sc_detail = "strata:sc-detail"  # the same command of the kit as a plugin
+    # Claude Code with Strata's MCP server `strata` (installed, or the plugin's)
+    mcp_detail = "mcp__strata__"
+    plugin_mcp_detail = "mcp__plugin_strata_strata__"
     detail_tool = "detail-tool"  # a Strata session's agent, through its Detail tool
 
 
@@ -365,11 +369,19 @@ class MemoryBlockBuilder:
         if dated:
             span = f"{day.isoformat()} {span}"
         what = "tool inputs and outputs, system messages, images"
-        if self.hint is DetailHint.sc_detail:
+        if self.hint in (DetailHint.sc_detail, DetailHint.plugin_sc_detail):
+            command = f"/{self.hint.value}"
             return (
-                f"A turn's details ({what}) by its time: `/sc-detail {one}`, "
-                f"a range `/sc-detail {span}` (add `--kind tool_output`, `--grep TEXT`, "
+                f"A turn's details ({what}) by its time: `{command} {one}`, "
+                f"a range `{command} {span}` (add `--kind tool_output`, `--grep TEXT`, "
                 "`--page N`)."
+            )
+        if self.hint in (DetailHint.mcp_detail, DetailHint.plugin_mcp_detail):
+            tools = self.hint.value
+            return (
+                f"A turn's details ({what}) by its time: call `{tools}memory_detail` with "
+                f"time `{one}` or a range `{span}` (and `kind`, `grep`, `page`); find "
+                f"earlier work by words with `{tools}memory_search`."
             )
         return (
             f"A turn's details ({what}) by its time: the `Detail` tool, "

@@ -32,6 +32,7 @@ from app.domain.errors import InvalidInput
 from app.domain.items import (
     Origin,
 )
+from app.memory.render import DetailHint
 from app.memory.transcript import (
     ImportedItem,
     TranscriptProblem,
@@ -347,10 +348,26 @@ async def session_start(db: AsyncSession, tenant: str, source: HookSource) -> Se
     return await resolve(db, tenant, session.id)
 
 
-async def start_context(db: AsyncSession, settings: Settings, tenant: str, session_id: str) -> str:
-    """The memory block a starting session is given (a read)."""
+def detail_hint(kit_mode: str | None, kit_mcp: bool) -> DetailHint:
+    """The look-up a Claude Code session's block names, from what its hook said: Strata's MCP
+    tool when Claude Code has the server, else the kit's command, each as Claude Code names
+    it for a plugin (`mcp__plugin_strata_strata__…`, `/strata:sc-detail`) or for settings."""
+    plugin = kit_mode == "plugin"
+    if kit_mcp:
+        return DetailHint.plugin_mcp_detail if plugin else DetailHint.mcp_detail
+    return DetailHint.plugin_sc_detail if plugin else DetailHint.sc_detail
+
+
+async def start_context(
+    db: AsyncSession,
+    settings: Settings,
+    tenant: str,
+    session_id: str,
+    hint: DetailHint = DetailHint.sc_detail,
+) -> str:
+    """The memory block a starting session is given (a read), its guide line naming `hint`."""
     limits = BlockLimits.of(settings)
-    block = await memory_block(db, tenant, session_id, limits=limits, tz=settings.zone)
+    block = await memory_block(db, tenant, session_id, limits=limits, tz=settings.zone, hint=hint)
     return block.text
 
 

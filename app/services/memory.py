@@ -190,7 +190,13 @@ class BlockLimits:
 
 
 async def memory_block(
-    db: AsyncSession, tenant: str, session_id: str, *, limits: BlockLimits, tz: ZoneInfo
+    db: AsyncSession,
+    tenant: str,
+    session_id: str,
+    *,
+    limits: BlockLimits,
+    tz: ZoneInfo,
+    hint: DetailHint | None = None,
 ) -> MemoryBlock:
     """What a continuing session starts with: its predecessors' turns, never its own, in at
     most `max_chars` characters.
@@ -198,7 +204,8 @@ async def memory_block(
     The turns are read newest first and only while the block has room, with their texts cut
     in SQL to what the block could show, so its cost follows the budget and not the chain.
     The count of turns left out comes from turn numbers (index probes per session) unless
-    every turn was read.
+    every turn was read. `hint`: the look-up the guide line names, else the one of the
+    session's source.
     """
     session = await resolve(db, tenant, session_id)
     chain = [s.id for s in await chain_of(db, session)]
@@ -206,7 +213,7 @@ async def memory_block(
     spans = await repo.chain_spans(chain)  # the sessions merged into them included
     ends = {owner: (s.first, s.last) for owner, s in spans.items() if s.first and s.last}
     oldest = min((first for first, _ in ends.values()), default=None)
-    hint = HINTS.get(session.source, DetailHint.detail_tool)
+    hint = hint or HINTS.get(session.source, DetailHint.detail_tool)
     window = limits.window
     builder = MemoryBlockBuilder(limits.max_chars, window, tz, hint, oldest, limits.l2_ratio)
     newest = NewestTurns(

@@ -144,3 +144,29 @@ async def test_the_session_start_context_is_the_budgeted_block(
     context = response.json()["hookSpecificOutput"]["additionalContext"]
     assert 9_000 < len(context) <= 9_500  # under Claude Code's 10,000-character inline limit
     assert "/sc-detail " in context.splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    ("kit", "lookup"),
+    [
+        ({}, "`/sc-detail 09:"),
+        ({"kit_mode": "settings"}, "`/sc-detail 09:"),
+        ({"kit_mode": "plugin"}, "`/strata:sc-detail 09:"),
+        ({"kit_mode": "settings", "kit_mcp": True}, "`mcp__strata__memory_detail` with time"),
+        (
+            {"kit_mode": "plugin", "kit_mcp": True},
+            "`mcp__plugin_strata_strata__memory_detail` with time",
+        ),
+    ],
+)
+async def test_the_session_start_block_names_the_look_up_the_hook_says_it_has(
+    client: httpx.AsyncClient, kit: dict[str, object], lookup: str
+) -> None:
+    transcript, _ = many_turns("cc-kit", 3, T0, cwd="/work/kit")
+    await import_session(client, "cc-kit", transcript.text(), cwd="/work/kit")
+    payload = {"hook_event_name": "SessionStart", "session_id": "cc-kit-2", "cwd": "/work/kit"}
+
+    response = await client.post("/hooks/claude-code", json={**payload, **kit})
+
+    context = response.json()["hookSpecificOutput"]["additionalContext"]
+    assert lookup in context.splitlines()[-1]

@@ -10,6 +10,10 @@ isolated HOME into which `strata claude-code install --user` installed the kit, 
 3. runs `/sc-detail <time of session 1's turn>`, which brings that turn's tool output into the
    request the model gets.
 
+And Strata's MCP server as the kit registers it, installed and as a plugin (`--plugin-dir`):
+session 2's model, told the tool by its memory block, calls `memory_search` over HTTP at the
+loopback server and its next request carries session 1's turn.
+
 Marked `sqlite_only`: what is tested is the kit and the CLI, not the database.
 """
 
@@ -36,6 +40,8 @@ RUN_WITHIN = 180.0  # seconds for one `claude -p`; about 5 s on an idle machine
 MARKER = "STRATA-MARKER-7f3a"
 KEY = "sk_test_project_install_key"
 PROMPT = "Please print the build marker."
+KIT = REPO_ROOT / "integrations" / "claude-code"
+PLUGIN_TOOLS = "mcp__plugin_strata_strata__"  # Claude Code's names of a plugin's MCP tools
 
 
 def _cli() -> Path:
@@ -77,10 +83,18 @@ def _answer(body: dict[str, Any]) -> Step:
 
 
 def _claude(
-    home: Path, project: Path, fake: FakeMessagesAPI, prompt: str, *, allow_bash: bool = True
+    home: Path,
+    project: Path,
+    fake: FakeMessagesAPI,
+    prompt: str,
+    *,
+    allow_bash: bool = True,
+    plugin_for: StrataServer | None = None,
 ) -> dict[str, Any]:
     """`claude -p prompt` in `project`; without `allow_bash`, a command's shell line runs only
-    if its own `allowed-tools` let it (as in an interactive session that asks)."""
+    if its own `allowed-tools` let it (as in an interactive session that asks). With
+    `plugin_for`, the kit is loaded as a plugin (`--plugin-dir`) with that server's
+    `STRATA_URL` in the environment, as the kit's README says."""
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(home),
@@ -91,6 +105,10 @@ def _claude(
         "DISABLE_AUTOUPDATER": "1",
     }
     flags = ["--allowedTools", "Bash"] if allow_bash else []
+    if plugin_for is not None:
+        env["STRATA_URL"] = plugin_for.url
+        # a plugin cannot allow its tools: this is the yes a user gives when Claude Code asks
+        flags += ["--plugin-dir", str(KIT), "--allowedTools", f"{PLUGIN_TOOLS}memory_search"]
     done = subprocess.run(
         [str(_cli()), "-p", prompt, "--output-format", "json", *flags],
         cwd=project,
@@ -177,6 +195,8 @@ def _three_sessions(
     assert "## Strata: session memory" in first
     assert PROMPT in first and "The command printed the build marker." in first
     assert MARKER not in first  # a tool output is L3: only a detail look-up brings it
+    # the installed MCP server answered Claude Code (with the key, where the server has keys)
+    assert '"name": "mcp__strata__memory_search"' in first
     stamp = re.search(r"\[(\d\d:\d\d:\d\d)\] \[user\]: " + re.escape(PROMPT), first)
     assert stamp is not None, first
 
@@ -185,3 +205,98 @@ def _three_sessions(
     detail = json.dumps(_first_request_of(fake_llm, three["session_id"]))
     assert re.search(r"### tool_output\\n- Bash \(toolu_\w+:result\): " + MARKER, detail), detail
     assert fake_llm.unexpected == []
+
+
+SEARCH_PROMPT = "Where did we print the build marker?"
+
+
+def _searching_model(tools: str) -> Any:
+    """The model of the MCP tests: session 1 runs the marker command (as `_answer`); asked
+    where, it calls `{tools}memory_search` for the prompt's words, then says what came back."""
+
+    def answer(body: dict[str, Any]) -> Step:
+        last = body["messages"][-1]["content"]
+        if SEARCH_PROMPT in _last_user_text(body) and len(body["messages"]) == 1:
+            query = {"query": "build marker"}
+            return reply(tool_use(f"{tools}memory_search", query))
+        results = [b for b in last if isinstance(b, dict) and b.get("type") == "tool_result"]
+        if results and any("memory_search" in json.dumps(m) for m in body["messages"][-2:-1]):
+            return reply(text("Found it in the memory."))
+        return _answer(body)
+
+    return answer
+
+
+def _tool_result_after(fake: FakeMessagesAPI, session_id: str, tool: str) -> str:
+    """The tool_result the session's model got for its call of `tool`."""
+    for request in fake.requests:
+        metadata = json.loads(request.body.get("metadata", {}).get("user_id", "{}"))
+        if metadata.get("session_id") != session_id:
+            continue
+        messages = request.body["messages"]
+        calls = [
+            b["id"]
+            for m in messages
+            if m["role"] == "assistant" and isinstance(m["content"], list)
+            for b in m["content"]
+            if b.get("type") == "tool_use" and b["name"] == tool
+        ]
+        for message in messages:
+            for block in message["content"] if isinstance(message["content"], list) else []:
+                if block.get("type") == "tool_result" and block["tool_use_id"] in calls:
+                    return json.dumps(block["content"])
+    raise AssertionError(f"session {session_id} never got a result of {tool}")
+
+
+def _search_from_session_two(
+    home: Path, project: Path, fake: FakeMessagesAPI, server: StrataServer, tools: str
+) -> str:
+    """Session 1 runs a command; session 2's model is told the MCP tool and searches with
+    it, and its next request carries session 1's turn. Session 2's first request."""
+    fake.always(_searching_model(tools))
+    plugin = server if tools == PLUGIN_TOOLS else None
+    one = _claude(home, project, fake, PROMPT, plugin_for=plugin)
+    wait_for_turns(server, one["session_id"], 2)
+
+    two = _claude(home, project, fake, SEARCH_PROMPT, allow_bash=False, plugin_for=plugin)
+
+    first = json.dumps(_first_request_of(fake, two["session_id"]))
+    assert f"call `{tools}memory_detail` with time" in first
+    assert f'"name": "{tools}memory_search"' in first  # Claude Code offers the tool
+    found = _tool_result_after(fake, two["session_id"], f"{tools}memory_search")
+    assert "print the build marker" in found, found
+    assert two["result"] == "Found it in the memory."
+    assert fake.unexpected == []
+    return first
+
+
+def test_with_the_kit_installed_the_model_searches_the_memory_through_mcp(
+    strata_procs: StrataProcesses, fake_llm: FakeMessagesAPI, tmp_path: Path
+) -> None:
+    server = strata_procs.serve()
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    installed = _install(home, server)
+    assert "mcpServers.strata" in installed
+
+    _search_from_session_two(home, project, fake_llm, server, "mcp__strata__")
+
+
+def test_the_kit_as_a_plugin_serves_its_mcp_search_and_its_namespaced_command(
+    strata_procs: StrataProcesses, fake_llm: FakeMessagesAPI, tmp_path: Path
+) -> None:
+    server = strata_procs.serve()
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+
+    first = _search_from_session_two(home, project, fake_llm, server, PLUGIN_TOOLS)
+
+    # the plugin's command, as Claude Code names it, for people
+    stamp = re.search(r"\[(\d\d:\d\d:\d\d)\] \[user\]: " + re.escape(PROMPT), first)
+    assert stamp is not None, first
+    command = f"/strata:sc-detail {stamp.group(1)}"
+    three = _claude(home, project, fake_llm, command, allow_bash=False, plugin_for=server)
+    detail = json.dumps(_first_request_of(fake_llm, three["session_id"]))
+    assert re.search(r"### tool_output\\n- Bash \(toolu_\w+:result\): " + MARKER, detail), detail

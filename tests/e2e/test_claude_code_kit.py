@@ -3,9 +3,9 @@
 `strata claude-code install --user` into an isolated HOME; then every hook is the command
 line from the installed settings.json, run by a shell with the payload on stdin and the
 settings' `env` (plus what Claude Code adds: CLAUDE_PROJECT_DIR, CLAUDE_ENV_FILE for
-SessionStart); `/sc-detail` is the `!` line of the installed command file with `$ARGUMENTS`
-put in, run after sourcing the session's env file, as Claude Code runs a command's shell
-lines. All against a real `strata serve`.
+SessionStart); `/sc-detail` is the ```! block of the installed command file with `$ARGUMENTS`
+put in as Claude Code puts it (the text as typed), run after sourcing the session's env file,
+as Claude Code runs a command's shell blocks. All against a real `strata serve`.
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ class Kit:
 
     def sc_detail(self, arguments: str, env_file: Path) -> str:
         command = (self.home / ".claude" / "commands" / "sc-detail.md").read_text()
-        [line] = re.findall(r"^!`(.*)`$", command, flags=re.MULTILINE)
-        shell = f"source {env_file}; {line.replace('$ARGUMENTS', arguments)}"
+        [block] = re.findall(r"```!\s*\n?([\s\S]*?)\n?```", command)
+        shell = f"source {env_file}\n{block.replace('$ARGUMENTS', arguments)}"
         done = subprocess.run(
             ["bash", "-c", shell], env=self.env, capture_output=True, text=True, timeout=60
         )
@@ -127,7 +127,7 @@ def test_eight_sessions_of_one_project_keep_one_chain_with_a_session_start_missi
     assert len(last) <= 9_500
     for n in range(1, 8):  # session 5 included, and every session before it
         assert f"s{n} t2 question" in last, n
-    assert "/sc-detail " in last.splitlines()[-1]
+    assert "call `mcp__strata__memory_detail` with time" in last.splitlines()[-1]
     assert "s5 t2 question" in contexts[6] and "s4 t2 question" in contexts[6]
 
     stamp = (T0 + timedelta(hours=1, minutes=2)).strftime("%H:%M:%S")
@@ -164,3 +164,22 @@ def test_sc_detail_pages_and_filters_as_its_closing_line_says(kit: Kit, tmp_path
     assert "(continued)" in second
     assert "L3000: 02999 compiled src/module_2999.py" in grepped
     assert grepped.rstrip().splitlines()[-1] == "— page 1 of 1: the end of these details."
+
+
+def test_sc_detail_takes_arguments_with_an_apostrophe_as_typed(kit: Kit, tmp_path: Path) -> None:
+    path = kit.home / ".claude" / "projects" / "-work-kit-project" / f"{_session(1)}.jsonl"
+    path.parent.mkdir(parents=True)
+    transcript = Transcript(_session(1), cwd=PROJECT)
+    transcript.turn(T0, "Why doesn't it build?", "It's the lock file.", tool=("Bash", {}, "ok"))
+    path.write_text(transcript.text())
+    payload = {"session_id": _session(1), "transcript_path": str(path), "cwd": PROJECT}
+    kit.hook("Stop", payload)
+    wait_for_turns(kit.server, _session(1), 1)
+    env_file = tmp_path / "env.sh"
+    env_file.touch()
+    kit.hook("SessionStart", {**payload, "session_id": _session(2), "source": "startup"}, env_file)
+
+    shown = kit.sc_detail("09:00:00 --grep doesn't it", env_file)
+
+    assert "Why doesn't it build?" in shown and "It's the lock file." not in shown
+    assert shown.rstrip().splitlines()[-1] == "— page 1 of 1: the end of these details."

@@ -87,15 +87,19 @@ def run_hook(
     state: Path,
     key: str | None = None,
     env_file: Path | None = None,
+    script: Path = SCRIPT,
+    home: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STRATA_", "CLAUDE_"))}
     env.update(STRATA_URL=url, STRATA_HOOK_STATE=str(state))
+    if home is not None:
+        env["HOME"] = str(home)
     if key is not None:
         env["STRATA_API_KEY"] = key
     if env_file is not None:
         env["CLAUDE_ENV_FILE"] = str(env_file)
     return subprocess.run(
-        [sys.executable, str(SCRIPT)],
+        [sys.executable, str(script)],
         input=json.dumps(payload),
         capture_output=True,
         text=True,
@@ -151,7 +155,7 @@ def test_session_start_prints_strata_s_answer(strata: Recorder, tmp_path: Path) 
     assert json.loads(done.stdout) == SESSION_START_ANSWER
     [(path, headers, body)] = strata.posts
     assert path == "/hooks/claude-code"
-    assert body == payload
+    assert body == {**payload, "kit_mode": "plugin", "kit_mcp": True}  # the plugin's script
     assert headers["Authorization"] == "Bearer sk-test"
     # Claude Code sources it before the session's shell commands: /sc-detail finds its session
     assert env_file.read_text() == "export STRATA_SESSION_ID=ses_recorded\n"
@@ -293,7 +297,7 @@ def test_the_plugin_runs_its_hooks_as_commands_that_do_not_hold_claude_code() ->
         assert handler["timeout"] <= 20
 
 
-def test_the_sc_detail_command_runs_the_script_with_its_arguments() -> None:
+def test_the_sc_detail_command_passes_its_arguments_on_stdin_not_on_a_shell_line() -> None:
     text = (INTEGRATION / "commands" / "sc-detail.md").read_text()
     front, body = text.split("---\n", 2)[1:]
 
@@ -302,6 +306,102 @@ def test_the_sc_detail_command_runs_the_script_with_its_arguments() -> None:
     assert "/sc-detail 14:23:05" in fields["description"]
     assert "--page" in fields["argument-hint"] and "--grep" in fields["argument-hint"]
     assert (
-        "!`python3 \"${CLAUDE_PLUGIN_ROOT}/scripts/strata-hook.py\" detail '$ARGUMENTS'`"
-        in body.splitlines()
+        "```!\n"
+        'python3 "${CLAUDE_PLUGIN_ROOT}/scripts/strata-hook.py" detail '
+        "<<'STRATA_SC_DETAIL_ARGUMENTS'\n"
+        "$ARGUMENTS\n"
+        "STRATA_SC_DETAIL_ARGUMENTS\n"
+        "```\n"
+    ) in body
+    assert body.count("$ARGUMENTS") == 1  # nowhere else, where a `!` could run what it holds
+
+
+def test_the_plugin_registers_strata_s_mcp_server_over_http_with_the_key_from_the_environment() -> (
+    None
+):
+    servers = json.loads((INTEGRATION / ".mcp.json").read_text())["mcpServers"]
+
+    assert servers == {
+        "strata": {
+            "type": "http",
+            "url": "${STRATA_URL:-http://127.0.0.1:8000}/mcp",
+            "headers": {"Authorization": "Bearer ${STRATA_API_KEY:-}"},
+        }
+    }
+
+
+def _session_start(project: Path) -> dict[str, Any]:
+    return {
+        "session_id": "abc123",
+        "cwd": str(project),
+        "hook_event_name": "SessionStart",
+        "source": "startup",
+    }
+
+
+def _installed_copy(home: Path) -> Path:
+    """The script where `strata claude-code install --user` puts it."""
+    copy = home / ".claude" / "strata" / "strata-hook.py"
+    copy.parent.mkdir(parents=True)
+    copy.write_text(SCRIPT.read_text())
+    return copy
+
+
+def test_an_installed_copy_says_settings_mode_without_the_mcp_server(
+    strata: Recorder, tmp_path: Path
+) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    project.mkdir()
+    copy = _installed_copy(home)
+
+    payload = _session_start(project)
+    run_hook(payload, url=strata.url, state=tmp_path / "state", script=copy, home=home)
+
+    assert strata.bodies == [{**payload, "kit_mode": "settings", "kit_mcp": False}]
+
+
+def test_an_installed_copy_finds_the_mcp_server_in_the_users_claude_json(
+    strata: Recorder, tmp_path: Path
+) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    project.mkdir()
+    copy = _installed_copy(home)
+    (home / ".claude.json").write_text(json.dumps({"mcpServers": {"strata": {"type": "http"}}}))
+
+    run_hook(_session_start(project), url=strata.url, state=tmp_path / "s", script=copy, home=home)
+
+    assert strata.bodies[0]["kit_mcp"] is True
+
+
+def test_an_installed_copy_finds_the_mcp_server_in_the_projects_mcp_json(
+    strata: Recorder, tmp_path: Path
+) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    project.mkdir()
+    copy = _installed_copy(home)
+    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"strata": {"type": "http"}}}))
+
+    run_hook(_session_start(project), url=strata.url, state=tmp_path / "s", script=copy, home=home)
+
+    assert strata.bodies[0]["kit_mode"] == "settings" and strata.bodies[0]["kit_mcp"] is True
+
+
+def test_mcp_headers_gives_the_key_of_the_personal_settings_beside_the_installed_copy(
+    tmp_path: Path,
+) -> None:
+    copy = _installed_copy(tmp_path / "project")  # .claude/strata/strata-hook.py
+    local = {"env": {"STRATA_API_KEY": "sk-personal"}}
+    (tmp_path / "project" / ".claude" / "settings.local.json").write_text(json.dumps(local))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STRATA_", "CLAUDE_"))}
+
+    done = subprocess.run(
+        [sys.executable, str(copy), "mcp-headers"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+        check=False,
     )
+
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"Authorization": "Bearer sk-personal"}

@@ -88,6 +88,30 @@ def test_for_claude_code_the_guide_line_names_sc_detail_with_a_time_from_the_blo
     )
 
 
+def test_for_the_kit_as_a_plugin_the_guide_line_names_its_namespaced_command() -> None:
+    text = render(numbered(3), hint=DetailHint.plugin_sc_detail)
+    assert (
+        "`/strata:sc-detail 13:04:11`, a range `/strata:sc-detail 13:02-13:04`"
+        in (text.splitlines()[-1])
+    )
+
+
+def test_with_strata_s_mcp_server_the_guide_line_names_its_tools() -> None:
+    text = render(numbered(3), hint=DetailHint.mcp_detail)
+    assert text.splitlines()[-1] == (
+        "A turn's details (tool inputs and outputs, system messages, images) by its time: "
+        "call `mcp__strata__memory_detail` with time `13:04:11` or a range `13:02-13:04` "
+        "(and `kind`, `grep`, `page`); find earlier work by words with "
+        "`mcp__strata__memory_search`."
+    )
+
+
+def test_with_the_plugin_s_mcp_server_the_guide_line_names_the_plugin_s_tools() -> None:
+    line = render(numbered(3), hint=DetailHint.plugin_mcp_detail).splitlines()[-1]
+    assert "call `mcp__plugin_strata_strata__memory_detail` with time `13:04:11`" in line
+    assert "`mcp__plugin_strata_strata__memory_search`" in line
+
+
 def test_no_turns_render_no_block() -> None:
     assert render([]) == ""
 

@@ -21,6 +21,7 @@ from app.db.engine import Database
 from app.domain.errors import Forbidden, InvalidInput
 from app.services.claude_code import (
     HookSource,
+    detail_hint,
     ingest_transcript,
     session_start,
     start_context,
@@ -131,7 +132,8 @@ async def _answer(
     if hook.hook_event_name == "SessionStart":
         session = await write_mirrored(database, lambda db: session_start(db, tenant, source))
         async with database.read() as db:
-            text = await start_context(db, settings, tenant, session.id)
+            hint = detail_hint(hook.kit_mode, hook.kit_mcp)
+            text = await start_context(db, settings, tenant, session.id, hint)
         response.headers["Strata-Session"] = session.id
         return HookAnswer(
             hookSpecificOutput=HookSpecificOutput(

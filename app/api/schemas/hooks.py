@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -33,6 +35,22 @@ class ClaudeCodeHook(BaseModel):
         description=(
             "The git root of `cwd`, sent by Strata's hook script: sessions started in "
             "different folders of one repository share a chain."
+        ),
+    )
+    kit_mode: Literal["plugin", "settings"] | None = Field(
+        default=None,
+        description=(
+            "Sent by Strata's hook script with `SessionStart`: `plugin` when the kit runs as "
+            "the Claude Code plugin (its command is `/strata:sc-detail`), `settings` when "
+            "`strata claude-code install` installed it (`/sc-detail`, also the default)."
+        ),
+    )
+    kit_mcp: bool = Field(
+        default=False,
+        description=(
+            "Sent by Strata's hook script with `SessionStart`: whether Claude Code has "
+            "Strata's MCP server `strata`; the memory block then names its "
+            "`memory_detail` tool instead of the slash command."
         ),
     )
     source: str | None = Field(default=None, max_length=50)

@@ -6,7 +6,13 @@ As a hook (Claude Code runs it with the hook's JSON payload on stdin):
 - SessionStart posts the payload and prints Strata's answer, whose
   `hookSpecificOutput.additionalContext` (the memory of earlier sessions of this project)
   Claude Code adds to the new session. It also exports STRATA_SESSION_ID through
-  CLAUDE_ENV_FILE, so /sc-detail knows the session later.
+  CLAUDE_ENV_FILE, so /sc-detail knows the session later. It tells Strata how this session
+  looks details up, for the block's guide line: `kit_mode` is `plugin` when this script is
+  the plugin's (its folder's parent holds .claude-plugin/plugin.json; Claude Code names the
+  plugin's command /strata:sc-detail), else `settings` (an installed copy in
+  .claude/strata/, the command /sc-detail); `kit_mcp` says whether Claude Code has
+  Strata's MCP server `strata` (the plugin's .mcp.json, or the `mcpServers` of
+  ~/.claude.json or the project's .mcp.json, where `strata claude-code install` puts it).
 - Stop / SubagentStop hand the payload to a detached copy of this script and return at
   once; the copy posts the transcript lines written since the last post (it remembers how
   far it got per transcript file). Claude Code may exit right after its answer (`claude -p`
@@ -15,7 +21,14 @@ As a hook (Claude Code runs it with the hook's JSON payload on stdin):
 
 As a command: `strata-hook.py detail <time> [--page N] [--kind KIND] [--grep TEXT]` prints
 one page (about 8,000 characters) of the details of the turns at that time, across the
-current project's chain, and a closing line on how to read on. /sc-detail runs it.
+current project's chain, and a closing line on how to read on. /sc-detail runs it with the
+arguments on stdin (a quoted here-document), never on a shell line: whatever the user typed,
+apostrophes and quotes included, arrives as typed. `--grep` takes the words up to the next
+option.
+
+As `strata-hook.py mcp-headers` (a project's `.mcp.json` `headersHelper`): prints the MCP
+server's `Authorization` header as JSON, the key from STRATA_API_KEY or the `env` of the
+settings.local.json beside this installed copy.
 
 Environment: STRATA_URL (default http://127.0.0.1:8000), STRATA_API_KEY (if the server has
 keys), STRATA_HOOK_STATE (default ~/.cache/strata/claude-code), STRATA_DETAIL_MAX_CHARS
@@ -39,6 +52,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+MCP_NAME = "strata"  # the MCP server's name in the kit's .mcp.json and the installer's
 TIMEOUT_SECONDS = 15
 DELIVERY_ATTEMPTS = 3  # a detached delivery tries this often, 2 s then 4 s apart
 DETAIL_MAX_CHARS = 8000
@@ -141,8 +155,48 @@ def _with_project(payload: dict[str, Any]) -> dict[str, Any]:
     return {**payload, "project_root": root} if root else payload
 
 
+def _has_strata(path: Path, project: str | None = None) -> bool:
+    """Whether the Claude Code configuration at `path` registers the MCP server `strata`
+    (at its top, or for `project` in ~/.claude.json's per-project part)."""
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(config, dict):
+        return False
+    scopes = [config]
+    if project is not None and isinstance(config.get("projects"), dict):
+        scopes.append(config["projects"].get(project) or {})
+    return any(
+        isinstance(scope, dict)
+        and isinstance(scope.get("mcpServers"), dict)
+        and MCP_NAME in scope["mcpServers"]
+        for scope in scopes
+    )
+
+
+def plugin_root() -> Path | None:
+    """The plugin's folder when this script is the plugin's, else None (an installed copy)."""
+    root = Path(__file__).resolve().parent.parent
+    return root if (root / ".claude-plugin" / "plugin.json").is_file() else None
+
+
+def kit_lookup(payload: dict[str, Any]) -> dict[str, Any]:
+    """How this session looks details up: `kit_mode` (`plugin` or `settings`) and `kit_mcp`
+    (whether Claude Code has Strata's MCP server)."""
+    plugin = plugin_root()
+    if plugin is not None:
+        return {"kit_mode": "plugin", "kit_mcp": _has_strata(plugin / ".mcp.json")}
+    project = os.environ.get("CLAUDE_PROJECT_DIR") or payload.get("cwd")
+    home = Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home()).expanduser()
+    registered = _has_strata(home / ".claude.json", project) or bool(
+        project and _has_strata(Path(project) / ".mcp.json")
+    )
+    return {"kit_mode": "settings", "kit_mcp": registered}
+
+
 def session_start(payload: dict[str, Any]) -> None:
-    answer, headers = post(_with_project(payload))
+    answer, headers = post({**_with_project(payload), **kit_lookup(payload)})
     session_id = headers.get("Strata-Session")
     if session_id:
         remember_session(project_root(payload.get("cwd")) or payload.get("cwd"), session_id)
@@ -211,16 +265,32 @@ def hook() -> int:
 # --- /sc-detail ---------------------------------------------------------------------------
 
 
-def _parse_detail(args: list[str]) -> tuple[str, dict[str, str]]:
-    words = shlex.split(" ".join(args)) if len(args) == 1 else list(args)
+OPTIONS = ("--page", "--kind", "--grep")
+
+
+def _unquoted(text: str) -> str:
+    """`text` without one pair of quotes around it all (`--grep "two words"`)."""
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
+        return text[1:-1]
+    return text
+
+
+def _parse_detail(text: str) -> tuple[str, dict[str, str]]:
+    """The time and the options of arguments as typed; no shell rules: `--page` and `--kind`
+    take one word, `--grep` the words up to the next option."""
+    words = text.split()
     options: dict[str, str] = {}
     rest: list[str] = []
     index = 0
     while index < len(words):
         word = words[index]
-        if word in ("--page", "--kind", "--grep") and index + 1 < len(words):
-            options[word[2:]] = words[index + 1]
-            index += 2
+        if word in OPTIONS and index + 1 < len(words):
+            end = index + 2
+            if word == "--grep":
+                while end < len(words) and words[end] not in OPTIONS:
+                    end += 1
+            options[word[2:]] = _unquoted(" ".join(words[index + 1 : end]))
+            index = end
             continue
         rest.append(word)
         index += 1
@@ -232,8 +302,9 @@ def _closing(time_ref: str, options: dict[str, str], page: int, pages: int, char
         return "— nothing matches these filters; try without `--kind` or `--grep`."
     if page >= pages:
         return f"— page {page} of {pages}: the end of these details."
-    others = " ".join(f"--{k} {shlex.quote(v)}" for k, v in options.items() if k != "page")
-    command = f"/sc-detail {time_ref} {others} --page {page + 1}".replace("  ", " ")
+    others = " ".join(f"--{k} {v}" for k, v in options.items() if k != "page")
+    name = "/strata:sc-detail" if plugin_root() is not None else "/sc-detail"
+    command = f"{name} {time_ref} {others} --page {page + 1}".replace("  ", " ")
     narrow = (
         ""
         if options.get("kind") or options.get("grep")
@@ -248,7 +319,12 @@ def _closing(time_ref: str, options: dict[str, str], page: int, pages: int, char
 
 
 def detail(args: list[str]) -> int:
-    time_ref, options = _parse_detail(args)
+    """`args` as words (run by hand), else the arguments as typed on stdin (/sc-detail)."""
+    if args:
+        typed = " ".join(args)
+    else:
+        typed = "" if sys.stdin.isatty() else sys.stdin.read()
+    time_ref, options = _parse_detail(typed)
     if not time_ref:
         print(
             "usage: /sc-detail <time> [--page N] [--kind KIND] [--grep TEXT], a time from "
@@ -293,7 +369,26 @@ def detail(args: list[str]) -> int:
     return 0
 
 
+def mcp_headers() -> int:
+    """The MCP server's headers for a project install (its `.mcp.json` `headersHelper`):
+    Claude Code expands a project's `.mcp.json` from its own environment only, never from
+    the personal `.claude/settings.local.json`, so the key is read here: STRATA_API_KEY, else
+    the `env` of the settings.local.json beside this installed copy."""
+    key = os.environ.get("STRATA_API_KEY")
+    if not key:
+        local = Path(__file__).resolve().parent.parent / "settings.local.json"
+        try:
+            env = json.loads(local.read_text(encoding="utf-8")).get("env") or {}
+        except (OSError, ValueError, AttributeError):
+            env = {}
+        key = env.get("STRATA_API_KEY") if isinstance(env, dict) else None
+    print(json.dumps({"Authorization": f"Bearer {key}"} if key else {}))
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["mcp-headers"]:
+        return mcp_headers()
     if argv[:1] == ["detail"]:
         return detail(argv[1:])
     if argv[:1] == ["--deliver"]:
