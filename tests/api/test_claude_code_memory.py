@@ -18,7 +18,7 @@ from sqlmodel import col, select
 from app.db.models import MemoryDetail
 from tests.fakes.messages_api import FakeMessagesAPI, reply
 from tests.support.apps import serve
-from tests.support.chat import items, wait_job
+from tests.support.chat import items, new_session, wait_job
 from tests.support.memory import (
     SUMMARY_MODEL,
     Transcript,
@@ -97,6 +97,18 @@ async def test_a_late_session_start_links_nothing_again(client: httpx.AsyncClien
     assert late.headers["Strata-Session"] == second
     assert (await _session(client, second))["continues_from"] == first
     assert (await _session(client, third))["continues_from"] == second
+
+
+async def test_a_native_session_continuing_the_newest_claude_code_session_leaves_its_chain(
+    client: httpx.AsyncClient,
+) -> None:
+    first = await import_session(client, "cc-1", _one_turn("cc-1", T0, "alpha"))
+    await new_session(client, continues_from=first)
+
+    second = await _start(client, "cc-2", cwd="/work/project")
+
+    assert (await _session(client, second.headers["Strata-Session"]))["continues_from"] == first
+    assert "[user]: alpha?" in second.json()["hookSpecificOutput"]["additionalContext"]
 
 
 async def test_sessions_in_folders_of_one_git_root_share_a_chain(

@@ -583,10 +583,15 @@ class ChainRepository:
     ) -> Session | None:
         """The newest session of the project (any of `projects`: a folder and its git root)
         that is the end of its chain: not merged away, no subagent's thread, and continued
-        by no other session (that is not merged away itself)."""
+        by no other session of the same `source` (that is not merged away itself).
+
+        A session of another source (a native Strata session created with `continues_from`
+        on it) reads the chain without ending it: the client's next session still continues
+        its own chain and gets its memory."""
         later = aliased(Session)
         successor = sa_select(literal(1)).where(
             col(later.continues_from) == col(Session.id),
+            col(later.source) == source,
             col(later.merged_into).is_(None),  # a merged-away session continues nothing now
         )
         query = (
