@@ -16,7 +16,8 @@ Claude Code appends one JSON object per line to `~/.claude/projects/<dir>/<sessi
 - Claude Code's harness messages written as `user` entries (`isMeta` skill bodies, slash
   command echoes, local command output, task notifications, "[Request interrupted by user]",
   Stop hook feedback, IDE context; see `app.memory.harness`) become `SystemMessage`s, or
-  nothing for pure boilerplate: they are not the user's words and open no turn;
+  nothing for pure boilerplate: they are not the user's words and open no turn; a slash
+  command with arguments is the user's request, a `UserMessage` of the command as typed;
 - `attachment` entries (newer Claude Code: hook output, context it injects) become a
   `SystemMessage` with a readable text, except a SessionStart hook's copy of Strata's own
   memory block (the memory of earlier sessions, which Strata holds already);
@@ -306,6 +307,8 @@ def _user_payloads(entry: _Entry) -> tuple[list[tuple[str, ItemPayload]], list[s
         if _blank(content):
             return [], []
         if (harness := classify(content, is_meta=is_meta)) is not None:
+            if harness.words:  # a slash command's arguments: the user's request
+                return [(source_id, UserMessage(content=[TextBlock(text=harness.words)]))], []
             return ([(source_id, SystemMessage(text=harness.text))] if harness.text else []), []
         return [(source_id, UserMessage(content=[TextBlock(text=content)]))], []
     if not isinstance(content, list):
@@ -331,7 +334,9 @@ def _user_payloads(entry: _Entry) -> tuple[list[tuple[str, ItemPayload]], list[s
         user_block = _user_block(block)
         if isinstance(user_block, TextBlock):
             harness = classify(user_block.text, is_meta=is_meta)
-            if harness is not None:
+            if harness is not None and harness.words:
+                user_block = TextBlock(text=harness.words)
+            elif harness is not None:
                 harness_texts.extend([harness.text] if harness.text else [])
                 continue
         if user_block is not None:
@@ -355,8 +360,12 @@ def _queued_payloads(entry: _Entry) -> list[tuple[str, ItemPayload]]:
 
 
 def _typed_words(entry: _Entry, text: object) -> list[tuple[str, ItemPayload]]:
-    if not isinstance(text, str) or _blank(text) or classify(text) is not None:
+    if not isinstance(text, str) or _blank(text):
         return []
+    if (harness := classify(text)) is not None:
+        if not harness.words:
+            return []
+        text = harness.words
     return [(_source_id(entry), UserMessage(content=[TextBlock(text=text)]))]
 
 

@@ -35,6 +35,7 @@ from tests.support.memory import (
 MAIN = "fasthooks__sample_main_transcript.jsonl"
 RESUMED = "session-share__0ccf1a04-1b4c-43b6-8aa5-79e41db43a68.jsonl"
 USER_IMAGES = "session-share__images-in-user-messages.jsonl"
+VIEWER = "claude-code-viewer__fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl"
 T0 = datetime(2026, 4, 16, 9, 0, tzinfo=UTC)
 
 
@@ -151,6 +152,16 @@ async def test_harness_messages_of_real_transcripts_open_no_turn_and_stay_in_l3(
     async with database_of(app).read() as db:
         kinds = (await db.exec(select(MemoryDetail.kind, MemoryDetail.text))).all()
     assert any(k == "system" and t.startswith("<task-notification>") for k, t in kinds)
+
+
+async def test_a_slash_commands_arguments_are_the_users_words_in_l2(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    session_id = await import_session(client, "cc-viewer", real_transcript(VIEWER))
+
+    turns = await memory_turns(app, session_id)
+
+    assert any(t.user_text == "/orchestrator create TODO app by Next.js" for t in turns)
 
 
 async def test_ide_notes_are_kept_apart_from_the_users_words(
