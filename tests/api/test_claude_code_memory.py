@@ -25,6 +25,7 @@ from tests.support.memory import (
     database_of,
     hook_payload,
     import_session,
+    iso,
     jobs_of,
     memory_turns,
     post_hook,
@@ -215,6 +216,39 @@ async def test_a_queued_command_delivered_into_the_running_turn_joins_it(
     [turn] = await memory_turns(app, session_id)
     assert turn.user_text == "refactor the parser\n\nalso keep the old API"
     assert turn.assistant_text == "Done, both."
+
+
+async def test_a_queued_message_removed_into_the_running_turn_is_the_users_in_it(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    # Claude Code 2.1.39: the message is enqueued, handed to the running turn inside a tool
+    # result, and removed from the queue; no user entry or attachment carries it
+    transcript = Transcript("cc-2139")
+    transcript.user(T0, "refactor the parser")
+    call = {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}}
+    transcript.assistant(T0 + timedelta(seconds=2), call)
+    words = "also keep the old API"
+    queued = {"type": "queue-operation", "sessionId": "cc-2139"}
+    transcript.add(
+        {
+            **queued,
+            "operation": "enqueue",
+            "timestamp": iso(T0 + timedelta(seconds=3)),
+            "content": words,
+        }
+    )
+    result = f"parser.py\n\nThe user sent a new message while you were working:\n{words}"
+    transcript.user(
+        T0 + timedelta(seconds=4),
+        [{"type": "tool_result", "tool_use_id": "toolu_1", "content": result}],
+    )
+    transcript.add({**queued, "operation": "remove", "timestamp": iso(T0 + timedelta(seconds=4))})
+    transcript.assistant(T0 + timedelta(seconds=9), {"type": "text", "text": "Done, both."})
+
+    session_id = await import_session(client, "cc-2139", transcript.text())
+
+    [turn] = await memory_turns(app, session_id)
+    assert turn.user_text == "refactor the parser\n\nalso keep the old API"
 
 
 # --- turns posted after a merge ------------------------------------------------------------

@@ -152,3 +152,20 @@ def test_queued_words_join_the_turn_and_enqueues_or_dequeues_import_nothing() ->
         ),
     ]
     assert not any(isinstance(i.payload, SystemMessage) for i in items)
+
+
+def test_a_removed_queued_message_a_queued_command_delivers_is_imported_once() -> None:
+    words = "keep the old API"
+    lines = [
+        _line("queue-operation", 1, operation="enqueue", content=words),
+        _line("queue-operation", 2, operation="remove", content=words),
+        _line(
+            "attachment",
+            3,
+            attachment={"type": "queued_command", "prompt": words, "commandMode": "prompt"},
+        ),
+    ]
+
+    items = parse_transcript("\n".join(lines)).items
+
+    assert [i.source_id for i in items] == ["u-3"]
