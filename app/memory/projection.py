@@ -13,6 +13,7 @@ source id can take the same turn twice and change nothing.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,7 +35,9 @@ from app.domain.items import (
     UserBlock,
     UserMessage,
 )
+from app.memory.details import is_lookup_output
 from app.memory.noise import Boilerplate, CleanedTexts, TextCleaner
+from app.memory.render import HEADING as MEMORY_HEADING
 
 __all__ = [
     "IMAGE_PLACEHOLDER",
@@ -102,6 +105,14 @@ def _result_text(content: str | list[UserBlock]) -> str:
     return "\n".join(parts)
 
 
+_BLOCK_HEADING = re.compile(rf"^{re.escape(MEMORY_HEADING)}$", re.MULTILINE)
+
+
+def _strata_memory(text: str) -> bool:
+    """A detail look-up's answer, or the memory block (its heading a line of its own)."""
+    return is_lookup_output(text) or _BLOCK_HEADING.search(text) is not None
+
+
 def _task_line(event: TaskEvent) -> str:
     return f"{event.op} task #{event.taskid} (over REST): {_compact_json(event.input)}"
 
@@ -133,12 +144,16 @@ class _Projector:
         *,
         is_error: bool = False,
     ) -> None:
-        """Add an L3 detail unless it is empty or its source id is already in the turn.
+        """Add an L3 detail unless it is empty, its source id is already in the turn, or it
+        is Strata's own memory handed back (a tool output or system text holding a detail
+        look-up's answer or the memory block: the turns it shows are stored already).
 
         A source id seen twice (a replayed tool call, a transcript posted twice) is the same
         record: the first occurrence wins.
         """
         if not text or source_id in self.source_ids:
+            return
+        if kind in ("tool_output", "system") and _strata_memory(text):
             return
         self.source_ids.add(source_id)
         self.details.append(Detail(kind, source_id, tool_name, text, is_error))

@@ -104,6 +104,7 @@ async def _store_projection(
     changed = int(turn_id is not None)
     details = [_dedupe_key(d, cleaned) for d in projection.details]
     known = await repo.detail_sources(session_id, [d.source_id for d in details])
+    known |= await _systems_of_chain(db, session_id, details, known)
     new: list[Detail] = []
     for detail in details:
         if detail.source_id not in known:
@@ -130,8 +131,26 @@ async def _store_projection(
     return changed
 
 
+async def _systems_of_chain(
+    db: AsyncSession, session_id: str, details: list[Detail], known: set[str]
+) -> set[str]:
+    """Which of the turn's system texts new to the session the earlier sessions of its
+    chain hold already: what Claude Code attaches to every session alike (the skill
+    listing, ~2,700 identical characters each time) is kept once per chain. Asked only
+    when a system text is new to the session, which is rare past its first turns."""
+    fresh = [d.source_id for d in details if d.kind == "system" and d.source_id not in known]
+    if not fresh:
+        return set()
+    session = await RowRepository(db).by_id(Session, session_id)
+    if session is None or not has_predecessors(session):
+        return set()
+    owners = [o for o in await owners_of(db, session) if o != session_id]
+    return await MemoryRepository(db).sources_in(owners, fresh)
+
+
 def _dedupe_key(detail: Detail, cleaned: CleanedTexts) -> Detail:
-    """A system message is keyed by its content: boilerplate repeated every turn is kept once."""
+    """A system message is keyed by its content: boilerplate repeated every turn is kept once
+    per session, and once per chain (`_systems_of_chain`)."""
     if detail.kind != "system":
         return detail
     return Detail(

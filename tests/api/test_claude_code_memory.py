@@ -251,6 +251,33 @@ async def test_a_queued_message_removed_into_the_running_turn_is_the_users_in_it
     assert turn.user_text == "refactor the parser\n\nalso keep the old API"
 
 
+# --- what every session repeats is kept once -----------------------------------------------
+
+
+def _with_skill_listing(cc_id: str, at: datetime, listing: str) -> str:
+    transcript = Transcript(cc_id)
+    skills = {"type": "skill_listing", "content": listing}
+    transcript.add(transcript._entry("attachment", at - timedelta(minutes=1), attachment=skills))
+    transcript.turn(at, f"{cc_id}?", f"{cc_id}.")
+    return transcript.text()
+
+
+async def test_an_attachment_every_session_repeats_is_stored_once_per_chain(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    listing = "- frontend-design: Create distinctive, production-grade interfaces\n" * 40
+    for n in range(3):
+        cc_id = f"cc-{n}"
+        await import_session(
+            client, cc_id, _with_skill_listing(cc_id, T0 + timedelta(hours=n), listing)
+        )
+
+    async with database_of(app).read() as db:
+        texts = (await db.exec(select(MemoryDetail.text))).all()
+
+    assert sum("frontend-design" in text for text in texts) == 1
+
+
 # --- turns posted after a merge ------------------------------------------------------------
 
 

@@ -307,6 +307,20 @@ class MemoryRepository(RowRepository):
             known.update(row[0] for row in rows)
         return known
 
+    async def sources_in(self, origins: Sequence[str], source_ids: Sequence[str]) -> set[str]:
+        """Which of `source_ids` the L3 of any of these sessions holds: one range of the
+        `(origin_session_id, source_id)` index per pair."""
+        if not origins or not source_ids:
+            return set()
+        known: set[str] = set()
+        for start in range(0, len(origins), 500):
+            query = select(MemoryDetail.source_id).where(
+                col(MemoryDetail.origin_session_id).in_(origins[start : start + 500]),
+                col(MemoryDetail.source_id).in_(source_ids),
+            )
+            known.update((await self.db.exec(query)).all())
+        return known
+
     async def without_l1(self, session_ids: Sequence[str], window: int) -> list[MemoryTurn]:
         """Turns of these sessions older than their newest `window`, without L1, oldest first."""
         if not session_ids:
