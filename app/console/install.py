@@ -8,7 +8,7 @@ from fastapi import APIRouter, FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from app.console.render import Renderer
-from app.console.routes import account, jobs, keys, pieces, sessions, webhooks
+from app.console.routes import account, jobs, keys, memory, pieces, sessions, webhooks
 from app.console.web import install_error_pages
 from app.settings import Settings
 
@@ -22,7 +22,7 @@ FORM_OVERHEAD_BYTES = 64 * 1024
 def console_router() -> APIRouter:
     # out of the OpenAPI document (it is no API); the tag names its routes' operation ids
     router = APIRouter(include_in_schema=False, tags=["console"])
-    for module in (account, sessions, jobs, pieces, webhooks, keys):
+    for module in (account, sessions, jobs, pieces, webhooks, keys, memory):
         router.include_router(module.router)
     return router
 
