@@ -91,6 +91,7 @@ class TurnProjection:
     assistant_text: str
     ended_at: datetime
     details: list[Detail]
+    started_at: datetime | None = None  # its first item's time (the prompt's)
 
 
 def _compact_json(value: Any) -> str:
@@ -258,9 +259,10 @@ def project_turn(
     """Project a turn's items (in log order) into L2 and L3; None when there are no items.
     `cleaned` holds texts cleaned ahead (`texts_to_clean`); the others are cleaned here.
 
-    The turn's stable time (`ended_at`, what detail look-ups address it by) is the time of its
+    The turn's stable time (`ended_at`, what the memory block shows it by) is the time of its
     last assistant item with text: the moment the reply was finished. A turn without one (cut
-    off, or tool calls only) ends at its last item.
+    off, or tool calls only) ends at its last item. It started (`started_at`) at its first
+    item, the prompt: detail look-ups match the span between the two.
     """
     if not items:
         return None
@@ -273,4 +275,5 @@ def project_turn(
         assistant_text="\n\n".join(projector.assistant_parts),
         ended_at=projector.last_text_at or items[-1].at,
         details=projector.details,
+        started_at=min(item.at for item in items),
     )

@@ -455,3 +455,34 @@ async def test_a_turn_on_the_last_day_of_a_month_is_found_by_its_date(
     assert found.status_code == 200, found.text
     assert [t["user_text"] for t in found.json()["data"]] == ["quarter close"]
     assert iso.status_code == 200, iso.text
+
+
+# --- a look-up matches the span a turn covers ----------------------------------------------
+
+
+async def _long_turn(client: httpx.AsyncClient) -> str:
+    """A turn prompted at 09:00:00 whose answer ended at 09:05:00."""
+    transcript = Transcript("cc-span")
+    transcript.user(T0, "migrate the schema")
+    transcript.assistant(T0 + timedelta(minutes=5), {"type": "text", "text": "Migrated."})
+    return await import_session(client, "cc-span", transcript.text())
+
+
+async def test_a_turn_is_found_by_the_time_its_prompt_was_typed(
+    client: httpx.AsyncClient,
+) -> None:
+    session_id = await _long_turn(client)
+
+    found = await client.get(f"/sessions/{session_id}/detail/09:00:00")
+
+    assert found.status_code == 200, found.text
+    assert [t["user_text"] for t in found.json()["data"]] == ["migrate the schema"]
+
+
+async def test_a_range_inside_a_turns_span_finds_it(client: httpx.AsyncClient) -> None:
+    session_id = await _long_turn(client)
+
+    found = await client.get(f"/sessions/{session_id}/detail/2026-04-16 09:01-09:02")
+
+    assert found.status_code == 200, found.text
+    assert [t["user_text"] for t in found.json()["data"]] == ["migrate the schema"]

@@ -98,6 +98,7 @@ def test_representative_turn_projects_to_exact_l2_and_l3() -> None:
             ),
             Detail("image", "item:5:image:1", None, "[image]"),
         ],
+        started_at=at(1),
     )
 
 

@@ -49,6 +49,7 @@ class TurnBody(NamedTuple):
     user_text: str
     assistant_text: str
     ended_at: datetime
+    started_at: datetime | None = None
 
 
 class NewestText(NamedTuple):
@@ -218,7 +219,14 @@ _TURN_ID = Prepared(
         _MT.c.origin_session_id == bindparam("m_origin"), _MT.c.turn == bindparam("m_turn")
     )
 )
-_TURN_COLUMNS = ("user_text", "assistant_text", "ended_at", "ended_second", "updated_at")
+_TURN_COLUMNS = (
+    "user_text",
+    "assistant_text",
+    "ended_at",
+    "ended_second",
+    "started_at",
+    "updated_at",
+)
 _TURN_BODY = ("user_text", "assistant_text", "ended_at")
 
 
@@ -279,6 +287,7 @@ class MemoryRepository(RowRepository):
             "assistant_text": text.assistant_text,
             "ended_at": text.ended_at,
             "ended_second": second_of_day(text.ended_at),
+            "started_at": text.started_at,
             "created_at": now,
             "updated_at": now,
         }
@@ -446,6 +455,21 @@ class MemoryRepository(RowRepository):
             if start is not None and end is not None
         }
 
+    async def first_starts(self, session_ids: Sequence[str]) -> dict[str, datetime]:
+        """When each session's first turn began (those that know): one index probe each."""
+        found: dict[str, datetime] = {}
+        for session_id in session_ids:
+            query: Any = (
+                sa_select(col(MemoryTurn.started_at))
+                .where(col(MemoryTurn.session_id) == session_id)
+                .order_by(col(MemoryTurn.ended_at), col(MemoryTurn.id))
+                .limit(1)
+            )
+            start = (await self.db.exec(query)).first()
+            if start is not None and start[0] is not None:
+                found[session_id] = start[0]
+        return found
+
     async def turns_between(
         self, session_ids: Sequence[str], start: datetime, end: datetime
     ) -> list[FoundTurn]:
@@ -458,6 +482,32 @@ class MemoryRepository(RowRepository):
             col(MemoryTurn.ended_at) < end,
         )
         return [FoundTurn(*row) for row in (await self.db.exec(query)).all()]
+
+    async def first_ending_after(self, probes: Sequence[tuple[str, datetime]]) -> list[FoundTurn]:
+        """Per `(session, moment)`, the session's first turn that ended after the moment:
+        the only one of it that may have begun before the moment and still be running
+        then (a session's turns follow each other). One index probe each."""
+        found: list[FoundTurn] = []
+        for session_id, moment in probes:
+            query: Any = (
+                sa_select(*_FOUND)
+                .where(col(MemoryTurn.session_id) == session_id, col(MemoryTurn.ended_at) > moment)
+                .order_by(col(MemoryTurn.ended_at), col(MemoryTurn.id))
+                .limit(1)
+            )
+            found.extend(FoundTurn(*row) for row in (await self.db.exec(query)).all())
+        return found
+
+    async def starts_of(self, turn_ids: Sequence[int]) -> dict[int, datetime]:
+        """When each of these turns began, for those that know (`started_at`)."""
+        starts: dict[int, datetime] = {}
+        for start in range(0, len(turn_ids), 500):
+            query: Any = sa_select(col(MemoryTurn.id), col(MemoryTurn.started_at)).where(
+                col(MemoryTurn.id).in_(turn_ids[start : start + 500]),
+                col(MemoryTurn.started_at).is_not(None),
+            )
+            starts.update({int(i): at for i, at in (await self.db.exec(query)).all()})
+        return starts
 
     async def turns_at_seconds(
         self, session_ids: Sequence[str], ranges: Sequence[tuple[int, int]]
