@@ -279,17 +279,15 @@ async def turns_at(
         last = max((span[1] for span in spans.values()), default=None)
         ranges = utc_second_ranges(ref, first, last, tz) if first and last else []
         candidates = await repo.turns_at_seconds(list(spans), ranges)
-    begins = await repo.first_starts(list(spans))
     probes = [
         (owner, window_end)
-        for owner, (first_end, last_end) in spans.items()
-        for _, window_end in ref.windows(begins.get(owner, first_end), last_end, tz)
-        if begins.get(owner, first_end) <= window_end < last_end
+        for owner, (first_end, last_end, began) in spans.items()
+        for _, window_end in ref.windows(began or first_end, last_end, tz)
+        if (began or first_end) <= window_end < last_end
     ]
-    found = {t.id: t for t in [*candidates, *await repo.first_ending_after(probes)]}
-    starts = await repo.starts_of(list(found))
+    found = {t.id: (t, began) for t, began in [*candidates, *await repo.first_ending_after(probes)]}
     matching = [
-        t for t in found.values() if ref.overlaps(starts.get(t.id, t.ended_at), t.ended_at, tz)
+        t for t, began in found.values() if ref.overlaps(began or t.ended_at, t.ended_at, tz)
     ]
     matching.sort(key=lambda t: (t.ended_at, t.id), reverse=True)
     return matching

@@ -93,6 +93,14 @@ _FOUND = (
     col(MemoryTurn.assistant_text),
     col(MemoryTurn.l1),
 )
+# a found turn and when it began (None: projected before turns kept it)
+_SPANNED = (*_FOUND, col(MemoryTurn.started_at))
+Spanned = tuple[FoundTurn, datetime | None]
+
+
+def _spanned(row: Any) -> Spanned:
+    *found, started_at = row
+    return FoundTurn(*found), started_at
 
 
 def _older_than(ended_at: Any, turn_id: Any) -> Any:
@@ -437,93 +445,82 @@ class MemoryRepository(RowRepository):
             spans[session_id] = ChainSpan(first, last, turns)
         return spans
 
-    async def time_spans(self, session_ids: Sequence[str]) -> dict[str, tuple[datetime, datetime]]:
-        """The first and last end time of each session's turns (sessions with none left out).
+    async def time_spans(
+        self, session_ids: Sequence[str]
+    ) -> dict[str, tuple[datetime, datetime, datetime | None]]:
+        """The first and last end time of each session's turns, and when its first turn
+        began (None when it does not know), sessions with no turns left out.
 
-        Two correlated subqueries rather than one `min(), max()`: each alone is answered
-        from the end of the `(session_id, ended_at)` index, together they scan the range.
+        Correlated subqueries rather than one `min(), max()`: each alone is answered from
+        an end of the `(session_id, ended_at)` index, together they scan the range.
         """
         if not session_ids:
             return {}
         owned = MemoryTurn.session_id == Session.id
         first = select(func.min(MemoryTurn.ended_at)).where(owned).scalar_subquery()
         last = select(func.max(MemoryTurn.ended_at)).where(owned).scalar_subquery()
-        query = select(Session.id, first, last).where(col(Session.id).in_(session_ids))
+        began = (
+            select(MemoryTurn.started_at)
+            .where(owned)
+            .order_by(col(MemoryTurn.ended_at), col(MemoryTurn.id))
+            .limit(1)
+            .scalar_subquery()
+        )
+        query = select(Session.id, first, last, began).where(col(Session.id).in_(session_ids))
         return {
-            session_id: (start, end)
-            for session_id, start, end in (await self.db.exec(query)).all()
+            session_id: (start, end, begin)
+            for session_id, start, end, begin in (await self.db.exec(query)).all()
             if start is not None and end is not None
         }
 
-    async def first_starts(self, session_ids: Sequence[str]) -> dict[str, datetime]:
-        """When each session's first turn began (those that know): one index probe each."""
-        found: dict[str, datetime] = {}
-        for session_id in session_ids:
-            query: Any = (
-                sa_select(col(MemoryTurn.started_at))
-                .where(col(MemoryTurn.session_id) == session_id)
-                .order_by(col(MemoryTurn.ended_at), col(MemoryTurn.id))
-                .limit(1)
-            )
-            start = (await self.db.exec(query)).first()
-            if start is not None and start[0] is not None:
-                found[session_id] = start[0]
-        return found
-
     async def turns_between(
         self, session_ids: Sequence[str], start: datetime, end: datetime
-    ) -> list[FoundTurn]:
+    ) -> list[Spanned]:
         """The turns of these sessions that ended in `[start, end)`."""
         if not session_ids:
             return []
-        query: Any = sa_select(*_FOUND).where(
+        query: Any = sa_select(*_SPANNED).where(
             col(MemoryTurn.session_id).in_(session_ids),
             col(MemoryTurn.ended_at) >= start,
             col(MemoryTurn.ended_at) < end,
         )
-        return [FoundTurn(*row) for row in (await self.db.exec(query)).all()]
+        return list(map(_spanned, (await self.db.exec(query)).all()))
 
-    async def first_ending_after(self, probes: Sequence[tuple[str, datetime]]) -> list[FoundTurn]:
+    async def first_ending_after(self, probes: Sequence[tuple[str, datetime]]) -> list[Spanned]:
         """Per `(session, moment)`, the session's first turn that ended after the moment:
         the only one of it that may have begun before the moment and still be running
-        then (a session's turns follow each other). One index probe each."""
-        found: list[FoundTurn] = []
-        for session_id, moment in probes:
-            query: Any = (
-                sa_select(*_FOUND)
+        then (a session's turns follow each other). One index probe each, `_PROBES` of
+        them to a statement."""
+        found: list[Spanned] = []
+        for start in range(0, len(probes), _PROBES):
+            parts = [
+                sa_select(*_SPANNED)
                 .where(col(MemoryTurn.session_id) == session_id, col(MemoryTurn.ended_at) > moment)
                 .order_by(col(MemoryTurn.ended_at), col(MemoryTurn.id))
                 .limit(1)
-            )
-            found.extend(FoundTurn(*row) for row in (await self.db.exec(query)).all())
+                .subquery()
+                .select()
+                for session_id, moment in probes[start : start + _PROBES]
+            ]
+            query: Any = union_all(*parts) if len(parts) > 1 else parts[0]
+            found.extend(map(_spanned, (await self.db.exec(query)).all()))
         return found
-
-    async def starts_of(self, turn_ids: Sequence[int]) -> dict[int, datetime]:
-        """When each of these turns began, for those that know (`started_at`)."""
-        starts: dict[int, datetime] = {}
-        for start in range(0, len(turn_ids), 500):
-            query: Any = sa_select(col(MemoryTurn.id), col(MemoryTurn.started_at)).where(
-                col(MemoryTurn.id).in_(turn_ids[start : start + 500]),
-                col(MemoryTurn.started_at).is_not(None),
-            )
-            starts.update({int(i): at for i, at in (await self.db.exec(query)).all()})
-        return starts
 
     async def turns_at_seconds(
         self, session_ids: Sequence[str], ranges: Sequence[tuple[int, int]]
-    ) -> list[FoundTurn]:
+    ) -> list[Spanned]:
         """The turns of these sessions that ended in these (inclusive) ranges of seconds of
         the UTC day: one range of `(session_id, ended_second)` per session and range."""
-        found: list[FoundTurn] = []
+        found: list[Spanned] = []
         if not session_ids:
             return found
         for low, high in ranges:
-            query: Any = sa_select(*_FOUND).where(
+            query: Any = sa_select(*_SPANNED).where(
                 col(MemoryTurn.session_id).in_(session_ids),
                 col(MemoryTurn.ended_second) >= low,
                 col(MemoryTurn.ended_second) <= high,
             )
-            found.extend(FoundTurn(*row) for row in (await self.db.exec(query)).all())
+            found.extend(map(_spanned, (await self.db.exec(query)).all()))
         return found
 
     async def details_of(self, turn_ids: Sequence[int]) -> list[MemoryDetail]:
@@ -680,6 +677,7 @@ class ChainRepository:
         return (await self.db.exec(query)).first()
 
 
+_PROBES = 200  # index probes of `first_ending_after` in one statement
 _SOURCES_CHUNK = 50  # source ids per look-up at most: a prepared statement per count up to it
 
 
