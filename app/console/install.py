@@ -14,6 +14,7 @@ from app.console.routes import (
     jobs,
     keys,
     mcp_servers,
+    memory,
     pieces,
     sessions,
     webhooks,
@@ -31,7 +32,7 @@ FORM_OVERHEAD_BYTES = 64 * 1024
 def console_router() -> APIRouter:
     # out of the OpenAPI document (it is no API); the tag names its routes' operation ids
     router = APIRouter(include_in_schema=False, tags=["console"])
-    for module in (account, sessions, jobs, actions, pieces, webhooks, keys, mcp_servers):
+    for module in (account, sessions, jobs, actions, pieces, webhooks, keys, mcp_servers, memory):
         router.include_router(module.router)
     return router
 

@@ -13,6 +13,7 @@ at every call, so `page` walks them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from zoneinfo import ZoneInfo
@@ -25,6 +26,7 @@ __all__ = [
     "DetailQuery",
     "TurnDetail",
     "detail_page",
+    "is_lookup_output",
     "render_details",
 ]
 
@@ -32,6 +34,19 @@ KIND_ORDER = ("tool_input", "tool_output", "system", "image")
 PIECE_KINDS = ("user", "assistant", *KIND_ORDER)
 MIN_SPLIT = 200  # a piece is split across pages only when at least this much room is left
 _CONTINUED = "(continued) "
+
+
+# a turn's heading in a look-up's answer (`_turn_heading`, `render_details`)
+_TURN_HEADING = re.compile(
+    r"^## \[\d{2}:\d{2}:\d{2}\] \d{4}-\d{2}-\d{2} \(session \S+, turn \d+\)", re.MULTILINE
+)
+
+
+def is_lookup_output(text: str) -> bool:
+    """Whether a text holds Strata's own answer to a detail look-up (a page of turns under
+    their headings): what `/sc-detail`, the `Detail` tool or the MCP detail tool printed
+    in a later turn. Memory holds those turns already, so it never stores them again."""
+    return _TURN_HEADING.search(text) is not None
 
 
 @dataclass(frozen=True)

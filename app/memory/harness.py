@@ -10,13 +10,17 @@ classified here (seed 003's noise table gains these rows):
 | `isMeta` (a skill's or custom command's expanded body, ~10 KB) | harness | L3 `system` |
 | `<local-command-caveat>` (and the older "Caveat: The messages below …") | boilerplate | nowhere |
 | `<command-name>` / `<command-message>` (a slash command echo) | harness | L3 `system` |
+| the same with `<command-args>` (what the user asked of it) | user words | L2, as typed |
 | `<local-command-stdout>` / `<local-command-stderr>` | harness | L3 `system`, the output |
 | `<task-notification>` (a background agent or shell finished) | harness | L3 `system` |
 | "[Request interrupted by user…]" | harness | L3 `system` |
 | "Stop hook feedback: …" (a Stop hook that blocked) | harness | L3 `system` |
 | `<ide_opened_file>` / `<ide_selection>` (the IDE's context) | harness | L3 `system` |
 
-None of them is a user turn, L2, or summarized. Pure: no I/O, no database.
+None of them is a user turn, L2, or summarized, except a slash command's arguments: what
+the user asked the command (`/review the parser, it's slow`) is the user's request, so the
+command as typed (`words`) opens a turn and is L2 like anything else typed. Pure: no I/O,
+no database.
 """
 
 from __future__ import annotations
@@ -43,17 +47,23 @@ _PLAIN = (
 
 @dataclass(frozen=True)
 class Harness:
-    """A harness message: `text` is what L3 keeps as a system message, None for nothing."""
+    """A harness message: `text` is what L3 keeps as a system message, None for nothing;
+    `words` the user's own words it carries (a slash command with arguments, as typed)."""
 
     label: str
     text: str | None
+    words: str | None = None
 
 
-def _command(text: str) -> str:
+def _command(text: str) -> Harness:
     tags = dict(_TAG.findall(text))
     name = tags.get("command-name", "").strip()
     args = tags.get("command-args", "").strip()
-    return f"slash command: {name} {args}".rstrip() if name else text.strip()
+    if not name:
+        return Harness("command", text.strip())
+    if args:
+        return Harness("command", None, words=f"{name} {args}")
+    return Harness("command", f"slash command: {name}")
 
 
 def classify(text: str, *, is_meta: bool = False) -> Harness | None:
@@ -63,7 +73,7 @@ def classify(text: str, *, is_meta: bool = False) -> Harness | None:
     if is_meta:
         return Harness("meta", text)
     if _COMMAND.match(text):
-        return Harness("command", _command(text))
+        return _command(text)
     if (output := _OUTPUT.match(text)) is not None:
         body = output.group(1).strip()
         return Harness("local-command-output", f"local command output:\n{body}" if body else None)

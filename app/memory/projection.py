@@ -13,6 +13,7 @@ source id can take the same turn twice and change nothing.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,7 +35,9 @@ from app.domain.items import (
     UserBlock,
     UserMessage,
 )
+from app.memory.details import is_lookup_output
 from app.memory.noise import Boilerplate, CleanedTexts, TextCleaner
+from app.memory.render import HEADING as MEMORY_HEADING
 
 __all__ = [
     "IMAGE_PLACEHOLDER",
@@ -88,6 +91,7 @@ class TurnProjection:
     assistant_text: str
     ended_at: datetime
     details: list[Detail]
+    started_at: datetime | None = None  # its first item's time (the prompt's)
 
 
 def _compact_json(value: Any) -> str:
@@ -100,6 +104,14 @@ def _result_text(content: str | list[UserBlock]) -> str:
         return content
     parts = [block.text if isinstance(block, TextBlock) else IMAGE_PLACEHOLDER for block in content]
     return "\n".join(parts)
+
+
+_BLOCK_HEADING = re.compile(rf"^{re.escape(MEMORY_HEADING)}$", re.MULTILINE)
+
+
+def _strata_memory(text: str) -> bool:
+    """A detail look-up's answer, or the memory block (its heading a line of its own)."""
+    return is_lookup_output(text) or _BLOCK_HEADING.search(text) is not None
 
 
 def _task_line(event: TaskEvent) -> str:
@@ -133,12 +145,16 @@ class _Projector:
         *,
         is_error: bool = False,
     ) -> None:
-        """Add an L3 detail unless it is empty or its source id is already in the turn.
+        """Add an L3 detail unless it is empty, its source id is already in the turn, or it
+        is Strata's own memory handed back (a tool output or system text holding a detail
+        look-up's answer or the memory block: the turns it shows are stored already).
 
         A source id seen twice (a replayed tool call, a transcript posted twice) is the same
         record: the first occurrence wins.
         """
         if not text or source_id in self.source_ids:
+            return
+        if kind in ("tool_output", "system") and _strata_memory(text):
             return
         self.source_ids.add(source_id)
         self.details.append(Detail(kind, source_id, tool_name, text, is_error))
@@ -243,9 +259,10 @@ def project_turn(
     """Project a turn's items (in log order) into L2 and L3; None when there are no items.
     `cleaned` holds texts cleaned ahead (`texts_to_clean`); the others are cleaned here.
 
-    The turn's stable time (`ended_at`, what detail look-ups address it by) is the time of its
+    The turn's stable time (`ended_at`, what the memory block shows it by) is the time of its
     last assistant item with text: the moment the reply was finished. A turn without one (cut
-    off, or tool calls only) ends at its last item.
+    off, or tool calls only) ends at its last item. It started (`started_at`) at its first
+    item, the prompt: detail look-ups match the span between the two.
     """
     if not items:
         return None
@@ -258,4 +275,5 @@ def project_turn(
         assistant_text="\n\n".join(projector.assistant_parts),
         ended_at=projector.last_text_at or items[-1].at,
         details=projector.details,
+        started_at=min(item.at for item in items),
     )

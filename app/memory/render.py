@@ -17,7 +17,8 @@ characters and is never longer (`max_chars`, `STRATA_MEMORY_BLOCK_MAX_CHARS`, 9,
    marker that names its time. When older turns follow (or one of these has only a
    summary), L2 fills at most `l2_ratio` of the budget (`STRATA_MEMORY_BLOCK_L2_RATIO`,
    0.7), so that long recent turns cannot crowd every summary out; what L2 leaves unused
-   goes to the summaries; a turn with nothing to show takes no room;
+   goes to the summaries, and what the summaries leave unused (fewer or shorter lines,
+   older turns with nothing to show) back to L2; a turn with nothing to show takes no room;
 2. then older turns as L1 lines, newest first, each at most `LINE_MAX` characters, until the
    budget is spent;
 3. then a line counting the turns left out, and the guide line naming the detail look-up with
@@ -174,6 +175,16 @@ class _L2Turn:
     share: int = 0
 
 
+def _share(turns: list[_L2Turn], room: int) -> int:
+    """Share `room` fairly among the turns (a short turn takes what it needs, long ones
+    split the rest evenly), setting each one's `share`; returns what is left."""
+    left = room
+    for count, entry in enumerate(sorted(turns, key=lambda e: e.need)):
+        entry.share = min(entry.need, left // (len(turns) - count))
+        left -= entry.share
+    return left
+
+
 def _pair_lines(turn: MemoryTurn, stamp: str, room: int) -> list[str]:
     """The `[user]` / `[assistant]` lines of a turn in at most `room` characters (newlines
     between them included), each side cut fairly when both do not fit."""
@@ -264,10 +275,7 @@ class MemoryBlockBuilder:
             days.add(day)
             chosen.append(_L2Turn(turn, need))
         room -= _DATE_LINE * len(days)
-        left = room
-        for count, entry in enumerate(sorted(chosen, key=lambda e: e.need)):
-            entry.share = min(entry.need, left // (len(chosen) - count))
-            left -= entry.share
+        left = _share(chosen, room)
         self._recent = chosen
         self._consumed += len(chosen)
         self._room = left + unused if chosen else self._room
@@ -304,8 +312,13 @@ class MemoryBlockBuilder:
     # --- the text --------------------------------------------------------------------------
 
     def render(self, total: int) -> RenderedBlock:
-        """The block, `total` being how many turns the chain has in all."""
-        recent = sorted(self._recent, key=lambda e: e.turn.ended_at)
+        """The block, `total` being how many turns the chain has in all.
+
+        The room the earlier turns left unused (their lines were fewer or shorter than
+        the share kept for them, or had nothing to show) goes back to the recent turns."""
+        recent = [_L2Turn(e.turn, e.need) for e in self._recent]
+        _share(recent, sum(e.share for e in self._recent) + self._room)
+        recent.sort(key=lambda e: e.turn.ended_at)
         shown = [e.turn.ended_at for e in recent] + [line.ended_at for line in self._earlier]
         omitted = max(total - self._consumed, 0)
         counts = BlockCounts(len(recent), len(self._earlier), omitted, max(total, self._consumed))

@@ -74,6 +74,51 @@ class TimeRef:
             return local >= start or local <= end
         raise AssertionError("unreachable: bounds checked in __post_init__")
 
+    def windows(
+        self, first: datetime, last: datetime, tz: ZoneInfo
+    ) -> list[tuple[datetime, datetime]]:
+        """The inclusive spans of moments (UTC, whole seconds) the reference names between
+        `first` and `last`: itself for moments, one a day (in `tz`; two on a day whose
+        clock repeats the hour, one per reading) for times of day. A span may reach past
+        `first` or `last`; one that misses them both is left out."""
+        if isinstance(self.start, datetime) and isinstance(self.end, datetime):
+            return [(self.start, self.end)]
+        if not (isinstance(self.start, time) and isinstance(self.end, time)):
+            raise AssertionError("unreachable: bounds checked in __post_init__")
+        found: list[tuple[datetime, datetime]] = []
+        day = first.astimezone(tz).date() - timedelta(days=1)
+        while day <= last.astimezone(tz).date():
+            end_day = day if self.start <= self.end else day + timedelta(days=1)
+            for fold in (0, 1):
+                local = datetime.combine(day, self.start, tzinfo=tz).replace(fold=fold)
+                start = local.astimezone(UTC)
+                local_end = datetime.combine(end_day, self.end, tzinfo=tz).replace(fold=fold)
+                end = local_end.astimezone(UTC)
+                window = (start, end)
+                if start <= last and end >= first.replace(microsecond=0) and window not in found:
+                    found.append(window)
+            day += timedelta(days=1)
+        return found
+
+    def overlaps(self, start_utc: datetime, end_utc: datetime, tz: ZoneInfo) -> bool:
+        """Whether a turn that ran from `start_utc` (its prompt) to `end_utc` (its end) is
+        meant: a time in its span, or a range overlapping it; times of day read in `tz`.
+
+        A time of day is in a span when the span begins or ends at it, or when the clock
+        reaches the reference's first time inside the span."""
+        first = start_utc.replace(microsecond=0)
+        last = end_utc.replace(microsecond=0)
+        if isinstance(self.start, datetime) and isinstance(self.end, datetime):
+            return first <= self.end and last >= self.start
+        if last - first >= timedelta(days=1):
+            return True  # a span of a whole day holds every time of day
+        if self.matches(first, tz) or self.matches(last, tz):
+            return True
+        return any(
+            first <= begin <= last and self.matches(begin, tz)
+            for begin, _ in self.windows(first, last, tz)
+        )
+
 
 def _clock(text: str, hour: str, minute: str, second: str | None, *, end: bool) -> time:
     """A time of day; a bound without seconds covers its whole minute."""

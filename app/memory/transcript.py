@@ -16,15 +16,20 @@ Claude Code appends one JSON object per line to `~/.claude/projects/<dir>/<sessi
 - Claude Code's harness messages written as `user` entries (`isMeta` skill bodies, slash
   command echoes, local command output, task notifications, "[Request interrupted by user]",
   Stop hook feedback, IDE context; see `app.memory.harness`) become `SystemMessage`s, or
-  nothing for pure boilerplate: they are not the user's words and open no turn;
+  nothing for pure boilerplate: they are not the user's words and open no turn; a slash
+  command with arguments is the user's request, a `UserMessage` of the command as typed;
 - `attachment` entries (newer Claude Code: hook output, context it injects) become a
   `SystemMessage` with a readable text, except a SessionStart hook's copy of Strata's own
   memory block (the memory of earlier sessions, which Strata holds already);
 - what the user typed while Claude worked reaches the transcript only as a queued command:
-  a `queued_command` attachment (delivered into the running turn) or a `queue-operation`
-  `popAll` with content (taken back out of the queue); either becomes a `UserMessage` that
-  joins the current turn (`joins_turn`) instead of opening one. A queued command that is
-  dequeued later arrives as an ordinary `user` entry, so `enqueue` itself is not imported;
+  a `queued_command` attachment (delivered into the running turn), a `queue-operation`
+  `popAll` with content (taken back out of the queue), or a `remove` (Claude Code 2.1.39
+  hands the message to the running turn inside a tool result and removes it from the
+  queue: the `remove` carries its text, or takes that of the oldest `enqueue` still
+  queued); each becomes a `UserMessage` that joins the current turn (`joins_turn`) instead
+  of opening one, once: a `remove` whose text a `queued_command` attachment delivers too
+  imports nothing. A queued command that is dequeued later arrives as an ordinary `user`
+  entry, so `enqueue` itself is not imported;
 - every other entry type (`system`, `summary`, `progress`, other `queue-operation`s,
   `file-history-snapshot`, `last-prompt`, ...) is opaque and skipped without a word.
 
@@ -54,6 +59,7 @@ de-duplicated here, since idempotent ingestion by `source_id` belongs to the cal
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Iterable, Iterator
@@ -124,6 +130,10 @@ class TranscriptFacts:
     usage_by_message: dict[str, Usage]  # per API message, the usage its first item carries
     session_id: str | None  # the first Claude Code sessionId seen in the entries
     cwd: str | None  # the first cwd seen
+    # per `remove` queue operation (by source id), the text it took out of the queue
+    removed: dict[str, str] = dataclasses.field(default_factory=dict)
+    # the prompts `queued_command` attachments deliver (a `remove` of one imports nothing)
+    delivered: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -159,13 +169,52 @@ def transcript_facts(lines: Iterable[str]) -> TranscriptFacts:
     usage: dict[str, Usage] = {}
     session_id: str | None = None
     cwd: str | None = None
+    queue = _Queue()
     for entry in _entries(lines, 1):
         if isinstance(entry, TranscriptProblem):
             continue
         session_id = session_id or _str_or_none(entry.data.get("sessionId"))
         cwd = cwd or _str_or_none(entry.data.get("cwd"))
         _add_usage(usage, entry)
-    return TranscriptFacts(usage, session_id, cwd)
+        queue.follow(entry)
+    return TranscriptFacts(usage, session_id, cwd, queue.removed, frozenset(queue.delivered))
+
+
+@dataclass
+class _Queue:
+    """Claude Code's queue of messages typed while it worked, replayed from its operations:
+    what each `remove` took out, and what `queued_command` attachments delivered."""
+
+    waiting: list[str] = dataclasses.field(default_factory=list)
+    removed: dict[str, str] = dataclasses.field(default_factory=dict)
+    delivered: set[str] = dataclasses.field(default_factory=set)
+
+    def follow(self, entry: _Entry) -> None:
+        data = entry.data
+        if data.get("type") == "attachment":
+            attachment = data.get("attachment")
+            if isinstance(attachment, dict) and attachment.get("type") == "queued_command":
+                prompt = attachment.get("prompt")
+                if isinstance(prompt, str):
+                    self.delivered.add(prompt)
+            return
+        if data.get("type") != "queue-operation":
+            return
+        operation, content = data.get("operation"), data.get("content")
+        if operation == "enqueue" and isinstance(content, str):
+            self.waiting.append(content)
+        elif operation == "dequeue" and self.waiting:
+            self.waiting.pop(0)
+        elif operation == "popAll":
+            self.waiting.clear()
+        elif operation == "remove":
+            if isinstance(content, str):
+                if content in self.waiting:
+                    self.waiting.remove(content)
+            elif self.waiting:
+                content = self.waiting.pop(0)
+            if isinstance(content, str):
+                self.removed[_source_id(entry)] = content
 
 
 def iter_transcript(
@@ -192,7 +241,7 @@ def iter_transcript(
             elif kind == "attachment":
                 payloads, joins = _attachment_payloads(entry)
             else:
-                payloads, joins = _queued_payloads(entry), True
+                payloads, joins = _queued_payloads(entry, facts), True
         except _EntryProblem as exc:
             yield TranscriptProblem(entry.line, str(exc))
             continue
@@ -306,6 +355,8 @@ def _user_payloads(entry: _Entry) -> tuple[list[tuple[str, ItemPayload]], list[s
         if _blank(content):
             return [], []
         if (harness := classify(content, is_meta=is_meta)) is not None:
+            if harness.words:  # a slash command's arguments: the user's request
+                return [(source_id, UserMessage(content=[TextBlock(text=harness.words)]))], []
             return ([(source_id, SystemMessage(text=harness.text))] if harness.text else []), []
         return [(source_id, UserMessage(content=[TextBlock(text=content)]))], []
     if not isinstance(content, list):
@@ -331,7 +382,9 @@ def _user_payloads(entry: _Entry) -> tuple[list[tuple[str, ItemPayload]], list[s
         user_block = _user_block(block)
         if isinstance(user_block, TextBlock):
             harness = classify(user_block.text, is_meta=is_meta)
-            if harness is not None:
+            if harness is not None and harness.words:
+                user_block = TextBlock(text=harness.words)
+            elif harness is not None:
                 harness_texts.extend([harness.text] if harness.text else [])
                 continue
         if user_block is not None:
@@ -346,17 +399,26 @@ def _user_payloads(entry: _Entry) -> tuple[list[tuple[str, ItemPayload]], list[s
     return results, problems
 
 
-def _queued_payloads(entry: _Entry) -> list[tuple[str, ItemPayload]]:
-    """A queued command taken back out of the queue (`popAll` with content): the user's
-    words, typed while Claude worked, that no `user` entry will carry."""
-    if entry.data.get("operation") != "popAll":
-        return []
-    return _typed_words(entry, entry.data.get("content"))
+def _queued_payloads(entry: _Entry, facts: TranscriptFacts) -> list[tuple[str, ItemPayload]]:
+    """A queued command taken back out of the queue (`popAll` with content) or handed to
+    the running turn (`remove`): the user's words, typed while Claude worked, that no
+    `user` entry will carry (nor, for a `remove`, a `queued_command` attachment)."""
+    operation = entry.data.get("operation")
+    if operation == "popAll":
+        return _typed_words(entry, entry.data.get("content"))
+    if operation == "remove":
+        text = facts.removed.get(_source_id(entry))
+        return [] if text is None or text in facts.delivered else _typed_words(entry, text)
+    return []
 
 
 def _typed_words(entry: _Entry, text: object) -> list[tuple[str, ItemPayload]]:
-    if not isinstance(text, str) or _blank(text) or classify(text) is not None:
+    if not isinstance(text, str) or _blank(text):
         return []
+    if (harness := classify(text)) is not None:
+        if not harness.words:
+            return []
+        text = harness.words
     return [(_source_id(entry), UserMessage(content=[TextBlock(text=text)]))]
 
 

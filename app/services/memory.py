@@ -99,11 +99,14 @@ async def _store_projection(
     the turn's L2 changed."""
     turn = projection.turn
     repo = MemoryRepository(db)
-    body = TurnBody(projection.user_text, projection.assistant_text, projection.ended_at)
+    body = TurnBody(
+        projection.user_text, projection.assistant_text, projection.ended_at, projection.started_at
+    )
     turn_id = await repo.store_text(session_id, turn, body)
     changed = int(turn_id is not None)
     details = [_dedupe_key(d, cleaned) for d in projection.details]
     known = await repo.detail_sources(session_id, [d.source_id for d in details])
+    known |= await _systems_of_chain(db, session_id, details, known)
     new: list[Detail] = []
     for detail in details:
         if detail.source_id not in known:
@@ -130,8 +133,26 @@ async def _store_projection(
     return changed
 
 
+async def _systems_of_chain(
+    db: AsyncSession, session_id: str, details: list[Detail], known: set[str]
+) -> set[str]:
+    """Which of the turn's system texts new to the session the earlier sessions of its
+    chain hold already: what Claude Code attaches to every session alike (the skill
+    listing, ~2,700 identical characters each time) is kept once per chain. Asked only
+    when a system text is new to the session, which is rare past its first turns."""
+    fresh = [d.source_id for d in details if d.kind == "system" and d.source_id not in known]
+    if not fresh:
+        return set()
+    session = await RowRepository(db).by_id(Session, session_id)
+    if session is None or not has_predecessors(session):
+        return set()
+    owners = [o for o in await owners_of(db, session) if o != session_id]
+    return await MemoryRepository(db).sources_in(owners, fresh)
+
+
 def _dedupe_key(detail: Detail, cleaned: CleanedTexts) -> Detail:
-    """A system message is keyed by its content: boilerplate repeated every turn is kept once."""
+    """A system message is keyed by its content: boilerplate repeated every turn is kept once
+    per session, and once per chain (`_systems_of_chain`)."""
     if detail.kind != "system":
         return detail
     return Detail(
@@ -244,22 +265,37 @@ def _rendered(row: NewestText) -> RenderedTurn:
 async def turns_at(
     db: AsyncSession, owners: list[str], reference: str, *, tz: ZoneInfo
 ) -> list[FoundTurn]:
-    """The turns of these sessions that ended at a time (or in a range), newest first."""
+    """The turns of these sessions whose span (from their prompt to their end) holds a time
+    or overlaps a range, newest first.
+
+    The turns that ended in it are one index range (of `ended_at`, or of the second of the
+    UTC day for a time of day, on any day); a session's turns follow each other, so the
+    only other turn of a session that can overlap a span is the first one that ended after
+    it: one index probe per session and span its turns reach."""
     try:
         ref = parse_time_ref(reference, tz)
     except ValueError as exc:
         raise InvalidInput(str(exc), field="time") from exc
     repo = MemoryRepository(db)
+    spans = await repo.time_spans(owners)
     if isinstance(ref.start, datetime) and isinstance(ref.end, datetime):
         end = ref.end + timedelta(seconds=1)  # the bounds are whole seconds, inclusive
         candidates = await repo.turns_between(owners, ref.start, end)
     else:  # a time of day matches on every day: by the second of the UTC day it ended in
-        spans = await repo.time_spans(owners)
         first = min((span[0] for span in spans.values()), default=None)
         last = max((span[1] for span in spans.values()), default=None)
         ranges = utc_second_ranges(ref, first, last, tz) if first and last else []
         candidates = await repo.turns_at_seconds(list(spans), ranges)
-    matching = [t for t in candidates if ref.matches(t.ended_at, tz)]
+    probes = [
+        (owner, window_end)
+        for owner, (first_end, last_end, began) in spans.items()
+        for _, window_end in ref.windows(began or first_end, last_end, tz)
+        if (began or first_end) <= window_end < last_end
+    ]
+    found = {t.id: (t, began) for t, began in [*candidates, *await repo.first_ending_after(probes)]}
+    matching = [
+        t for t, began in found.values() if ref.overlaps(began or t.ended_at, t.ended_at, tz)
+    ]
     matching.sort(key=lambda t: (t.ended_at, t.id), reverse=True)
     return matching
 
@@ -271,7 +307,7 @@ async def detail(
     session = await resolve(db, tenant, session_id)
     matching = await turns_at(db, await owners_of(db, session), reference, tz=tz)
     if not matching:
-        raise NotFound(f"no turn of this session's chain ended at {reference!r}", time=reference)
+        raise NotFound(f"no turn of this session's chain ran at {reference!r}", time=reference)
     repo = MemoryRepository(db)
     grouped: dict[int, dict[str, list[DetailEntry]]] = defaultdict(lambda: defaultdict(list))
     for row in await repo.details_of([t.id for t in matching]):

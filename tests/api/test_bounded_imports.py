@@ -105,8 +105,11 @@ def _stop_body(external_id: str, text: str) -> bytes:
     return json.dumps(hook_payload("stop", session_id=external_id, transcript=text)).encode()
 
 
-async def _stop(client: httpx.AsyncClient, external_id: str, text: str) -> httpx.Response:
-    return await post_hook(client, hook_payload("stop", session_id=external_id, transcript=text))
+async def _stop(
+    client: httpx.AsyncClient, external_id: str, text: str, **extra: Any
+) -> httpx.Response:
+    payload = hook_payload("stop", session_id=external_id, transcript=text, **extra)
+    return await post_hook(client, payload)
 
 
 async def _log(client: httpx.AsyncClient, session_id: str) -> list[dict[str, Any]]:
@@ -179,7 +182,9 @@ async def test_a_large_import_commits_in_chunks_and_equals_a_one_shot_import(
     async with serve(chunked(CHUNK)) as (app, client):
         units = Units()
         units.install(app)
-        response = await _stop(client, "cc-chunked", transcript)
+        # another project: in the one-shot's it would continue its chain, which holds its
+        # system texts already (kept once per chain)
+        response = await _stop(client, "cc-chunked", transcript, cwd="/work/elsewhere")
         main = response.headers["Strata-Session"]
         children = await sessions_with_parent(app, main)
         views = [await _view(app, client, main)]

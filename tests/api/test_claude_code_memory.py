@@ -18,13 +18,14 @@ from sqlmodel import col, select
 from app.db.models import MemoryDetail
 from tests.fakes.messages_api import FakeMessagesAPI, reply
 from tests.support.apps import serve
-from tests.support.chat import items, wait_job
+from tests.support.chat import items, new_session, wait_job
 from tests.support.memory import (
     SUMMARY_MODEL,
     Transcript,
     database_of,
     hook_payload,
     import_session,
+    iso,
     jobs_of,
     memory_turns,
     post_hook,
@@ -35,6 +36,7 @@ from tests.support.memory import (
 MAIN = "fasthooks__sample_main_transcript.jsonl"
 RESUMED = "session-share__0ccf1a04-1b4c-43b6-8aa5-79e41db43a68.jsonl"
 USER_IMAGES = "session-share__images-in-user-messages.jsonl"
+VIEWER = "claude-code-viewer__fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl"
 T0 = datetime(2026, 4, 16, 9, 0, tzinfo=UTC)
 
 
@@ -99,6 +101,18 @@ async def test_a_late_session_start_links_nothing_again(client: httpx.AsyncClien
     assert (await _session(client, third))["continues_from"] == second
 
 
+async def test_a_native_session_continuing_the_newest_claude_code_session_leaves_its_chain(
+    client: httpx.AsyncClient,
+) -> None:
+    first = await import_session(client, "cc-1", _one_turn("cc-1", T0, "alpha"))
+    await new_session(client, continues_from=first)
+
+    second = await _start(client, "cc-2", cwd="/work/project")
+
+    assert (await _session(client, second.headers["Strata-Session"]))["continues_from"] == first
+    assert "[user]: alpha?" in second.json()["hookSpecificOutput"]["additionalContext"]
+
+
 async def test_sessions_in_folders_of_one_git_root_share_a_chain(
     client: httpx.AsyncClient,
 ) -> None:
@@ -139,6 +153,16 @@ async def test_harness_messages_of_real_transcripts_open_no_turn_and_stay_in_l3(
     async with database_of(app).read() as db:
         kinds = (await db.exec(select(MemoryDetail.kind, MemoryDetail.text))).all()
     assert any(k == "system" and t.startswith("<task-notification>") for k, t in kinds)
+
+
+async def test_a_slash_commands_arguments_are_the_users_words_in_l2(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    session_id = await import_session(client, "cc-viewer", real_transcript(VIEWER))
+
+    turns = await memory_turns(app, session_id)
+
+    assert any(t.user_text == "/orchestrator create TODO app by Next.js" for t in turns)
 
 
 async def test_ide_notes_are_kept_apart_from_the_users_words(
@@ -192,6 +216,66 @@ async def test_a_queued_command_delivered_into_the_running_turn_joins_it(
     [turn] = await memory_turns(app, session_id)
     assert turn.user_text == "refactor the parser\n\nalso keep the old API"
     assert turn.assistant_text == "Done, both."
+
+
+async def test_a_queued_message_removed_into_the_running_turn_is_the_users_in_it(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    # Claude Code 2.1.39: the message is enqueued, handed to the running turn inside a tool
+    # result, and removed from the queue; no user entry or attachment carries it
+    transcript = Transcript("cc-2139")
+    transcript.user(T0, "refactor the parser")
+    call = {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}}
+    transcript.assistant(T0 + timedelta(seconds=2), call)
+    words = "also keep the old API"
+    queued = {"type": "queue-operation", "sessionId": "cc-2139"}
+    transcript.add(
+        {
+            **queued,
+            "operation": "enqueue",
+            "timestamp": iso(T0 + timedelta(seconds=3)),
+            "content": words,
+        }
+    )
+    result = f"parser.py\n\nThe user sent a new message while you were working:\n{words}"
+    transcript.user(
+        T0 + timedelta(seconds=4),
+        [{"type": "tool_result", "tool_use_id": "toolu_1", "content": result}],
+    )
+    transcript.add({**queued, "operation": "remove", "timestamp": iso(T0 + timedelta(seconds=4))})
+    transcript.assistant(T0 + timedelta(seconds=9), {"type": "text", "text": "Done, both."})
+
+    session_id = await import_session(client, "cc-2139", transcript.text())
+
+    [turn] = await memory_turns(app, session_id)
+    assert turn.user_text == "refactor the parser\n\nalso keep the old API"
+
+
+# --- what every session repeats is kept once -----------------------------------------------
+
+
+def _with_skill_listing(cc_id: str, at: datetime, listing: str) -> str:
+    transcript = Transcript(cc_id)
+    skills = {"type": "skill_listing", "content": listing}
+    transcript.add(transcript._entry("attachment", at - timedelta(minutes=1), attachment=skills))
+    transcript.turn(at, f"{cc_id}?", f"{cc_id}.")
+    return transcript.text()
+
+
+async def test_an_attachment_every_session_repeats_is_stored_once_per_chain(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    listing = "- frontend-design: Create distinctive, production-grade interfaces\n" * 40
+    for n in range(3):
+        cc_id = f"cc-{n}"
+        await import_session(
+            client, cc_id, _with_skill_listing(cc_id, T0 + timedelta(hours=n), listing)
+        )
+
+    async with database_of(app).read() as db:
+        texts = (await db.exec(select(MemoryDetail.text))).all()
+
+    assert sum("frontend-design" in text for text in texts) == 1
 
 
 # --- turns posted after a merge ------------------------------------------------------------
@@ -371,3 +455,34 @@ async def test_a_turn_on_the_last_day_of_a_month_is_found_by_its_date(
     assert found.status_code == 200, found.text
     assert [t["user_text"] for t in found.json()["data"]] == ["quarter close"]
     assert iso.status_code == 200, iso.text
+
+
+# --- a look-up matches the span a turn covers ----------------------------------------------
+
+
+async def _long_turn(client: httpx.AsyncClient) -> str:
+    """A turn prompted at 09:00:00 whose answer ended at 09:05:00."""
+    transcript = Transcript("cc-span")
+    transcript.user(T0, "migrate the schema")
+    transcript.assistant(T0 + timedelta(minutes=5), {"type": "text", "text": "Migrated."})
+    return await import_session(client, "cc-span", transcript.text())
+
+
+async def test_a_turn_is_found_by_the_time_its_prompt_was_typed(
+    client: httpx.AsyncClient,
+) -> None:
+    session_id = await _long_turn(client)
+
+    found = await client.get(f"/sessions/{session_id}/detail/09:00:00")
+
+    assert found.status_code == 200, found.text
+    assert [t["user_text"] for t in found.json()["data"]] == ["migrate the schema"]
+
+
+async def test_a_range_inside_a_turns_span_finds_it(client: httpx.AsyncClient) -> None:
+    session_id = await _long_turn(client)
+
+    found = await client.get(f"/sessions/{session_id}/detail/2026-04-16 09:01-09:02")
+
+    assert found.status_code == 200, found.text
+    assert [t["user_text"] for t in found.json()["data"]] == ["migrate the schema"]

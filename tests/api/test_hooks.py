@@ -134,8 +134,11 @@ async def test_a_transcript_posted_in_two_chunks_equals_posting_it_whole(
     first, second, second_line = _split_before_a_user_line(transcript)
     whole = await import_session(client, "cc-whole", transcript)
 
-    one = await stop(client, "cc-chunked", first)
-    two = await stop(client, "cc-chunked", second, transcript_first_line=second_line)
+    # another project: in the same one it would continue cc-whole's chain, which holds
+    # its system texts already (kept once per chain)
+    elsewhere = "/work/elsewhere"
+    one = await stop(client, "cc-chunked", first, cwd=elsewhere)
+    two = await stop(client, "cc-chunked", second, cwd=elsewhere, transcript_first_line=second_line)
 
     chunked = one.headers["Strata-Session"]
     assert int(one.headers["Strata-Imported"]) + int(two.headers["Strata-Imported"]) == 46

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from app.domain.items import SystemMessage, UserMessage
+from app.domain.items import SystemMessage, TextBlock, UserMessage
 from app.memory.harness import classify
 from app.memory.transcript import parse_transcript
 
@@ -20,11 +20,6 @@ CAVEAT = (
 @pytest.mark.parametrize(
     ("text", "kept"),
     [
-        (
-            "<command-message>sc-detail</command-message>\n<command-name>/sc-detail</command-name>"
-            "\n<command-args>14:23:05</command-args>",
-            "slash command: /sc-detail 14:23:05",
-        ),
         (
             "<command-name>/compact</command-name>\n<command-message>compact</command-message>",
             "slash command: /compact",
@@ -44,6 +39,20 @@ def test_harness_messages_are_kept_as_system_text(text: str, kept: str | None) -
     harness = classify(text)
     assert harness is not None
     assert harness.text == (kept or text.strip())
+
+
+def test_a_slash_commands_arguments_are_the_users_words_as_typed() -> None:
+    text = (
+        "<command-message>frontend-design</command-message>\n"
+        "<command-name>/frontend-design</command-name>\n"
+        "<command-args>create TODO app by Next.js</command-args>"
+    )
+
+    [item] = parse_transcript(_line("user", 1, message={"role": "user", "content": text})).items
+
+    assert item.payload == UserMessage(
+        content=[TextBlock(text="/frontend-design create TODO app by Next.js")]
+    )
 
 
 def test_the_local_command_caveat_is_kept_nowhere() -> None:
@@ -143,3 +152,20 @@ def test_queued_words_join_the_turn_and_enqueues_or_dequeues_import_nothing() ->
         ),
     ]
     assert not any(isinstance(i.payload, SystemMessage) for i in items)
+
+
+def test_a_removed_queued_message_a_queued_command_delivers_is_imported_once() -> None:
+    words = "keep the old API"
+    lines = [
+        _line("queue-operation", 1, operation="enqueue", content=words),
+        _line("queue-operation", 2, operation="remove", content=words),
+        _line(
+            "attachment",
+            3,
+            attachment={"type": "queued_command", "prompt": words, "commandMode": "prompt"},
+        ),
+    ]
+
+    items = parse_transcript("\n".join(lines)).items
+
+    assert [i.source_id for i in items] == ["u-3"]

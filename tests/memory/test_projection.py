@@ -98,6 +98,7 @@ def test_representative_turn_projects_to_exact_l2_and_l3() -> None:
             ),
             Detail("image", "item:5:image:1", None, "[image]"),
         ],
+        started_at=at(1),
     )
 
 
@@ -330,3 +331,24 @@ def test_attached_files_are_recorded_in_l3_by_name_size_and_id() -> None:
         ),
         Detail("system", "item:1:document:2", None, "[document: spec.pdf 3 pages] fil_2"),
     ]
+
+
+def test_a_detail_look_ups_answer_is_not_stored_again_as_l3() -> None:
+    page = (
+        "## [14:02:11] 2026-04-16 (session ses_1, turn 3)\n[user]: why?\n### tool_output\n"
+        "- Bash (toolu_9:result): 1 failed"
+    )
+    turn = items(
+        UserMessage(content=[TextBlock(text="/sc-detail 14:02:11")]),
+        SystemMessage(text=f"Details of earlier turns at `14:02:11`, from Strata:\n\n{page}"),
+        AssistantMessage(
+            content=[ToolUseBlock(id="toolu_2", name="Detail", input={"time": "14:02:11"})]
+        ),
+        ToolResult(tool_use_id="toolu_2", name="Detail", content=page),
+        AssistantMessage(content=[TextBlock(text="It failed on a path.")]),
+    )
+
+    projection = project_turn(1, turn)
+
+    assert projection is not None
+    assert [d.kind for d in projection.details] == ["tool_input"]

@@ -246,6 +246,32 @@ def test_a_turn_with_nothing_to_show_leaves_the_recent_turns_all_the_room() -> N
     assert render([empty, *long]) == render(long)
 
 
+def test_an_empty_turn_past_the_window_leaves_the_recent_turns_all_the_room() -> None:
+    """Twenty long turns and, before them, a session's empty turn 0: the older turn has
+    nothing to fill the room the recent turns would leave it, so they get all of it."""
+    long = [
+        MemoryTurn(T0 + timedelta(minutes=i), "u" * 3_000, "v" * 3_000, None) for i in range(1, 21)
+    ]
+    empty = MemoryTurn(T0, "", "", None)
+
+    assert render([empty, *long]) == render(long)
+
+
+def test_room_the_summaries_leave_goes_to_the_recent_turns() -> None:
+    """Two short summaries and twenty long turns: the block is filled, not held at the
+    recent turns' share."""
+    old = [MemoryTurn(T0 + timedelta(minutes=i), "q", "a", f"summary {i}") for i in range(2)]
+    recent = [
+        MemoryTurn(T0 + timedelta(hours=1, minutes=i), "u" * 3_000, "v" * 3_000, None)
+        for i in range(20)
+    ]
+
+    rendered = block(old + recent)
+
+    assert rendered.counts.l1_turns == 2
+    assert len(rendered.text) > BUDGET - 400  # the reserve of a count line it has not
+
+
 def test_short_turns_take_what_they_need_and_long_ones_share_the_rest() -> None:
     turns = [
         MemoryTurn(T0, "x" * 20_000, "long one", None),

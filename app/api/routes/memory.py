@@ -106,9 +106,10 @@ async def get_memory(
     name="detail",
     summary="L2 and L3 of the turns at a time, across the chain, a page at a time",
     description=(
-        "A turn is addressed by the time it ended, as the memory block shows it. A time of "
-        "day matches every day it occurs on (newest first); a range matches every turn "
-        "inside it; a date and time (`2026-04-16 14:23:05`, `2026-04-16 14:23-14:30`) "
+        "A turn is addressed by the time it ended, as the memory block shows it, or by any "
+        "time of its span (from its prompt to its end). A time of day matches every day it "
+        "occurs on (newest first); a range matches every turn whose span overlaps it; a "
+        "date and time (`2026-04-16 14:23:05`, `2026-04-16 14:23-14:30`) "
         "matches on that day, in the display time zone. The answer is one page of at most "
         "`max_chars` characters (default `STRATA_DETAIL_PAGE_MAX_CHARS`, 8,000): the turns' "
         "pieces newest first (user, assistant, then tool inputs, tool outputs, system "

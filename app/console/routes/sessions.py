@@ -12,6 +12,7 @@ from app.console import auth
 from app.console.api import ApiError, PublicApi
 from app.console.live import SessionFeed, actions_digest, digest, q, relay, session_actions
 from app.console.render import oob
+from app.console.routes.memory import search_hits
 from app.console.web import (
     Api,
     Form,
@@ -111,12 +112,27 @@ async def session_page(
     session_id: str, request: Request, api: Api, templates: Templates, page: PageSize
 ) -> Response:
     time = request.query_params.get("time", "").strip()
+    words = request.query_params.get("q", "").strip()
     return templates.page(
         request,
         "session.html",
         detail=await _detail(api, session_id, time),
+        search=await search_hits(api, f"/sessions/{q(session_id)}/memory/search", words),
         **await _panels(api, session_id, page),
     )
+
+
+@router.get("/{session_id}/search")
+async def search(session_id: str, request: Request, api: Api, templates: Templates) -> Response:
+    """The memory panel's search of the session's chain: its hits as a fragment."""
+    words = request.query_params.get("q", "").strip()
+    if not is_htmx(request):  # the page itself is the link to a search
+        return RedirectResponse(
+            f"/console/sessions/{q(session_id)}?q={q(words)}#search", status_code=303
+        )
+    found = await search_hits(api, f"/sessions/{q(session_id)}/memory/search", words)
+    html = templates.fragment("partials/search_hits.html", search=found, session_id=session_id)
+    return fragment(html)
 
 
 @router.get("/{session_id}/detail")

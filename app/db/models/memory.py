@@ -51,6 +51,9 @@ class MemoryTurn(SQLModel, table=True):
     origin_session_id: str = Field(max_length=40)
     turn: int
     ended_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+    # when the turn began (its prompt): a look-up matches the span from it to `ended_at`;
+    # None for turns projected before it was kept (their span is their end)
+    started_at: datetime | None = Field(default=None, sa_type=UTCDateTime, nullable=True)
     # the second of its UTC day `ended_at` falls in, kept by the mapper events below
     ended_second: int = Field(
         default=0, sa_column_kwargs={"server_default": text("0"), "nullable": False}

@@ -49,6 +49,7 @@ class TurnBody(NamedTuple):
     user_text: str
     assistant_text: str
     ended_at: datetime
+    started_at: datetime | None = None
 
 
 class NewestText(NamedTuple):
@@ -92,6 +93,14 @@ _FOUND = (
     col(MemoryTurn.assistant_text),
     col(MemoryTurn.l1),
 )
+# a found turn and when it began (None: projected before turns kept it)
+_SPANNED = (*_FOUND, col(MemoryTurn.started_at))
+Spanned = tuple[FoundTurn, datetime | None]
+
+
+def _spanned(row: Any) -> Spanned:
+    *found, started_at = row
+    return FoundTurn(*found), started_at
 
 
 def _older_than(ended_at: Any, turn_id: Any) -> Any:
@@ -218,7 +227,14 @@ _TURN_ID = Prepared(
         _MT.c.origin_session_id == bindparam("m_origin"), _MT.c.turn == bindparam("m_turn")
     )
 )
-_TURN_COLUMNS = ("user_text", "assistant_text", "ended_at", "ended_second", "updated_at")
+_TURN_COLUMNS = (
+    "user_text",
+    "assistant_text",
+    "ended_at",
+    "ended_second",
+    "started_at",
+    "updated_at",
+)
 _TURN_BODY = ("user_text", "assistant_text", "ended_at")
 
 
@@ -279,6 +295,7 @@ class MemoryRepository(RowRepository):
             "assistant_text": text.assistant_text,
             "ended_at": text.ended_at,
             "ended_second": second_of_day(text.ended_at),
+            "started_at": text.started_at,
             "created_at": now,
             "updated_at": now,
         }
@@ -305,6 +322,20 @@ class MemoryRepository(RowRepository):
             params = {"origin": origin_session_id, **{f"s_{n}": s for n, s in enumerate(chunk)}}
             rows = (await _detail_sources(len(chunk)).execute(self.db, params)).rows
             known.update(row[0] for row in rows)
+        return known
+
+    async def sources_in(self, origins: Sequence[str], source_ids: Sequence[str]) -> set[str]:
+        """Which of `source_ids` the L3 of any of these sessions holds: one range of the
+        `(origin_session_id, source_id)` index per pair."""
+        if not origins or not source_ids:
+            return set()
+        known: set[str] = set()
+        for start in range(0, len(origins), 500):
+            query = select(MemoryDetail.source_id).where(
+                col(MemoryDetail.origin_session_id).in_(origins[start : start + 500]),
+                col(MemoryDetail.source_id).in_(source_ids),
+            )
+            known.update((await self.db.exec(query)).all())
         return known
 
     async def without_l1(self, session_ids: Sequence[str], window: int) -> list[MemoryTurn]:
@@ -414,52 +445,82 @@ class MemoryRepository(RowRepository):
             spans[session_id] = ChainSpan(first, last, turns)
         return spans
 
-    async def time_spans(self, session_ids: Sequence[str]) -> dict[str, tuple[datetime, datetime]]:
-        """The first and last end time of each session's turns (sessions with none left out).
+    async def time_spans(
+        self, session_ids: Sequence[str]
+    ) -> dict[str, tuple[datetime, datetime, datetime | None]]:
+        """The first and last end time of each session's turns, and when its first turn
+        began (None when it does not know), sessions with no turns left out.
 
-        Two correlated subqueries rather than one `min(), max()`: each alone is answered
-        from the end of the `(session_id, ended_at)` index, together they scan the range.
+        Correlated subqueries rather than one `min(), max()`: each alone is answered from
+        an end of the `(session_id, ended_at)` index, together they scan the range.
         """
         if not session_ids:
             return {}
         owned = MemoryTurn.session_id == Session.id
         first = select(func.min(MemoryTurn.ended_at)).where(owned).scalar_subquery()
         last = select(func.max(MemoryTurn.ended_at)).where(owned).scalar_subquery()
-        query = select(Session.id, first, last).where(col(Session.id).in_(session_ids))
+        began = (
+            select(MemoryTurn.started_at)
+            .where(owned)
+            .order_by(col(MemoryTurn.ended_at), col(MemoryTurn.id))
+            .limit(1)
+            .scalar_subquery()
+        )
+        query = select(Session.id, first, last, began).where(col(Session.id).in_(session_ids))
         return {
-            session_id: (start, end)
-            for session_id, start, end in (await self.db.exec(query)).all()
+            session_id: (start, end, begin)
+            for session_id, start, end, begin in (await self.db.exec(query)).all()
             if start is not None and end is not None
         }
 
     async def turns_between(
         self, session_ids: Sequence[str], start: datetime, end: datetime
-    ) -> list[FoundTurn]:
+    ) -> list[Spanned]:
         """The turns of these sessions that ended in `[start, end)`."""
         if not session_ids:
             return []
-        query: Any = sa_select(*_FOUND).where(
+        query: Any = sa_select(*_SPANNED).where(
             col(MemoryTurn.session_id).in_(session_ids),
             col(MemoryTurn.ended_at) >= start,
             col(MemoryTurn.ended_at) < end,
         )
-        return [FoundTurn(*row) for row in (await self.db.exec(query)).all()]
+        return list(map(_spanned, (await self.db.exec(query)).all()))
+
+    async def first_ending_after(self, probes: Sequence[tuple[str, datetime]]) -> list[Spanned]:
+        """Per `(session, moment)`, the session's first turn that ended after the moment:
+        the only one of it that may have begun before the moment and still be running
+        then (a session's turns follow each other). One index probe each, `_PROBES` of
+        them to a statement."""
+        found: list[Spanned] = []
+        for start in range(0, len(probes), _PROBES):
+            parts = [
+                sa_select(*_SPANNED)
+                .where(col(MemoryTurn.session_id) == session_id, col(MemoryTurn.ended_at) > moment)
+                .order_by(col(MemoryTurn.ended_at), col(MemoryTurn.id))
+                .limit(1)
+                .subquery()
+                .select()
+                for session_id, moment in probes[start : start + _PROBES]
+            ]
+            query: Any = union_all(*parts) if len(parts) > 1 else parts[0]
+            found.extend(map(_spanned, (await self.db.exec(query)).all()))
+        return found
 
     async def turns_at_seconds(
         self, session_ids: Sequence[str], ranges: Sequence[tuple[int, int]]
-    ) -> list[FoundTurn]:
+    ) -> list[Spanned]:
         """The turns of these sessions that ended in these (inclusive) ranges of seconds of
         the UTC day: one range of `(session_id, ended_second)` per session and range."""
-        found: list[FoundTurn] = []
+        found: list[Spanned] = []
         if not session_ids:
             return found
         for low, high in ranges:
-            query: Any = sa_select(*_FOUND).where(
+            query: Any = sa_select(*_SPANNED).where(
                 col(MemoryTurn.session_id).in_(session_ids),
                 col(MemoryTurn.ended_second) >= low,
                 col(MemoryTurn.ended_second) <= high,
             )
-            found.extend(FoundTurn(*row) for row in (await self.db.exec(query)).all())
+            found.extend(map(_spanned, (await self.db.exec(query)).all()))
         return found
 
     async def details_of(self, turn_ids: Sequence[int]) -> list[MemoryDetail]:
@@ -583,10 +644,15 @@ class ChainRepository:
     ) -> Session | None:
         """The newest session of the project (any of `projects`: a folder and its git root)
         that is the end of its chain: not merged away, no subagent's thread, and continued
-        by no other session (that is not merged away itself)."""
+        by no other session of the same `source` (that is not merged away itself).
+
+        A session of another source (a native Strata session created with `continues_from`
+        on it) reads the chain without ending it: the client's next session still continues
+        its own chain and gets its memory."""
         later = aliased(Session)
         successor = sa_select(literal(1)).where(
             col(later.continues_from) == col(Session.id),
+            col(later.source) == source,
             col(later.merged_into).is_(None),  # a merged-away session continues nothing now
         )
         query = (
@@ -611,6 +677,7 @@ class ChainRepository:
         return (await self.db.exec(query)).first()
 
 
+_PROBES = 200  # index probes of `first_ending_after` in one statement
 _SOURCES_CHUNK = 50  # source ids per look-up at most: a prepared statement per count up to it
 
 
