@@ -1,4 +1,4 @@
-"""session lineage: forks and rewinds read their logs without copying them
+"""session lineage: forks and rewinds read their logs without copying them; items by turn
 
 Revision ID: f3a8c2d91e47
 Revises: c4f1d9a2b7e3
@@ -26,9 +26,12 @@ def upgrade() -> None:
     op.add_column("sessions", sa.Column("forked_from", sa.String(length=40), nullable=True))
     op.add_column("sessions", sa.Column("fork_seq", sa.Integer(), nullable=True))
     op.create_index("ix_sessions_forked_from", "sessions", ["forked_from"])
+    # a turn's items are read by a fork's or rewind's point: an index range
+    op.create_index("ix_items_session_turn", "items", ["session_id", "turn", "seq"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_items_session_turn", table_name="items")
     op.drop_index("ix_sessions_forked_from", table_name="sessions")
     with op.batch_alter_table("sessions") as batch:
         batch.drop_column("fork_seq")
