@@ -12,6 +12,7 @@ from fastapi import FastAPI
 
 from tests.api.test_streams import _session_events_until
 from tests.fakes.messages_api import FakeMessagesAPI, text, tool_use
+from tests.support.apps import serve
 from tests.support.chat import items, new_session, wait_job, wait_until
 
 
@@ -178,6 +179,36 @@ async def test_a_fork_is_on_its_parents_stream_as_session_forked(
             "turn": 1,
         }
     ]
+
+
+async def test_a_session_with_forks_is_a_409_on_delete_until_they_are_gone(
+    agent_client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
+) -> None:
+    parent = await _two_turns(agent_client, fake_llm)
+    child = (await _fork(agent_client, parent, at_turn=1)).json()["id"]
+
+    refused = await agent_client.delete(f"/sessions/{parent}")
+    await agent_client.delete(f"/sessions/{child}")
+    deleted = await agent_client.delete(f"/sessions/{parent}")
+
+    assert refused.status_code == 409 and refused.json()["reason"] == "session-has-forks"
+    assert refused.json()["forks"] == [child]
+    assert deleted.status_code == 204
+
+
+async def test_another_tenants_session_is_a_404_on_fork(make_settings: Any) -> None:
+    async with serve(make_settings(api_keys="acme:key-a,globex:key-b")) as (_, client):
+        acme = {"Authorization": "Bearer key-a"}
+        session_id = (await client.post("/sessions", json={}, headers=acme)).json()["id"]
+
+        response = await client.post(
+            f"/sessions/{session_id}/fork",
+            json={"at_seq": 0},
+            headers={"Authorization": "Bearer key-b"},
+        )
+
+    assert response.status_code == 404
+    assert response.json()["type"] == "urn:strata:problem:not-found"
 
 
 # --- rewind -------------------------------------------------------------------------

@@ -438,6 +438,11 @@ class SessionRepository(RowRepository):
         stored = parse_stored_json(rows[0][0]) if isinstance(rows[0][0], str) else rows[0][0]
         return stored if isinstance(stored, dict) else None
 
+    async def forks_of(self, session_ids: list[str]) -> list[str]:
+        """The sessions forked from any of `session_ids` (their logs read those)."""
+        query = select(Session.id).where(col(Session.forked_from).in_(session_ids))
+        return list((await self.db.exec(query)).all())
+
     async def set_lineage(self, session_id: str, lineage: dict[str, Any], *, segment: int) -> None:
         """A rewind: the session reads its log as `lineage` says, from `segment` on."""
         stmt = (
