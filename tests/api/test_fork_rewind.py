@@ -181,6 +181,24 @@ async def test_a_fork_is_on_its_parents_stream_as_session_forked(
     ]
 
 
+async def test_a_fork_compacts_its_parents_turns_and_goes_on_with_valid_requests(
+    agent_client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
+) -> None:
+    parent = await _two_turns(agent_client, fake_llm)
+    child = (await _fork(agent_client, parent, at_turn=1)).json()["id"]
+    fake_llm.reply(text("SUMMARY: a first question, answered."))
+
+    compacted = await agent_client.post(f"/sessions/{child}/compact", params={"wait": "true"})
+    fake_llm.reply(text("after the summary"))
+    await _say(agent_client, child, "go on")
+
+    assert compacted.status_code == 200 and compacted.json()["status"] == "succeeded"
+    prompt = fake_llm.requests[-2].messages[0]["content"][0]["text"]
+    assert "first" in prompt and "one" in prompt and "second" not in prompt
+    said = _said(fake_llm.requests[-1].messages)
+    assert "SUMMARY: a first question, answered." in said[0] and said[-1] == "go on"
+
+
 async def test_a_session_with_forks_is_a_409_on_delete_until_they_are_gone(
     agent_client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
 ) -> None:
