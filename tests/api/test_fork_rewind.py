@@ -277,6 +277,21 @@ async def test_a_rewind_takes_back_the_tasks_of_the_reverted_turns(
     assert await _tasks(agent_client, session_id) == ["kept", "after the rewind"]
 
 
+async def test_reverted_turns_stay_in_the_timeline_and_detail_flagged(
+    agent_client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
+) -> None:
+    session_id = await _two_turns(agent_client, fake_llm)
+
+    await _rewind(agent_client, session_id, to_turn=1)
+
+    turns = (await agent_client.get(f"/sessions/{session_id}/turns")).json()["data"]
+    assert [(t["turn"], t["reverted"]) for t in turns] == [(2, True), (1, False)]
+    detail = await agent_client.get(f"/sessions/{session_id}/detail/{turns[0]['ended_at']}")
+    assert detail.status_code == 200, detail.text
+    first = detail.json()["data"][0]
+    assert (first["turn"], first["reverted"]) == (2, True)
+
+
 async def test_undo_is_a_rewind_to_the_end_before_the_last_rewind(
     agent_client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
 ) -> None:
