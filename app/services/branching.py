@@ -222,6 +222,7 @@ async def fork_session(
         tool_policy=parent.tool_policy,
         client_tools=parent.client_tools,
         project=parent.project,
+        continues_from=parent.continues_from,  # the same memory block as its parent's
         forked_from=parent.id,
         fork_seq=seq,
         last_seq=seq,
@@ -298,12 +299,17 @@ async def rewind_session(
 
 async def rewind_before_seq(db: AsyncSession, tenant: str, session_id: str, seq: int) -> None:
     """A rollback's rewind, as the turn that replaces the rolled back one starts: back
-    to just before that turn's user message at `seq` (a turn's boundary)."""
+    to just before that turn's user message at `seq` (a turn's boundary). A log whose
+    item before it is inside a tool call (broken before the turn began) is left as it
+    is: the turn that replaces it must still start."""
     session = await get_session(db, tenant, session_id, lock=True)
     lineage = await _lineage(db, session)
     if not lineage.reads(seq):  # rewound already
         return
-    point = await point_at(db, session, lineage, seq - 1)
+    try:
+        point = await point_at(db, session, lineage, seq - 1)
+    except InvalidInput:
+        return
     await _rewind_to(db, tenant, session, lineage, point)
 
 
