@@ -7,6 +7,7 @@ from fastapi import APIRouter
 from app.api.routes import (
     actions,
     api_keys,
+    branching,
     chat,
     events,
     files,
@@ -30,6 +31,7 @@ from app.api.routes import (
 api_router = APIRouter()
 api_router.include_router(health.router)
 api_router.include_router(sessions.router)
+api_router.include_router(branching.router)
 api_router.include_router(items.router)
 api_router.include_router(tasks.router)
 api_router.include_router(memory.router)

@@ -142,12 +142,39 @@ class TaskEvent(_Payload):
     taskid: int = Field(description="The task the change was applied to.")
 
 
+class Rewind(_Payload):
+    """A rewind (`POST /sessions/{id}/rewind`): from here on the session reads its log as
+    it was when `to_seq` was its end; the items in between stay in the log, reverted. A
+    marker: it says nothing to the model and changes no task."""
+
+    kind: Literal["rewind"] = "rewind"
+    to_seq: int = Field(description="The log's end the session went back to.")
+    from_seq: int = Field(description="The log's end before the rewind (undo: rewind to it).")
+
+
+REWIND_NAME = "rewind"
+"""The indexed name of a rewind item (`tool_name`): task replay reads task items by name,
+and a rewind among them says the list must be replayed anew."""
+
+
 ItemPayload = Annotated[
-    UserMessage | AssistantMessage | ToolResult | SystemMessage | CompactSummary | TaskEvent,
+    UserMessage
+    | AssistantMessage
+    | ToolResult
+    | SystemMessage
+    | CompactSummary
+    | TaskEvent
+    | Rewind,
     Field(discriminator="kind"),
 ]
 ItemKind = Literal[
-    "user_message", "assistant_message", "tool_result", "system", "compact_summary", "task_event"
+    "user_message",
+    "assistant_message",
+    "tool_result",
+    "system",
+    "compact_summary",
+    "task_event",
+    "rewind",
 ]
 
 payload_adapter: TypeAdapter[ItemPayload] = TypeAdapter(ItemPayload)
@@ -168,6 +195,8 @@ def tool_name_of(payload: ItemPayload) -> str | None:
         return payload.name
     if isinstance(payload, TaskEvent):
         return payload.op
+    if isinstance(payload, Rewind):
+        return REWIND_NAME
     return None
 
 

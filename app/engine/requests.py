@@ -21,6 +21,7 @@ from app.domain.items import (
     CompactSummary,
     ImageBlock,
     ItemPayload,
+    Rewind,
     SystemMessage,
     TaskEvent,
     TextBlock,
@@ -111,6 +112,8 @@ def _wire_blocks(item: ItemPayload) -> tuple[Role, tuple[MessageBlock, ...]]:
         return "user", (TextBlock(text=text),)
     if isinstance(item, TaskEvent):
         return "user", (TextBlock(text=task_event_note(item)),)
+    if isinstance(item, Rewind):  # a marker of the log's shape: nothing for the model
+        return "user", ()
     raise TypeError(f"unknown item {type(item).__name__}")
 
 

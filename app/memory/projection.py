@@ -26,6 +26,7 @@ from app.domain.items import (
     DocumentBlock,
     ImageBlock,
     ItemPayload,
+    Rewind,
     SystemMessage,
     TaskEvent,
     TextBlock,
@@ -225,6 +226,8 @@ class _Projector:
         elif isinstance(payload, TaskEvent):
             # Every task change is a state change worth keeping, never boilerplate.
             self.detail("system", item.key, payload.op, _task_line(payload))
+        elif isinstance(payload, Rewind):
+            pass  # a marker of the log's shape (the reverted turns are flagged as such)
         else:
             assert_never(payload)
 

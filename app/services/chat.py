@@ -17,6 +17,7 @@ from app.domain.errors import Conflict, InvalidInput
 from app.domain.ids import new_id
 from app.domain.items import ItemPayload, Origin, TextBlock, UserBlock, UserMessage, user_text
 from app.domain.jobs import JobKind
+from app.services.branching import rewind_before_seq
 from app.services.items import add_item, append_item
 from app.services.jobs import enqueue, interrupt_job
 from app.services.sessions import get_session, no_session
@@ -25,12 +26,15 @@ from app.services.sessions import get_session, no_session
 class IfBusy(StrEnum):
     """What to do with a message sent while a turn runs (LangGraph's double-texting):
     queue it as the next turn, refuse it, interrupt the turn and queue it, or steer the
-    turn with it (`app.services.turn_control`)."""
+    turn with it (`app.services.turn_control`), or roll the turn back: interrupt it and
+    rewind to before its user message as the message's own turn starts
+    (`app.services.branching`)."""
 
     enqueue = "enqueue"
     reject = "reject"
     interrupt = "interrupt"
     steer = "steer"
+    rollback = "rollback"
 
 
 def message_client_tools(
@@ -73,7 +77,11 @@ async def send_message(
     busy = await jobs.session_is_busy(session_id)
     if busy and if_busy is IfBusy.reject:
         raise Conflict("the session is busy with another turn", reason="session-busy")
-    if busy and if_busy is IfBusy.interrupt and (head := await jobs.lane_head(session_id)):
+    rolled_back: int | None = None  # the user item of the turn a rollback takes back
+    stopping = if_busy in (IfBusy.interrupt, IfBusy.rollback)
+    if busy and stopping and (head := await jobs.lane_head(session_id)):
+        if if_busy is IfBusy.rollback and head.kind == JobKind.chat:
+            rolled_back = head.input.get("item_seq")
         await interrupt_job(db, head)
         busy = await jobs.session_is_busy(session_id)  # a queued head ended at once
     job = Job(
@@ -88,7 +96,11 @@ async def send_message(
     if client_tools:
         job.input = {**job.input, "client_tools": client_tools}
     if busy:
+        if rolled_back is not None:  # rewound once the interrupted turn has ended
+            job.input = {**job.input, ROLLBACK_KEY: rolled_back}
         return await enqueue(db, job)
+    if rolled_back is not None:
+        await rewind_before_seq(db, tenant, session_id, rolled_back)
     slot = await sessions.allocate_seq(session_id, new_turn=False)
     job.input = {**job.input, "item_seq": slot.seq}
     await enqueue(db, job)
@@ -109,6 +121,10 @@ async def enqueue_compaction(db: AsyncSession, tenant: str, session_id: str) -> 
             turn=session.current_turn,
         ),
     )
+
+
+ROLLBACK_KEY = "rollback_before"
+"""A chat job's input field: the `seq` of the user item of the turn it rolls back."""
 
 
 def _job_input(blocks: Sequence[UserBlock]) -> dict[str, Any]:
@@ -141,6 +157,8 @@ async def append_turn_input(db: AsyncSession, job: Job) -> None:
     of its own), as its later fenced writes expect (`held_job`)."""
     if turn_input(job) is not None:
         return
+    if (rolled_back := job.input.get(ROLLBACK_KEY)) is not None:
+        await rewind_before_seq(db, job.tenant, job.session_id, rolled_back)
     item = await append_item(
         db, job.session_id, user_item_of(job), Origin.user, turn=job.turn, job_id=job.id
     )

@@ -23,6 +23,7 @@ from app.domain.items import (
     starts_turn,
     tool_name_of,
 )
+from app.domain.lineage import Lineage
 from app.domain.usage import Usage
 from app.services.events import record_event
 from app.services.pagination import Page, page_of
@@ -155,27 +156,64 @@ async def append_client_item(
     return item
 
 
+async def read_lineage(db: AsyncSession, session_id: str) -> Lineage | None:
+    """The session's lineage; None: it reads its own log whole (it was never forked or
+    rewound)."""
+    stored = await SessionRepository(db).lineage(session_id)
+    return None if stored is None else Lineage.from_json(stored)
+
+
 async def segment_payloads(db: AsyncSession, session_id: str, segment: int) -> list[ItemPayload]:
-    rows = await ItemRepository(db).segment(session_id, segment)
-    return [load_payload(row.kind, row.payload) for row in rows]
+    lineage = await read_lineage(db, session_id)
+    return [payload for _, payload in await segment_tail(db, session_id, segment, 0, lineage)]
 
 
 async def segment_tail(
-    db: AsyncSession, session_id: str, segment: int, after_seq: int
+    db: AsyncSession,
+    session_id: str,
+    segment: int,
+    after_seq: int,
+    lineage: Lineage | None = None,
 ) -> list[tuple[int, ItemPayload]]:
     """The segment's items after `after_seq`, with their seq: what a reader that
-    already holds the beginning of the segment still lacks."""
-    rows = await ItemRepository(db).segment(session_id, segment, after_seq=after_seq)
+    already holds the beginning of the segment still lacks. A segment a fork or a rewind
+    started (`lineage`) begins with the parts of the log it continues."""
+    repo = ItemRepository(db)
+    rows = []
+    if lineage is not None:
+        for part in lineage.parts(session_id, segment):
+            if part.upto > after_seq:
+                after = max(part.after, after_seq)
+                rows.extend(await repo.part(part.source, part.segment, after, part.upto))
+    rows.extend(await repo.segment(session_id, segment, after_seq=after_seq))
     return [(row.seq, load_payload(row.kind, row.payload)) for row in rows]
 
 
 async def list_items(
     db: AsyncSession, tenant: str, session_id: str, *, limit: int, after: str | None
-) -> Page[Item]:
+) -> tuple[Page[Item], Lineage | None]:
+    """A page of the session's log: a fork's begins with its parent's items up to the
+    fork; a rewound session's holds its reverted items too (the lineage says which)."""
     await check_session(db, tenant, session_id)
     after_seq = parse_seq_cursor(after)
-    rows = await ItemRepository(db).list_page(session_id, after_seq=after_seq, limit=limit + 1)
-    return page_of(rows, limit, lambda row: str(row.seq))
+    repo = ItemRepository(db)
+    lineage = await read_lineage(db, session_id)
+    if lineage is None:
+        rows = await repo.list_page(session_id, after_seq=after_seq, limit=limit + 1)
+        return page_of(rows, limit, lambda row: str(row.seq)), None
+    rows = []
+    for span in lineage.history[0][1]:  # the inherited spans, then every item of its own
+        if len(rows) > limit:
+            break
+        if span.source == session_id:
+            upto = None
+        elif span.upto is not None and span.upto > after_seq:
+            upto = span.upto
+        else:
+            continue
+        start = max(after_seq, span.after)
+        rows.extend(await repo.span_page(span.source, after_seq=start, upto=upto, limit=limit + 1))
+    return page_of(rows[: limit + 1], limit, lambda row: str(row.seq)), lineage
 
 
 def parse_seq_cursor(after: str | None) -> int:

@@ -1,6 +1,7 @@
 """Deleting a session: its jobs stop, and its log, tasks (they live in the log), memory,
 events, comments and workspace files go, with its subagents' sessions. Sessions that
-continued from it or were merged into it stay, unlinked."""
+continued from it or were merged into it stay, unlinked. A session with forks, which
+read its log, is a 409 until they are deleted."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db import caches, signals
 from app.db.repositories.session_deletion import SessionDeletionRepository
+from app.db.repositories.sessions import SessionRepository
+from app.domain.errors import Conflict
 from app.domain.jobs import TERMINAL
 from app.services.piece_jobs import workspace_of
 from app.services.sessions import get_session
@@ -26,6 +29,12 @@ async def delete_session(db: AsyncSession, tenant: str, session_id: str) -> list
     while frontier:
         frontier = [s for s in await repo.subagents(frontier) if s not in doomed]
         doomed.extend(frontier)
+    if forks := [f for f in await SessionRepository(db).forks_of(doomed) if f not in doomed]:
+        raise Conflict(
+            f"sessions {forks} are forks that read this session's log: delete them first",
+            reason="session-has-forks",
+            forks=forks,
+        )
     jobs = await repo.jobs(doomed)
     for job in jobs:
         if job.status not in TERMINAL:  # a runner of this process stops it at once

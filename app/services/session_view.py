@@ -26,6 +26,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.db import caches
 from app.db.caches import SESSION_VIEWS, Caches
 from app.domain.items import ItemPayload
+from app.domain.lineage import Lineage
 from app.domain.tasks import TaskOp, TaskStore
 from app.engine.requests import Conversation
 from app.services import tasks as task_log
@@ -42,6 +43,9 @@ class SessionView:
         self.items: list[ItemPayload] = []
         self.tasks = TaskStore()
         self.tasks_loaded = False
+        # which items the log is made of (read with the task list; a rewind, which
+        # changes it, makes the task list be replayed anew)
+        self.lineage: Lineage | None = None
         # task operations the list holds, and how many of them came after the session's
         # task checkpoint (a write that finds many leaves a new one)
         self.ops = 0
@@ -65,13 +69,19 @@ class SessionView:
         segment's items. In one snapshot. Returns the rebuild when the task list had to
         be replayed from the log (none was held)."""
         rebuilt = None
+        ops = None
+        if self.tasks_loaded:
+            ops = await task_log.task_ops_since(db, self.session_id, self.last_seq)
+            if ops is None:  # a rewind: the log is not the one read plus what came after
+                self.invalidate()
         if not self.tasks_loaded:
             rebuilt = await task_log.rebuild(db, self.session_id)
             self.tasks, self.tasks_loaded = rebuilt.store, True
             self.ops, self.replayed = rebuilt.ops, rebuilt.replayed
+            self.lineage = rebuilt.lineage
             self._restart(None)
         else:
-            for op in await task_log.task_ops(db, self.session_id, after_seq=self.last_seq):
+            for op in ops or ():
                 self._apply(op)
         tail_end = 0
         if with_items or self.segment is not None:
@@ -79,7 +89,7 @@ class SessionView:
             if segment != self.segment:
                 self._restart(segment)
                 after = 0
-            tail = await segment_tail(db, self.session_id, segment, after)
+            tail = await segment_tail(db, self.session_id, segment, after, self.lineage)
             self.items.extend(payload for _, payload in tail)
             tail_end = tail[-1][0] if tail else 0
         self.last_seq = max(log_end, tail_end)
@@ -111,6 +121,7 @@ class SessionView:
         """Forget everything read; the next `catch_up` reads the segment and tasks whole."""
         self.last_seq = 0
         self.tasks, self.tasks_loaded = TaskStore(), False
+        self.lineage = None
         self.ops = self.replayed = 0
         self._restart(None)
 

@@ -19,7 +19,7 @@ that finds it moved reads only the task items after the view's end.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -33,7 +33,15 @@ from app.db.repositories.sessions import SessionRepository
 from app.db.repositories.task_checkpoints import CheckpointRow, TaskCheckpointRepository
 from app.db.types import utcnow
 from app.domain.errors import InvalidInput, NotFound
-from app.domain.items import ItemPayload, Origin, TaskEvent, ToolResult, load_payload
+from app.domain.items import (
+    REWIND_NAME,
+    ItemPayload,
+    Origin,
+    TaskEvent,
+    ToolResult,
+    load_payload,
+)
+from app.domain.lineage import Lineage, Span
 from app.domain.tasks import (
     TASK_WRITE_TOOLS,
     Task,
@@ -45,7 +53,7 @@ from app.domain.tasks import (
 )
 from app.services import session_view as views
 from app.services import webhooks
-from app.services.items import add_item, reserve_item
+from app.services.items import add_item, read_lineage, reserve_item
 from app.services.sessions import session_from
 
 T = TypeVar("T")
@@ -124,6 +132,20 @@ async def task_ops(db: AsyncSession, session_id: str, *, after_seq: int = 0) -> 
     return [op for op in ops if op is not None]
 
 
+async def task_ops_since(db: AsyncSession, session_id: str, after_seq: int) -> list[TaskOp] | None:
+    """`task_ops` after `after_seq` for a reader holding the list up to there; None when
+    a rewind came after it: the list is then not the one held plus these, and must be
+    replayed anew (`rebuild`)."""
+    rows = await ItemRepository(db).by_tool_names(session_id, _TASK_OR_REWIND, after_seq=after_seq)
+    if any(row.kind == "rewind" for row in rows):
+        return None
+    ops = (task_op_of(row.kind, row.payload, row.created_at) for row in rows)
+    return [op for op in ops if op is not None]
+
+
+_TASK_OR_REWIND = sorted((*TASK_WRITE_TOOLS, REWIND_NAME))
+
+
 async def _task_items(db: AsyncSession, session_id: str, after_seq: int) -> list[ItemRecord]:
     return await ItemRepository(db).by_tool_names(
         session_id, sorted(TASK_WRITE_TOOLS), after_seq=after_seq
@@ -139,10 +161,14 @@ class Rebuilt:
     seq: int
     ops: int
     replayed: int
+    lineage: Lineage | None = None
 
 
 async def rebuild(db: AsyncSession, session_id: str) -> Rebuilt:
-    """The session's store: its checkpoint, and the task items after it replayed."""
+    """The session's store: its checkpoint, and the task items after it replayed; for a
+    forked or rewound session, the task items its lineage reads, replayed."""
+    if (lineage := await read_lineage(db, session_id)) is not None:
+        return await _rebuild_lineage(db, lineage)
     store, seq, ops = TaskStore(), 0, 0
     names = sorted(TASK_WRITE_TOOLS)
     kept, items = await TaskCheckpointRepository(db).with_items(session_id, names)
@@ -155,6 +181,35 @@ async def rebuild(db: AsyncSession, session_id: str) -> Rebuilt:
     replay((op for op in ops_after if op is not None), store)
     last = items[-1].seq if items else seq
     return Rebuilt(store, last, ops + len(items), len(items))
+
+
+async def _rebuild_lineage(db: AsyncSession, lineage: Lineage) -> Rebuilt:
+    """Replay of the task items of the spans the session reads (its checkpoints, which do
+    not know which items a rewind reverted, are not read; none is left: `replayed` 0)."""
+    items = await _span_task_items(db, lineage.spans)
+    store = TaskStore()
+    ops_of = (task_op_of(row.kind, row.payload, row.created_at) for row in items)
+    replay((op for op in ops_of if op is not None), store)
+    return Rebuilt(store, items[-1].seq if items else 0, len(items), 0, lineage)
+
+
+async def _span_task_items(db: AsyncSession, spans: Sequence[Span]) -> list[ItemRecord]:
+    repo, names = ItemRepository(db), sorted(TASK_WRITE_TOOLS)
+    items: list[ItemRecord] = []
+    for span in spans:
+        found = await repo.by_tool_names(span.source, names, after_seq=span.after)
+        items.extend(row for row in found if span.upto is None or row.seq <= span.upto)
+    return items
+
+
+async def replay_spans(db: AsyncSession, spans: Sequence[Span]) -> TaskStore:
+    """The task list a log made of `spans` replays to (a rewind's preview)."""
+    store = TaskStore()
+    ops_of = (
+        task_op_of(r.kind, r.payload, r.created_at) for r in await _span_task_items(db, spans)
+    )
+    replay((op for op in ops_of if op is not None), store)
+    return store
 
 
 async def load_store(db: AsyncSession, session_id: str) -> TaskStore:

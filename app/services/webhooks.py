@@ -48,6 +48,8 @@ EventType = Literal[
     "job.waiting_subtasks",
     "movement.started",
     "movement.ended",
+    "session.forked",
+    "session.rewound",
     "session.turn.completed",
     "task.updated",
     "turn.interrupted",

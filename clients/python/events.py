@@ -41,6 +41,8 @@ from strata_client.models import (
     MovementStarted,
     Problem,
     SessionCompacted,
+    SessionForked,
+    SessionRewound,
     TaskUpdatedEvent,
     TextDelta,
     ToolFinished,
@@ -60,6 +62,8 @@ StreamEvent = (
     | UsageEvent
     | TaskUpdatedEvent
     | SessionCompacted
+    | SessionForked
+    | SessionRewound
     | CompactionFailed
     | ContextEvent
     | TextDelta
@@ -81,6 +85,8 @@ MODELS: dict[str, Callable[[dict[str, Any]], StreamEvent]] = {
     "usage": UsageEvent.from_dict,
     "task.updated": TaskUpdatedEvent.from_dict,
     "session.compacted": SessionCompacted.from_dict,
+    "session.forked": SessionForked.from_dict,
+    "session.rewound": SessionRewound.from_dict,
     "compaction.failed": CompactionFailed.from_dict,
     "context.warn": ContextEvent.from_dict,
     "context.prompt": ContextEvent.from_dict,

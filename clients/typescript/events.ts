@@ -69,6 +69,8 @@ const EVENT_TYPES: Record<StreamEvent["type"], true> = {
   "tool.finished": true,
   "turn.interrupted": true,
   "turn.steered": true,
+  "session.forked": true,
+  "session.rewound": true,
   "mcp.server_status": true,
   "action.required": true,
   "action.resolved": true,

@@ -197,9 +197,11 @@ async def test_the_sessions_next_turn_reads_nothing_of_the_log_when_nobody_else_
     read_after: list[int] = []
     real = session_view.segment_tail  # type: ignore[attr-defined]
 
-    async def recorded(db: Any, session_id: str, segment: int, after_seq: int) -> Any:
+    async def recorded(
+        db: Any, session_id: str, segment: int, after_seq: int, lineage: Any = None
+    ) -> Any:
         read_after.append(after_seq)
-        return await real(db, session_id, segment, after_seq)
+        return await real(db, session_id, segment, after_seq, lineage)
 
     monkeypatch.setattr(session_view, "segment_tail", recorded)
     await _one_request_turns(quiet_app, fake_llm, "First.", "Second.")

@@ -39,9 +39,11 @@ def tails(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     read_after: list[int] = []
     real = session_view.segment_tail  # type: ignore[attr-defined]
 
-    async def recorded(db: Any, session_id: str, segment: int, after_seq: int) -> Any:
+    async def recorded(
+        db: Any, session_id: str, segment: int, after_seq: int, lineage: Any = None
+    ) -> Any:
         read_after.append(after_seq)
-        return await real(db, session_id, segment, after_seq)
+        return await real(db, session_id, segment, after_seq, lineage)
 
     monkeypatch.setattr(session_view, "segment_tail", recorded)
     return read_after

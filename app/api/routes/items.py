@@ -40,8 +40,11 @@ async def list_items(
     limit: PageLimit,
     after: SeqCursor = None,
 ) -> ItemList:
-    page = await service.list_items(db, tenant, session_id, limit=limit, after=after)
-    return ItemList(data=[item_public(r) for r in page.data], next_cursor=page.next_cursor)
+    page, lineage = await service.list_items(db, tenant, session_id, limit=limit, after=after)
+    data = [
+        item_public(r, reverted=lineage is not None and not lineage.reads(r.seq)) for r in page.data
+    ]
+    return ItemList(data=data, next_cursor=page.next_cursor)
 
 
 @router.post(

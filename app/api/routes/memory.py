@@ -20,6 +20,7 @@ from app.api.schemas.sessions import SessionPublic
 from app.memory.details import DetailQuery
 from app.memory.render import MIN_BLOCK_CHARS
 from app.services import memory as service
+from app.services.branching import reverted_turns
 from app.services.sessions import status_of
 from app.services.summaries import enqueue_if_needed
 
@@ -140,6 +141,7 @@ async def get_detail(
         max_chars=max_chars or settings.detail_page_max_chars, page=page, kind=kind, grep=grep
     )
     found = await service.detail_page_of(db, tenant, session_id, time, query, tz=settings.zone)
+    taken = await reverted_turns(db, session_id, [(t.session_id, t.turn) for t in found.turns])
     return DetailList(
         data=[
             TurnDetailPublic(
@@ -154,6 +156,7 @@ async def get_detail(
                     kind: [DetailEntryPublic(**vars(e)) for e in entries]
                     for kind, entries in t.details.items()
                 },
+                reverted=(t.session_id, t.turn) in taken,
             )
             for t in found.turns
         ],

@@ -180,9 +180,10 @@ async def update_session(
         "else at its next step) and removes its event log, tasks, memory (L1/L2/L3), "
         "events, job comments and workspace files, and the sessions of its subagents. "
         "Sessions that continued from it or were merged into it stay, unlinked from it. "
-        "204; the session is 404 afterwards."
+        "204; the session is 404 afterwards. A session whose forks read its log is a 409 "
+        "(`session-has-forks`, naming them) until they are deleted."
     ),
-    responses=problem_responses(404, 422),
+    responses=problem_responses(404, 409, 422),
 )
 async def delete_session(
     session_id: SessionId, database: DatabaseDep, settings: SettingsDep, tenant: CurrentTenant

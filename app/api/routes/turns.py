@@ -11,6 +11,7 @@ from app.api.errors import problem_responses
 from app.api.routes.sessions import SessionId
 from app.api.schemas.turns import TurnList, TurnPublic
 from app.services import turns as service
+from app.services.branching import reverted_turns
 
 router = APIRouter(
     prefix="/sessions/{session_id}", tags=["memory"], responses=problem_responses(401, 503)
@@ -49,6 +50,7 @@ async def list_turns(
         after=after,
         preview_chars=settings.turn_preview_chars,
     )
+    taken = await reverted_turns(db, session_id, [(t.session_id, t.turn) for t in page.data])
     return TurnList(
         data=[
             TurnPublic(
@@ -57,6 +59,7 @@ async def list_turns(
                 ended_at=t.ended_at,
                 time=f"{t.ended_at.astimezone(settings.zone):%H:%M:%S}",
                 preview=t.preview,
+                reverted=(t.session_id, t.turn) in taken,
             )
             for t in page.data
         ],

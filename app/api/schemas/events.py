@@ -124,6 +124,29 @@ class TurnSteered(_JobEvent):
     seq: int
 
 
+class SessionForked(_Event):
+    """The same fields as the `session.forked` webhook's `data`, on the parent's stream: a
+    fork (`POST …/fork`) reads this session's log up to `at_seq`."""
+
+    type: Literal["session.forked"]
+    job_id: None = None
+    forked_session_id: str
+    at_seq: int
+    turn: int = Field(description="The turn the fork's log ends in.")
+
+
+class SessionRewound(_Event):
+    """The same fields as the `session.rewound` webhook's `data`: the session went back to
+    its log as it ended at `to_seq`; the `rewind` item is at `seq`."""
+
+    type: Literal["session.rewound"]
+    job_id: None = None
+    seq: int
+    to_seq: int
+    from_seq: int = Field(description="The log's end before the rewind (rewind to it: undo).")
+    segment: int
+
+
 class SessionCompacted(_Event):
     type: Literal["session.compacted"]
     job_id: str | None
@@ -199,6 +222,8 @@ StreamEventData = Annotated[
     | TaskUpdatedEvent
     | TurnInterrupted
     | TurnSteered
+    | SessionForked
+    | SessionRewound
     | SessionCompacted
     | CompactionFailed
     | ContextEvent
@@ -227,6 +252,8 @@ with `type`, `session_id` and `job_id` (null when it concerns no job):
 | `task.updated` | `taskid`, `op`, `origin`, `status`, `subject` (2) | yes |
 | `turn.interrupted` | `turn` (3) | yes |
 | `turn.steered` | `turn`, `steer_job_id`, `seq` (3) | yes |
+| `session.forked` | `forked_session_id`, `at_seq`, `turn` (3), on the parent's stream | yes |
+| `session.rewound` | `seq`, `to_seq`, `from_seq`, `segment` (3) | yes |
 | `session.compacted` / `compaction.failed` | `segment`, … | yes |
 | `context.warn` / `.prompt` / `.force_transition` / `.exhausted` | `movement`, `ratio` | yes |
 | `text.delta` | `index` (content block), `text` | no: live only |

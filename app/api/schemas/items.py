@@ -15,6 +15,7 @@ from app.domain.items import (
     AssistantMessage,
     CompactSummary,
     Origin,
+    Rewind,
     SystemMessage,
     TaskEvent,
     ToolResult,
@@ -31,15 +32,23 @@ class ItemKind(StrEnum):
     system = "system"
     compact_summary = "compact_summary"
     task_event = "task_event"
+    rewind = "rewind"
 
 
 class ItemMeta(BaseModel):
-    session_id: str
+    session_id: str = Field(
+        description="The session that wrote it: a fork's log begins with its parent's items."
+    )
     seq: int = Field(description="Position in the session's log, 1-based, gap-free.")
     turn: int
     segment: int
     origin: Origin
     created_at: datetime
+    reverted: bool = Field(
+        default=False,
+        description="A rewind took it back: the model no longer sees it, task replay skips "
+        "it (a rewind to a later point brings it back).",
+    )
 
 
 class UserMessageItem(ItemMeta, UserMessage):
@@ -68,19 +77,25 @@ class TaskEventItem(ItemMeta, TaskEvent):
     replaying the log rebuilds the task list as the Task tools would have left it."""
 
 
+class RewindItem(ItemMeta, Rewind):
+    """`rewind`: the session went back to the log as it ended at `to_seq`
+    (`POST …/rewind`); the items after it, up to this one, are `reverted`."""
+
+
 ItemPublic = Annotated[
     UserMessageItem
     | AssistantMessageItem
     | ToolResultItem
     | SystemItem
     | CompactSummaryItem
-    | TaskEventItem,
+    | TaskEventItem
+    | RewindItem,
     Field(discriminator="kind"),
 ]
 _item_adapter: TypeAdapter[ItemPublic] = TypeAdapter(ItemPublic)
 
 
-def item_public(row: Item | AppendedItem) -> ItemPublic:
+def item_public(row: Item | AppendedItem, *, reverted: bool = False) -> ItemPublic:
     return _item_adapter.validate_python(
         {
             **row.payload,
@@ -91,6 +106,7 @@ def item_public(row: Item | AppendedItem) -> ItemPublic:
             "segment": row.segment,
             "origin": row.origin,
             "created_at": row.created_at,
+            "reverted": reverted,
         }
     )
 

@@ -46,6 +46,10 @@ class TurnDetailPublic(BaseModel):
     details: dict[str, list[DetailEntryPublic]] = Field(
         description="L3 by kind: tool_input, tool_output, system, image."
     )
+    reverted: bool = Field(
+        default=False,
+        description="A rewind took the turn back (`POST …/rewind`): the model no longer sees it.",
+    )
 
 
 class DetailList(BaseModel):

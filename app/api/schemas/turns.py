@@ -16,6 +16,10 @@ class TurnPublic(BaseModel):
         description="The turn's L1 summary when it has one, else the start of the user's "
         "text (at most STRATA_TURN_PREVIEW_CHARS characters)."
     )
+    reverted: bool = Field(
+        default=False,
+        description="A rewind took the turn back (`POST …/rewind`): the model no longer sees it.",
+    )
 
 
 class TurnList(BaseModel):

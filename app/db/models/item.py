@@ -21,6 +21,9 @@ class Item(SQLModel, table=True):
         UniqueConstraint("session_id", "seq", name="uq_items_session_seq"),
         Index("ix_items_session_segment", "session_id", "segment", "seq"),
         Index("ix_items_session_tool", "session_id", "tool_name", "seq"),
+        # a turn's items (a fork's or rewind's point, the memory projection): an index
+        # range, however long the log
+        Index("ix_items_session_turn", "session_id", "turn", "seq"),
         UniqueConstraint("session_id", "source_id", name="uq_items_session_source"),
     )
 

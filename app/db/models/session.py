@@ -56,6 +56,11 @@ class Session(SQLModel, table=True):
     continues_from: str | None = Field(default=None, max_length=40, index=True)
     merged_into: str | None = Field(default=None, max_length=40, index=True)
     parent_session_id: str | None = Field(default=None, max_length=40, index=True)
+    # a fork: the session whose log it reads up to `fork_seq` (`app.domain.lineage`)
+    forked_from: str | None = Field(default=None, max_length=40, index=True)
+    fork_seq: int | None = None
+    # which items its log is made of, once it was forked or rewound; null: its own, whole
+    lineage: dict[str, Any] | None = Field(default=None, sa_column=Column(JSONType, nullable=True))
     # a session mirrored from another agent (Claude Code): its own id and project folder
     source: str = Field(default="strata", max_length=20)
     external_id: str | None = Field(default=None, max_length=200)

@@ -8,7 +8,7 @@ from operator import itemgetter
 from typing import Any, NamedTuple
 
 import orjson
-from sqlalchemy import Text, bindparam, cast, insert
+from sqlalchemy import Text, bindparam, cast, func, insert
 from sqlalchemy import select as core_select
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -78,6 +78,16 @@ _SEGMENT = Prepared(
         Item.session_id == bindparam("i_session"),
         Item.segment == bindparam("i_segment"),
         col(Item.seq) > bindparam("i_after"),
+    )
+    .order_by(col(Item.seq))
+)
+_PART = Prepared(
+    _rows()
+    .where(
+        Item.session_id == bindparam("i_session"),
+        Item.segment == bindparam("i_segment"),
+        col(Item.seq) > bindparam("i_after"),
+        col(Item.seq) <= bindparam("i_upto"),
     )
     .order_by(col(Item.seq))
 )
@@ -177,6 +187,38 @@ class ItemRepository:
             .order_by(col(Item.seq))
         )
         return await _item_rows(self.db, query)
+
+    async def part(self, source: str, segment: int, after_seq: int, upto: int) -> list[ItemRow]:
+        """The items of `source`'s `segment` with `after_seq < seq <= upto`: one inherited
+        part of a forked or rewound session's segment (`app.domain.lineage.Part`); one
+        prepared statement (a job reads it in its snapshot of prepared statements)."""
+        params = {"i_session": source, "i_segment": segment, "i_after": after_seq, "i_upto": upto}
+        return _as_item_rows((await _PART.execute(self.db, params)).rows)
+
+    async def span_page(
+        self, source: str, *, after_seq: int, upto: int | None, limit: int
+    ) -> list[Item]:
+        """`list_page` of the items of `source` up to `upto` (None: no end)."""
+        query = select(Item).where(Item.session_id == source, col(Item.seq) > after_seq)
+        if upto is not None:
+            query = query.where(col(Item.seq) <= upto)
+        return list((await self.db.exec(query.order_by(col(Item.seq)).limit(limit))).all())
+
+    async def at_seq(self, session_id: str, seq: int) -> Item | None:
+        query = select(Item).where(Item.session_id == session_id, Item.seq == seq)
+        return (await self.db.exec(query)).first()
+
+    async def turn_bounds(
+        self, session_id: str, turn: int, *, after_seq: int = 0, upto: int | None = None
+    ) -> tuple[int, int] | None:
+        """The first and last `seq` of the session's items of `turn` in a range."""
+        query: Any = core_select(func.min(_I.c.seq), func.max(_I.c.seq)).where(
+            _I.c.session_id == session_id, _I.c.turn == turn, _I.c.seq > after_seq
+        )
+        if upto is not None:
+            query = query.where(_I.c.seq <= upto)
+        first, last = (await self.db.exec(query)).one()
+        return None if first is None else (int(first), int(last))
 
     async def known_source_ids(self, session_id: str, source_ids: Sequence[str]) -> set[str]:
         found: set[str] = set()

@@ -4,13 +4,26 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Boolean, and_, bindparam, case, exists, false, func, true, update
+from sqlalchemy import (
+    Boolean,
+    Text,
+    and_,
+    bindparam,
+    case,
+    cast,
+    exists,
+    false,
+    func,
+    true,
+    update,
+)
 from sqlalchemy import select as core_select
 from sqlalchemy.exc import NoResultFound
 from sqlmodel import col, select
 
 from app.db.models import Item, Job, Session, TenantToolPolicy
 from app.db.prepared import Peeks, Prepared
+from app.db.repositories.items import parse_stored_json
 from app.db.repositories.rows import RowRepository
 from app.db.rows import columns_of, detached
 from app.db.types import utcnow
@@ -63,6 +76,8 @@ async def peek_session_row(units: Peeks, session_id: str) -> list[tuple[Any, ...
     """`SESSION_ROW` outside any unit of work (`session_of` makes the row a model)."""
     return await units.peek(SESSION_ROW, {"s_id": session_id})
 
+
+_LINEAGE = Prepared(core_select(cast(_S.c.lineage, Text)).where(_S.c.id == bindparam("s_id")))
 
 _TP = TenantToolPolicy.__table__  # type: ignore[attr-defined]
 _TURN_START = Prepared(
@@ -411,6 +426,29 @@ class SessionRepository(RowRepository):
             update(Session)
             .where(col(Session.id) == session_id)
             .values(current_segment=segment, updated_at=utcnow())
+        )
+        await self.db.exec(stmt)
+
+    async def lineage(self, session_id: str) -> dict[str, Any] | None:
+        """The session's stored lineage (`app.domain.lineage`); None: it reads its own log.
+        One prepared statement (a job reads it in its snapshot of prepared statements)."""
+        rows = (await _LINEAGE.execute(self.db, {"s_id": session_id})).rows
+        if not rows or rows[0][0] is None:
+            return None
+        stored = parse_stored_json(rows[0][0]) if isinstance(rows[0][0], str) else rows[0][0]
+        return stored if isinstance(stored, dict) else None
+
+    async def forks_of(self, session_ids: list[str]) -> list[str]:
+        """The sessions forked from any of `session_ids` (their logs read those)."""
+        query = select(Session.id).where(col(Session.forked_from).in_(session_ids))
+        return list((await self.db.exec(query)).all())
+
+    async def set_lineage(self, session_id: str, lineage: dict[str, Any], *, segment: int) -> None:
+        """A rewind: the session reads its log as `lineage` says, from `segment` on."""
+        stmt = (
+            update(Session)
+            .where(col(Session.id) == session_id)
+            .values(lineage=lineage, current_segment=segment, updated_at=utcnow())
         )
         await self.db.exec(stmt)
 
