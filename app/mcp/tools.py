@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from app.domain.tool_policy import mcp_default
 from app.engine.tools import Tool, ToolContext, ToolOutput
 from app.mcp.catalog import OfferedTool
 from app.mcp.errors import McpFailure
@@ -69,6 +70,7 @@ def mcp_tool(offered: OfferedTool, source: ServerSource, pool: McpPool) -> Tool[
         return ToolOutput(render(result), is_error=bool(result.is_error))
 
     description = offered.tool.description or f"{server_tool} (MCP server {source.name})"
+    info = offered.tool
     return Tool(
         name=offered.name,
         description=description,
@@ -76,4 +78,6 @@ def mcp_tool(offered: OfferedTool, source: ServerSource, pool: McpPool) -> Tool[
         invoke=invoke,
         read_on=READ_ON,
         input_schema=offered.tool.input_schema,
+        policy_default=mcp_default(trusted=source.trusted, read_only=info.read_only),
+        rerun_on_resume=source.trusted and (info.read_only or info.idempotent),
     )

@@ -183,15 +183,15 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
     )
     try:
         config = await _chat_config(deps, job, session, held, view, mcp)
-        # the tools of attached MCP servers (trusted ones only: see `check_session_attachments`)
-        # run like the builtin ones unless a rule says otherwise
+        # an MCP tool with no rule naming it takes its own default (`mcp_default`)
         known = [*deps.tools.names, *mcp.names]
         config.approvals = JobApprovals(
             effective_policy(
                 operator=deps.operator_policy,
                 tenant=rules_of(tenant_rules),
                 session=rules_of(session.tool_policy),
-                builtin=known,
+                builtin=deps.tools.names,
+                defaults=mcp.tools.policy_defaults(),
             ),
             job_database(deps, job),
             known,
