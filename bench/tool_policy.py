@@ -19,7 +19,7 @@ import timeit
 from collections.abc import Callable
 from typing import Any
 
-from app.domain.tool_policy import Effect, Layer, decide, default_effect, rules_of
+from app.domain.tool_policy import BUILTIN_DEFAULT, Effect, Layer, decide, rules_of
 from app.services.tool_policy import effective_policy
 from app.settings import Settings
 
@@ -81,7 +81,7 @@ def measure(sizes: tuple[int, int, int, int]) -> dict[str, float]:
         "decide Read (tool rule)": _best_us(lambda: policy.decide("Read", read), 20_000),
         "decide Grep (default)": _best_us(lambda: policy.decide("Grep", {}), 20_000),
         "uncompiled decide Bash": _best_us(
-            lambda: decide(layers, "Bash", bash, default_effect("Bash", BUILTIN)), 2_000
+            lambda: decide(layers, "Bash", bash, BUILTIN_DEFAULT), 2_000
         ),
         "effective_policy per turn": _best_us(build, 50),
     }
