@@ -546,7 +546,11 @@ async def _run_one(
 def _denied(decision: Decision) -> str:
     """The error result of a call a `deny` rule refused: the rule's reason, and where it is."""
     rule = decision.rule
-    where = f"the {decision.layer} tool policy, rule {decision.index}"
+    where = (
+        f"the {decision.layer} tool policy, rule {decision.index}"
+        if decision.layer is not None
+        else "the tool's default policy"
+    )
     reason = rule.reason if rule is not None and rule.reason else None
     return f"denied by {where}: {reason}" if reason else f"denied by {where}"
 

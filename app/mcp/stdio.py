@@ -27,6 +27,9 @@ from app.mcp.client import StdioServer
 from app.mcp.names import SERVER_NAME_PATTERN
 from app.tools.sandbox import Confinement, command_line, environment
 
+PIDFILE_VARIABLE = "STRATA_LAUNCHER_PIDFILE"
+"""Where the launcher writes its pid, its process group's id (it leads the group)."""
+
 
 class _Entry(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -63,12 +66,14 @@ class OperatorServer:
         )
         logs = root / "logs"
         logs.mkdir(parents=True, exist_ok=True)
+        group = logs / f"mcp-{self.name}.pgid"
         return StdioServer(
             name=self.name,
             argv=tuple(argv),
-            env=environment(home) | self.env,
+            env=environment(home) | self.env | {PIDFILE_VARIABLE: str(group)},
             cwd=work,
             errlog=logs / f"mcp-{self.name}.log",
+            group_file=group,
         )
 
 

@@ -5,14 +5,12 @@ An attachment names a server (the tenant's, or the operator's stdio one) and opt
 globs over its own tool names. It is checked when written: the server exists, its tools
 are listed, and the names the model would see must neither collide
 nor number more than STRATA_MCP_MAX_TOOLS. A turn lists them again when its segment
-starts and keeps that list for the segment, so the request's tool prefix never shifts
-under the prompt cache; a change reaches the next segment.
+starts and keeps that list for the segment (`app.worker.mcp_tools`).
 """
 
 from __future__ import annotations
 
 import functools
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,28 +189,6 @@ def offered_names(
     """The MCP tools a session's `tools` lets through (None: all)."""
     globs = None if session_tools is None else [t for t in session_tools if is_mcp_name(t)]
     return [tool.name for tool, _ in tools if matches_any(tool.name, globs)]
-
-
-class SegmentTools:
-    """The MCP tools of each running session's segment, listed once per segment; at most
-    `size` segments are kept (the least recently used goes)."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._lists: OrderedDict[tuple[str, int, str], list[tuple[OfferedTool, ServerSource]]]
-        self._lists = OrderedDict()
-
-    def get(self, key: tuple[str, int, str]) -> list[tuple[OfferedTool, ServerSource]] | None:
-        found = self._lists.get(key)
-        if found is not None:
-            self._lists.move_to_end(key)
-        return found
-
-    def put(self, key: tuple[str, int, str], tools: list[tuple[OfferedTool, ServerSource]]) -> None:
-        self._lists[key] = tools
-        self._lists.move_to_end(key)
-        while len(self._lists) > self.size:
-            self._lists.popitem(last=False)
 
 
 def registry_tools(

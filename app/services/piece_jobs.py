@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -32,10 +33,15 @@ async def submit_job(
     session_id: str | None = None,
     parent: Job | None = None,
     start: bool = True,
+    mcp: list[dict[str, Any]] | None = None,
 ) -> Job:
     """Queue a piece job (or, with `start=False`, make it a draft that takes files and
     comments until it is started); without a session one is made for it (a subtask gets
-    its own). In a chat session it works in segments of its own (`app.worker.movement`)."""
+    its own). In a chat session it works in segments of its own (`app.worker.movement`).
+    `mcp`: the MCP servers it attaches (checked), kept in its `input`; a subtask has
+    its parent's."""
+    if parent is not None and mcp is None:
+        mcp = (parent.input or {}).get("mcp")
     if session_id is not None:
         session = await get_session(db, tenant, session_id)
     else:
@@ -55,6 +61,7 @@ async def submit_job(
             parent_job_id=parent.id if parent is not None else None,
             root_job_id=(parent.root_job_id or parent.id) if parent is not None else None,
             depth=parent.depth + 1 if parent is not None else 0,
+            input={"mcp": mcp} if mcp else {},
         ),
         start=start,
     )

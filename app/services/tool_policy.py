@@ -7,7 +7,8 @@ the session's (its `tool_policy`; a job runs under its session's); a piece movem
 the server's builtin tools, or an MCP tool (`mcp__…`, offered when a session runs, not
 checked). `effective_policy` compiles the four layers into one `Policy`, which decides a
 call in memory; the check route answers with it, and a chat turn's runner asks it
-before each call (`app.worker.approvals`). Piece movements do not apply the rules yet.
+before each call (`app.worker.approvals`); a piece movement asks it about its MCP tools' calls
+only, refusing one it would hold.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ it started and never runs it again.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -19,7 +20,7 @@ from app.db.repositories.actions import ActionRepository
 from app.db.types import utcnow
 from app.domain.actions import EXPIRED, ActionDecision, ActionStatus, Resolution, resolution_of
 from app.domain.items import ToolUseBlock
-from app.domain.tool_policy import Decision, Effect, Policy
+from app.domain.tool_policy import Decision, Effect, Policy, ToolRule
 from app.services.leases import JobDatabase
 
 _UNKNOWN = Decision(Effect.allow)
@@ -87,3 +88,36 @@ def _resolution(action: JobAction) -> Resolution | None:
         action_id=action.id,
         started=action.started_at is not None,
     )
+
+
+MOVEMENT_CANNOT_ASK = (
+    "this call waits for a person's approval under its tool policy, and a piece movement "
+    "cannot wait for one; a tool policy rule that allows it lets it run"
+)
+
+
+class MovementApprovals:
+    """A piece movement's tool policy, on its MCP tools: their calls are decided by the
+    four layers and each tool's default, and one the policy would hold for a person is
+    refused (a movement cannot wait for one). The builtin tools run as the model asks:
+    movements do not apply the rules to them. Nobody decides on a movement's calls, so a
+    call left unanswered by a stopped worker has no resolution."""
+
+    def __init__(self, policy: Policy, mcp: Collection[str]) -> None:
+        self.policy = policy
+        self.mcp = frozenset(mcp)
+
+    def decide(self, tool: str, tool_input: Mapping[str, Any]) -> Decision:
+        if tool not in self.mcp:
+            return _UNKNOWN
+        decision = self.policy.decide(tool, tool_input)
+        if decision.effect is not Effect.ask:
+            return decision
+        refusal = ToolRule(tool=tool, effect=Effect.deny, reason=MOVEMENT_CANNOT_ASK)
+        return replace(decision, effect=Effect.deny, rule=refusal)
+
+    async def resolutions(self, blocks: Sequence[ToolUseBlock]) -> Mapping[str, Resolution]:
+        return {}
+
+    async def starting(self, resolutions: Sequence[Resolution]) -> None:
+        return None

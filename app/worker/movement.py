@@ -18,11 +18,12 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.db.models import Job, Session
 from app.db.repositories.jobs import JobRepository
 from app.db.repositories.rows import RowRepository
-from app.db.repositories.sessions import SessionRepository, peek_session_row
+from app.db.repositories.sessions import SessionRepository, peek_turn_start
 from app.db.types import utcnow
 from app.domain.errors import SubtaskLimit
 from app.domain.items import Origin, user_text
 from app.domain.jobs import WAIT_SUBTASKS, JobStatus
+from app.domain.tool_policy import Policy, rules_of
 from app.engine.context import ContextAction
 from app.engine.loop import (
     CANCELLED,
@@ -42,7 +43,9 @@ from app.services import webhooks
 from app.services.items import append_item
 from app.services.piece_jobs import submit_subtask
 from app.services.sessions import session_from
+from app.services.tool_policy import effective_policy
 from app.tools.transition import SPAWN_SUBTASK, TRANSITION
+from app.worker.approvals import MovementApprovals
 from app.worker.context_policy import MovementContext
 from app.worker.handlers import (
     Deps,
@@ -53,7 +56,7 @@ from app.worker.handlers import (
     tool_context,
 )
 from app.worker.job_session import JobSession
-from app.worker.mcp_tools import TurnMcp, turn_mcp
+from app.worker.mcp_tools import TurnMcp, job_attachments, turn_mcp
 from app.worker.piece_prompt import MovementStart, movement_start, system_prompt
 from app.worker.piece_state import OpenMovement, PieceState
 from app.worker.reminder import task_reminder
@@ -215,24 +218,37 @@ async def begin(
     return start
 
 
-async def _movement_mcp(deps: Deps, job: Job, movement: Movement, pool: McpPool | None) -> TurnMcp:
-    """The MCP tools of the movement; its session is read only when it allows some."""
-    if pool is None or not any(is_mcp_name(name) for name in movement.allowed_tools):
-        return TurnMcp(deps.tools, [])
-    session = session_from(
-        await peek_session_row(deps.database, job.session_id), job.tenant, job.session_id
-    )
-    return await turn_mcp(
+async def _movement_mcp(
+    deps: Deps, job: Job, movement: Movement, pool: McpPool | None
+) -> tuple[TurnMcp, Policy | None]:
+    """The MCP tools of the movement, and the policy their calls are decided by (None:
+    the movement offers none). The session is read only when the movement may offer
+    some: its `allowed_tools` names MCP tools, or the job or movement attaches servers."""
+    own = [*job_attachments(job), *movement.mcp_attachments()]
+    if pool is None or not (own or any(is_mcp_name(name) for name in movement.allowed_tools)):
+        return TurnMcp(deps.tools, []), None
+    rows, tenant_rules = await peek_turn_start(deps.database, job.session_id)
+    session = session_from(rows, job.tenant, job.session_id)
+    mcp = await turn_mcp(
         deps.settings,
         deps.database,
         deps.hub,
-        deps.mcp_segments,
         deps.tools,
         job,
         session,
         pool=pool,
         allowed=movement.allowed_tools,
+        own=own,
     )
+    policy = effective_policy(
+        operator=deps.operator_policy,
+        tenant=rules_of(tenant_rules),
+        session=rules_of(session.tool_policy),
+        movement=movement.policy_rules(),
+        builtin=deps.tools.names,
+        defaults=mcp.tools.policy_defaults(),
+    )
+    return mcp, policy
 
 
 def _tool_names(deps: Deps, piece: Piece, movement: Movement) -> list[str]:
@@ -260,7 +276,7 @@ async def run_movement(
     if isinstance(start, Outcome):
         return start
     gateway = MovementGateway(deps, job, piece, movement, state)
-    mcp = await _movement_mcp(deps, job, movement, pool)
+    mcp, policy = await _movement_mcp(deps, job, movement, pool)
     names = [*_tool_names(deps, piece, movement), *mcp.names]
     held = JobSession(
         job_database(deps, job), job, checkpoint_every=deps.settings.task_checkpoint_ops
@@ -278,6 +294,7 @@ async def run_movement(
         context=_movement_context(deps, job, piece, movement, state, gateway, store),
         conversation=conversation,
         reminder=task_reminder(deps.settings, held, names),
+        approvals=MovementApprovals(policy, mcp.names) if policy is not None else None,
     )
     for nudge in range(NUDGES + 1):
         outcome = await run_turn(

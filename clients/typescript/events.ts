@@ -70,6 +70,7 @@ const EVENT_TYPES: Record<StreamEvent["type"], true> = {
   "turn.interrupted": true,
   "turn.steered": true,
   "mcp.server_status": true,
+  "mcp.tools_listed": true,
   "action.required": true,
   "action.resolved": true,
 };

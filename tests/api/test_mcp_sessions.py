@@ -285,7 +285,7 @@ async def test_a_movement_offers_the_mcp_tools_its_allowed_tools_name(
     fake_llm.reply(
         tool_use("transition", {"next_step": "COMPLETE", "summary": "echoed"}),
     )
-    session_id = await new_session(api, mcp=[{"server": "faults"}])
+    session_id = await new_session(api, mcp=[{"server": "faults"}], tool_policy=ALLOW_MCP)
 
     job = await submit_job(api, piece="mcp-step", session_id=session_id)
     ended = await wait_job(api, job["id"], seconds=120)

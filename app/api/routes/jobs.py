@@ -38,6 +38,7 @@ from app.domain.jobs import RESERVED_PIECE_NAMES
 from app.services import comments, workspaces
 from app.services import jobs as service
 from app.services.actions import pending_actions
+from app.services.mcp_attach import Attachment, check_session_attachments
 from app.services.piece_jobs import submit_job
 from app.settings import Settings
 
@@ -174,6 +175,10 @@ async def create_job(
         )
         raise InvalidInput(f"unknown piece {body.piece!r}{hint}; known: {known}", field="piece")
 
+    mcp = await check_session_attachments(
+        database, runtime.settings, tenant, [Attachment.of(a.model_dump()) for a in body.mcp]
+    )
+
     async def work(db: AsyncSession) -> JobPublic:
         if body.start:
             await admission.admit_job(db, tenant)
@@ -184,6 +189,7 @@ async def create_job(
             piece=piece,
             session_id=body.session_id,
             start=body.start,
+            mcp=mcp,
         )
         return JobPublic.of(job)
 

@@ -82,8 +82,8 @@ async def session_tools(
     "matching rule, the lowest layer with one decides, a `deny` is final; no match: the "
     "tool's default (`default` says which; an MCP tool's is `ask` unless its server is "
     "trusted and the tool declares `readOnlyHint`). Nothing runs. An unknown tool, "
-    "piece or movement is a 422. A chat turn decides each call so; piece movements do "
-    "not apply the rules yet.",
+    "piece or movement is a 422. A chat turn decides each call so; a piece movement "
+    "only its MCP tools' calls, refusing one that would `ask`.",
     responses=problem_responses(404, 413, 422),
 )
 async def check_policy(
