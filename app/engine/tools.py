@@ -117,6 +117,9 @@ class Tool(Generic[ArgsT]):
     # A call of it that a stopped worker left without a result may run again on resume
     # (an MCP tool of a trusted server declaring readOnlyHint or idempotentHint).
     rerun_on_resume: bool = False
+    # The result of a call of it that a stopped worker left unanswered and that is not run
+    # again; None: the loop's own (`app.engine.loop.INTERRUPTED`).
+    interrupted: str | None = None
 
     def spec(self) -> ToolSpec:
         """What a request offers the model: built from the input model on each call (a
@@ -179,6 +182,10 @@ class ToolRegistry:
             for name, tool in self._tools.items()
             if tool.policy_default is not None
         }
+
+    def interrupted_text(self, name: str) -> str | None:
+        tool = self._tools.get(name)
+        return tool.interrupted if tool is not None else None
 
     def reruns_on_resume(self, name: str) -> bool:
         tool = self._tools.get(name)

@@ -23,6 +23,9 @@ from app.mcp.errors import McpFailure
 from app.mcp.pool import McpPool, ServerSource
 
 READ_ON = "Call the tool again asking for less (a narrower query, a page, a range)."
+INTERRUPTED = "the call was interrupted; its effect is unknown"
+"""The result of a call a stopped worker left unanswered, unless it may run again (a
+trusted server's tool declaring readOnlyHint or idempotentHint)."""
 
 
 class McpArgs(BaseModel):
@@ -80,4 +83,5 @@ def mcp_tool(offered: OfferedTool, source: ServerSource, pool: McpPool) -> Tool[
         input_schema=offered.tool.input_schema,
         policy_default=mcp_default(trusted=source.trusted, read_only=info.read_only),
         rerun_on_resume=source.trusted and (info.read_only or info.idempotent),
+        interrupted=INTERRUPTED,
     )
