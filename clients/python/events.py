@@ -69,6 +69,7 @@ StreamEvent = (
     | TurnInterrupted
     | TurnSteered
     | McpServerStatus
+    | McpToolsListed
     | ActionEvent
 )
 # each event `type` of the document's StreamEventData → the generated model that reads it
