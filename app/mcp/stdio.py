@@ -5,8 +5,9 @@ The file is a JSON object: server name → `{"command", "args", "env", "cwd", "p
 environment every Bash command gets; `cwd` is a folder relative to the job's folder (its
 root by default); `paths` are folders the server may read besides the system's (its
 installation: under bubblewrap nothing else of the file system is visible); `trusted`
-(default true) says whether its tools may run without a person's approval. A tenant names
-these servers and never supplies a command.
+(default true) says whether its tools' annotations are taken at their word (a trusted
+server's read-only tool runs without a person's approval). A tenant names these servers
+and never supplies a command.
 
 Each runs under the Bash tool's confinement (`app.tools.sandbox`): the job's folder as
 working directory and HOME, a scrubbed environment, resource limits, its own process group,
