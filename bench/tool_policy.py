@@ -36,7 +36,7 @@ from app.db.engine import Database
 from app.db.migrate import upgrade_to_head
 from app.db.models import Session
 from app.db.repositories.rows import RowRepository
-from app.domain.tool_policy import Effect, Layer, decide, default_effect, rules_of
+from app.domain.tool_policy import BUILTIN_DEFAULT, Effect, Layer, decide, rules_of
 from app.services.tool_policy import effective_policy
 from app.settings import Settings
 from bench import fake_llm
@@ -104,7 +104,7 @@ def measure(sizes: tuple[int, int, int, int], calls: int = 20_000) -> dict[str, 
         "decide Read (tool rule)": _best_us(lambda: policy.decide("Read", read), calls),
         "decide Grep (default)": _best_us(lambda: policy.decide("Grep", {}), calls),
         "uncompiled decide Bash": _best_us(
-            lambda: decide(layers, "Bash", bash, default_effect("Bash", BUILTIN)),
+            lambda: decide(layers, "Bash", bash, BUILTIN_DEFAULT),
             max(1, calls // 10),
         ),
         "effective_policy per turn": _best_us(build, max(1, calls // 400)),

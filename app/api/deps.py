@@ -59,7 +59,7 @@ def policy_bounds(runtime: Runtime) -> RuleBounds:
 
 def policy_context(runtime: Runtime) -> PolicyContext:
     """What a session's effective tool policy is built from besides the database."""
-    return PolicyContext(runtime.operator_policy, runtime.tools, runtime.pieces)
+    return PolicyContext(runtime.operator_policy, runtime.tools, runtime.pieces, runtime.settings)
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]

@@ -7,9 +7,10 @@ string value of that field of the call's input (a field that is missing or not a
 never matches). Within a layer the last matching rule wins, so a list reads like a shell's
 allow-list: general first, exceptions after. Across layers the lowest layer that has a
 matching rule decides, except that a `deny` is final: no lower layer can allow what a
-higher one denied. With no matching rule at all a tool's default applies: `allow` for the
-builtin tools (they act inside the job's sandbox), `ask` for anything else that may change
-the world.
+higher one denied. With no matching rule at all the tool's own default applies
+(`ToolDefault`): `allow` for the builtin tools (they act inside the job's sandbox); for an
+MCP server's tool `allow` only when its server is trusted and the tool declares
+`readOnlyHint`, else `ask`; `ask` for anything else.
 
 Globs are the shell's: `*` any run of characters, `?` one character, `[abc]` / `[!abc]`
 one character of (not of) a set, ranges such as `[a-z]` included; matching is
@@ -210,15 +211,48 @@ def _timeout_problem(
     return None
 
 
+class DefaultBy(StrEnum):
+    """Why a tool's default is what it is."""
+
+    builtin = "builtin"  # one of the server's own tools: allow
+    mcp_read_only = "mcp_read_only"  # a trusted server's tool declaring readOnlyHint: allow
+    mcp_untrusted = "mcp_untrusted"  # a tool of a server that is not trusted: ask
+    mcp_not_read_only = "mcp_not_read_only"  # a trusted server's tool not read-only: ask
+    not_offered = "not_offered"  # no tool offered here has this name: ask
+
+
+@dataclass(frozen=True)
+class ToolDefault:
+    """A tool's effect when no rule names its call, and why."""
+
+    effect: Effect
+    by: DefaultBy
+
+
+BUILTIN_DEFAULT = ToolDefault(Effect.allow, DefaultBy.builtin)
+NOT_OFFERED_DEFAULT = ToolDefault(Effect.ask, DefaultBy.not_offered)
+
+
+def mcp_default(*, trusted: bool, read_only: bool) -> ToolDefault:
+    """An MCP tool's default: only a trusted server's word that a tool only reads lets
+    it run unasked (a server's annotations are its own claims)."""
+    if not trusted:
+        return ToolDefault(Effect.ask, DefaultBy.mcp_untrusted)
+    if not read_only:
+        return ToolDefault(Effect.ask, DefaultBy.mcp_not_read_only)
+    return ToolDefault(Effect.allow, DefaultBy.mcp_read_only)
+
+
 @dataclass(frozen=True)
 class Decision:
     """What a call's policy is, and what decided it: a layer's rule (its index in that
-    layer's list) or, when no rule matched, the tool's default."""
+    layer's list) or, when no rule matched, the tool's default (`default` says which)."""
 
     effect: Effect
     layer: Layer | None = None
     index: int | None = None
     rule: ToolRule | None = None
+    default: DefaultBy | None = None
 
     @property
     def by_default(self) -> bool:
@@ -228,12 +262,8 @@ class Decision:
 Layers = Mapping[Layer, Sequence[ToolRule]]
 
 
-def default_effect(tool: str, builtin: Iterable[str]) -> Effect:
-    return Effect.allow if tool in builtin else Effect.ask
-
-
 def decide(
-    policy: Layers, tool: str, tool_input: Mapping[str, object], default: Effect
+    policy: Layers, tool: str, tool_input: Mapping[str, object], default: ToolDefault
 ) -> Decision:
     """The effect of calling `tool` with `tool_input` under `policy`."""
     decided: Decision | None = None
@@ -246,7 +276,7 @@ def decide(
                 if rule.effect is Effect.deny:
                     return decided
                 break
-    return decided or Decision(default)
+    return decided or Decision(default.effect, default=default.by)
 
 
 Mention = tuple[Layer, int, ToolRule]
@@ -256,13 +286,20 @@ class Policy:
     """The rules of every layer that apply to one turn or movement, compiled once: what
     the runner asks per tool call, in memory. The rules naming a tool are picked out the
     first time that tool is called (a turn calls few tools, many times), so deciding a
-    call reads only them, last first."""
+    call reads only them, last first. `builtin` names the server's own tools; `defaults`
+    holds the default of each other tool offered (MCP tools); any other tool asks."""
 
-    def __init__(self, layers: Layers, builtin: Iterable[str]) -> None:
+    def __init__(
+        self,
+        layers: Layers,
+        builtin: Iterable[str],
+        defaults: Mapping[str, ToolDefault] | None = None,
+    ) -> None:
         self.layers: dict[Layer, tuple[ToolRule, ...]] = {
             layer: tuple(layers.get(layer, ())) for layer in LAYERS
         }
         self.builtin = frozenset(builtin)
+        self.defaults = dict(defaults or {})
         # per tool name: each layer's rules naming it, last first; bounded by the names
         # called under this policy (one turn's or movement's)
         self._naming: dict[str, tuple[tuple[Layer, tuple[tuple[int, ToolRule], ...]], ...]] = {}
@@ -296,7 +333,16 @@ class Policy:
                     if rule.effect is Effect.deny:
                         return decided
                     break
-        return decided or Decision(default_effect(tool, self.builtin))
+        if decided is not None:
+            return decided
+        default = self.default(tool)
+        return Decision(default.effect, default=default.by)
+
+    def default(self, tool: str) -> ToolDefault:
+        """`tool`'s default: what a call of it gets when no rule matches."""
+        if tool in self.builtin:
+            return BUILTIN_DEFAULT
+        return self.defaults.get(tool, NOT_OFFERED_DEFAULT)
 
     def tool_level(self, tool: str) -> Decision:
         """The decision for `tool` from its rules without `input` globs: what a call gets
@@ -305,7 +351,7 @@ class Policy:
             layer: [rule if not rule.input else _NEVER for rule in rules]
             for layer, rules in self.layers.items()
         }
-        return decide(plain, tool, {}, default_effect(tool, self.builtin))
+        return decide(plain, tool, {}, self.default(tool))
 
     def mentions(self, tool: str) -> list[Mention]:
         """Every rule whose `tool` glob names `tool`, highest layer first, in list order."""

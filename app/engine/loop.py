@@ -86,6 +86,9 @@ class ContextPolicy(Protocol):
         ...
 
 
+_ALLOWED = Decision(Effect.allow)
+"""A call's decision where no policy applies (a turn without `Approvals`)."""
+
 INTERRUPTED = (
     "interrupted: the worker running this tool stopped before its result was recorded; "
     "the tool may or may not have run"
@@ -274,11 +277,9 @@ async def run_turn(
     once (the first goes on with the read that found no call to close)."""
     turn = _Turn(llm, store, tools, ctx, config, events)
     items = await store.segment()
-    if config.approvals is not None and unanswered_tool_uses(items):
+    if unanswered_tool_uses(items):
         if await turn.resume(items):
             return turn.outcome
-        items = await store.segment()
-    elif await close_dangling_tool_uses(store, INTERRUPTED, items):
         items = await store.segment()
     while not await turn.ends_before(items) and not await turn.step(items):
         items = await store.segment()
@@ -339,32 +340,39 @@ class _Turn:
 
     async def resume(self, items: list[ItemPayload]) -> bool:
         """Answer the calls the log leaves unanswered, as people decided on them; a call
-        nobody decided on is held again when the policy asks about it, else it was
-        interrupted. True when that left the turn waiting."""
+        nobody decided on is held again when the policy asks about it; else it was
+        interrupted mid-call, and runs again only when its tool says that is safe
+        (`Tool.rerun_on_resume`), otherwise its result says it was interrupted (in its
+        tool's words, `Tool.interrupted`). True when that left the turn waiting."""
         approvals = self.config.approvals
-        assert approvals is not None
         dangling = unanswered_tool_uses(items)
-        resolved = await approvals.resolutions(dangling)
+        resolved = await approvals.resolutions(dangling) if approvals is not None else {}
         runs = [r for b in dangling if (r := resolved.get(b.id)) and r.run and not r.started]
-        if runs:
+        if runs and approvals is not None:
             await approvals.starting(runs)
         budget = replace(DEFAULT_RESULT_BUDGET)
         results: list[ToolResult] = []
         held: list[Held] = []
         for index, block in enumerate(dangling):
             resolution = resolved.get(block.id)
+            run: ToolUseBlock | None = None
             if resolution is None:
-                decision = approvals.decide(block.name, block.input)
+                decision = (
+                    approvals.decide(block.name, block.input) if approvals is not None else _ALLOWED
+                )
                 if decision.effect is Effect.ask:
                     held.append(Held(block, decision))
+                elif decision.effect is Effect.allow and self.tools.reruns_on_resume(block.name):
+                    run = block
                 else:
-                    results.append(_result(block, INTERRUPTED, is_error=True))
+                    results.append(_result(block, self._interrupted(block), is_error=True))
             elif resolution.run and resolution.started:
-                results.append(_result(block, INTERRUPTED, is_error=True))
+                results.append(_result(block, self._interrupted(block), is_error=True))
             elif not resolution.run:
                 results.append(_result(block, resolution.content, is_error=resolution.is_error))
             else:
                 run = block.model_copy(update={"input": resolution.input or {}})
+            if run is not None:
                 share = budget.share(len(dangling) - index)
                 output = await _run_one(run, self.tools, self.ctx, self.config, self.events, share)
                 budget.spend(output.content)
@@ -375,6 +383,9 @@ class _Turn:
             self.outcome.held = held
             return self.end("waiting")
         return False
+
+    def _interrupted(self, block: ToolUseBlock) -> str:
+        return self.tools.interrupted_text(block.name) or INTERRUPTED
 
     async def step(self, items: list[ItemPayload]) -> bool:
         """One request of `items` and what its response asks for; True when that ended the
@@ -546,7 +557,11 @@ async def _run_one(
 def _denied(decision: Decision) -> str:
     """The error result of a call a `deny` rule refused: the rule's reason, and where it is."""
     rule = decision.rule
-    where = f"the {decision.layer} tool policy, rule {decision.index}"
+    where = (
+        f"the {decision.layer} tool policy, rule {decision.index}"
+        if decision.layer is not None
+        else "the tool's default policy"
+    )
     reason = rule.reason if rule is not None and rule.reason else None
     return f"denied by {where}: {reason}" if reason else f"denied by {where}"
 

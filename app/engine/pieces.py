@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from app.domain.jobs import ABORT, ASK, COMPLETE, RESERVED_PIECE_NAMES, SPECIAL_STEPS, WAIT_SUBTASKS
 from app.domain.tool_policy import ToolPolicyRule, ToolRule, unoffered
-from app.mcp.names import is_mcp_name
+from app.mcp.names import SERVER_NAME_PATTERN, is_mcp_name
 
 __all__ = [
     "ABORT",
@@ -50,6 +50,17 @@ class _At(ValueError):
     def __init__(self, reason: str, *path: str | int) -> None:
         super().__init__(reason)
         self.path = path
+
+
+class MovementMcp(BaseModel):
+    """An MCP server a movement attaches: the tenant's or the operator's, by name."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    server: str = Field(pattern=SERVER_NAME_PATTERN)
+    tools: list[str] | None = Field(
+        default=None, description="Shell globs over the server's own tool names; null: all."
+    )
 
 
 class Movement(BaseModel):
@@ -83,7 +94,16 @@ class Movement(BaseModel):
         description="This movement's tool policy rules: the lowest layer, under the "
         "operator's, the tenant's and the session's (see Tool policies).",
     )
+    mcp: list[MovementMcp] = Field(
+        default_factory=list,
+        description="MCP servers this movement offers the tools of (within each one's "
+        "`tools` globs), besides the session's that `allowed_tools` names by glob.",
+    )
     _rules: tuple[ToolRule, ...] | None = PrivateAttr(default=None)
+
+    def mcp_attachments(self) -> list[dict[str, Any]]:
+        """`mcp` as a session or job stores its attachments."""
+        return [{"server": a.server, "tools": a.tools} for a in self.mcp]
 
     def policy_rules(self) -> tuple[ToolRule, ...]:
         """`tool_policy` compiled, once per loaded piece."""

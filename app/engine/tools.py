@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from app.domain.tool_policy import ToolDefault
 from app.engine.llm import ToolSpec
 from app.engine.truncation import truncate_result
 from app.observability import tracing
@@ -111,6 +112,14 @@ class Tool(Generic[ArgsT]):
     # The input schema offered to the model when it is not the input model's (an MCP
     # server's tool: its server's schema, the input model then admitting any object).
     input_schema: dict[str, Any] | None = None
+    # What a call gets when no tool policy rule names it; None: a builtin tool's (allow).
+    policy_default: ToolDefault | None = None
+    # A call of it that a stopped worker left without a result may run again on resume
+    # (an MCP tool of a trusted server declaring readOnlyHint or idempotentHint).
+    rerun_on_resume: bool = False
+    # The result of a call of it that a stopped worker left unanswered and that is not run
+    # again; None: the loop's own (`app.engine.loop.INTERRUPTED`).
+    interrupted: str | None = None
 
     def spec(self) -> ToolSpec:
         """What a request offers the model: built from the input model on each call (a
@@ -165,6 +174,22 @@ class ToolRegistry:
 
     def specs(self, names: Iterable[str]) -> list[ToolSpec]:
         return [self._specs[name] for name in names if name in self._specs]
+
+    def policy_defaults(self) -> dict[str, ToolDefault]:
+        """The tools with a default of their own (MCP tools), by name."""
+        return {
+            name: tool.policy_default
+            for name, tool in self._tools.items()
+            if tool.policy_default is not None
+        }
+
+    def interrupted_text(self, name: str) -> str | None:
+        tool = self._tools.get(name)
+        return tool.interrupted if tool is not None else None
+
+    def reruns_on_resume(self, name: str) -> bool:
+        tool = self._tools.get(name)
+        return tool is not None and tool.rerun_on_resume
 
     def only_reads(self, name: str) -> bool:
         """Whether a call of `name` changes nothing: a tool that only reads, or one this

@@ -33,6 +33,7 @@ from app.mcp.errors import (
     McpUnavailable,
     McpUnreachable,
 )
+from app.tools.sandbox import kill_group
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -62,6 +63,9 @@ class StdioServer:
     cwd: Path
     # where the server's stderr goes (a job's logs/ file); None: nowhere
     errlog: Path | None = None
+    # where its launcher writes its process group's id, to kill the group at the close
+    # (a server that exits when its input closes leaves what it started running)
+    group_file: Path | None = None
 
 
 ServerSpec = RemoteServer | StdioServer
@@ -232,7 +236,22 @@ class McpConnection:
             with contextlib.suppress(BaseException):
                 await task
         except BaseException:  # its failure was recorded by `_hold`
+            pass
+        finally:
+            await self._kill_group()
+
+    async def _kill_group(self) -> None:
+        """A stdio server's whole process group, killed once its connection ended."""
+        server = self.server
+        if not isinstance(server, StdioServer) or server.group_file is None:
             return
+        try:
+            text = await asyncio.to_thread(server.group_file.read_text, encoding="ascii")
+            await asyncio.to_thread(server.group_file.unlink)
+        except OSError:
+            return
+        if text.strip().isdigit():
+            kill_group(int(text))
 
     def _failure(self, exc: BaseException, *, during: str) -> McpFailure:
         """The typed failure `exc` means."""

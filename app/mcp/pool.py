@@ -17,12 +17,14 @@ from app.tools.sandbox import Confinement
 
 @dataclass(frozen=True)
 class ServerSource:
-    """How to reach one attached server: a tenant's over HTTP, or the operator's stdio one."""
+    """How to reach one attached server: a tenant's over HTTP, or the operator's stdio one;
+    `trusted`: whether its tools' annotations are taken at their word (see `mcp_default`)."""
 
     name: str
     timeouts: Timeouts
     remote: RemoteServer | None = None
     operator: OperatorServer | None = None
+    trusted: bool = False
 
 
 class McpPool:

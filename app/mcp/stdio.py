@@ -5,8 +5,9 @@ The file is a JSON object: server name → `{"command", "args", "env", "cwd", "p
 environment every Bash command gets; `cwd` is a folder relative to the job's folder (its
 root by default); `paths` are folders the server may read besides the system's (its
 installation: under bubblewrap nothing else of the file system is visible); `trusted`
-(default true) says whether its tools may run without a person's approval. A tenant names
-these servers and never supplies a command.
+(default true) says whether its tools' annotations are taken at their word (a trusted
+server's read-only tool runs without a person's approval). A tenant names these servers
+and never supplies a command.
 
 Each runs under the Bash tool's confinement (`app.tools.sandbox`): the job's folder as
 working directory and HOME, a scrubbed environment, resource limits, its own process group,
@@ -26,6 +27,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from app.mcp.client import StdioServer
 from app.mcp.names import SERVER_NAME_PATTERN
 from app.tools.sandbox import Confinement, command_line, environment
+
+PIDFILE_VARIABLE = "STRATA_LAUNCHER_PIDFILE"
+"""Where the launcher writes its pid, its process group's id (it leads the group)."""
 
 
 class _Entry(BaseModel):
@@ -63,12 +67,14 @@ class OperatorServer:
         )
         logs = root / "logs"
         logs.mkdir(parents=True, exist_ok=True)
+        group = logs / f"mcp-{self.name}.pgid"
         return StdioServer(
             name=self.name,
             argv=tuple(argv),
-            env=environment(home) | self.env,
+            env=environment(home) | self.env | {PIDFILE_VARIABLE: str(group)},
             cwd=work,
             errlog=logs / f"mcp-{self.name}.log",
+            group_file=group,
         )
 
 

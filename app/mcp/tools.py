@@ -16,12 +16,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from app.domain.tool_policy import mcp_default
 from app.engine.tools import Tool, ToolContext, ToolOutput
 from app.mcp.catalog import OfferedTool
 from app.mcp.errors import McpFailure
 from app.mcp.pool import McpPool, ServerSource
 
 READ_ON = "Call the tool again asking for less (a narrower query, a page, a range)."
+INTERRUPTED = "the call was interrupted; its effect is unknown"
+"""The result of a call a stopped worker left unanswered, unless it may run again (a
+trusted server's tool declaring readOnlyHint or idempotentHint)."""
 
 
 class McpArgs(BaseModel):
@@ -69,6 +73,7 @@ def mcp_tool(offered: OfferedTool, source: ServerSource, pool: McpPool) -> Tool[
         return ToolOutput(render(result), is_error=bool(result.is_error))
 
     description = offered.tool.description or f"{server_tool} (MCP server {source.name})"
+    info = offered.tool
     return Tool(
         name=offered.name,
         description=description,
@@ -76,4 +81,7 @@ def mcp_tool(offered: OfferedTool, source: ServerSource, pool: McpPool) -> Tool[
         invoke=invoke,
         read_on=READ_ON,
         input_schema=offered.tool.input_schema,
+        policy_default=mcp_default(trusted=source.trusted, read_only=info.read_only),
+        rerun_on_resume=source.trusted and (info.read_only or info.idempotent),
+        interrupted=INTERRUPTED,
     )

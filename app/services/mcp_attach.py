@@ -2,18 +2,15 @@
 a turn offers from them.
 
 An attachment names a server (the tenant's, or the operator's stdio one) and optionally
-globs over its own tool names. It is checked when written: the server exists and is
-trusted (tool calls are not put to a person yet, so an untrusted server cannot be
-attached), its tools are listed, and the names the model would see must neither collide
+globs over its own tool names. It is checked when written: the server exists, its tools
+are listed, and the names the model would see must neither collide
 nor number more than STRATA_MCP_MAX_TOOLS. A turn lists them again when its segment
-starts and keeps that list for the segment, so the request's tool prefix never shifts
-under the prompt cache; a change reaches the next segment.
+starts and keeps that list for the segment (`app.worker.mcp_tools`).
 """
 
 from __future__ import annotations
 
 import functools
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +19,7 @@ from typing import Any
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
-from app.db.models import McpServerRow
+from app.db.models import McpServerRow, Session
 from app.db.repositories.mcp_servers import McpServerRepository
 from app.domain.errors import InvalidInput, McpAuthFailedError, McpUnreachableError
 from app.engine.tools import Tool
@@ -76,8 +73,9 @@ async def attached_servers(
     *,
     strict: bool = True,
 ) -> list[AttachedServer]:
-    """How to reach each attached server; 422 for one that is unknown or untrusted (not
-    `strict`: such a server, deleted or distrusted since it was attached, is left out)."""
+    """How to reach each attached server; 422 for one that is unknown (not `strict`: a
+    server deleted since it was attached is left out). An untrusted server's tools ask a
+    person before each call (`mcp_default`)."""
     operator = operator_servers(settings)
     names = [a.server for a in attachments]
     if len(set(names)) != len(names):
@@ -92,24 +90,21 @@ async def attached_servers(
     for attachment in attachments:
         name = attachment.server
         if name in operator:
-            source = ServerSource(name, timeouts_of(settings), operator=operator[name])
-            trusted, tool_filter = operator[name].trusted, ToolFilter()
+            found = operator[name]
+            source = ServerSource(
+                name, timeouts_of(settings), operator=found, trusted=found.trusted
+            )
+            tool_filter = ToolFilter()
         elif name in rows:
             row = rows[name]
-            source = ServerSource(name, timeouts_of(settings, row), remote=remote_of(row))
-            trusted, tool_filter = row.trusted, tool_filter_of(row)
+            source = ServerSource(
+                name, timeouts_of(settings, row), remote=remote_of(row), trusted=row.trusted
+            )
+            tool_filter = tool_filter_of(row)
         elif not strict:
             continue
         else:
             raise InvalidInput(f"mcp: no MCP server is named {name!r}", field="mcp")
-        if not trusted and not strict:
-            continue
-        if not trusted:
-            raise InvalidInput(
-                f"mcp: MCP server {name!r} is not trusted; its tool calls cannot be put to "
-                "a person for approval yet, so only a trusted server can be attached",
-                field="mcp",
-            )
         servers.append(AttachedServer(source, tool_filter, attachment.tools))
     return servers
 
@@ -196,29 +191,35 @@ def offered_names(
     return [tool.name for tool, _ in tools if matches_any(tool.name, globs)]
 
 
-class SegmentTools:
-    """The MCP tools of each running session's segment, listed once per segment; at most
-    `size` segments are kept (the least recently used goes)."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._lists: OrderedDict[tuple[str, int, str], list[tuple[OfferedTool, ServerSource]]]
-        self._lists = OrderedDict()
-
-    def get(self, key: tuple[str, int, str]) -> list[tuple[OfferedTool, ServerSource]] | None:
-        found = self._lists.get(key)
-        if found is not None:
-            self._lists.move_to_end(key)
-        return found
-
-    def put(self, key: tuple[str, int, str], tools: list[tuple[OfferedTool, ServerSource]]) -> None:
-        self._lists[key] = tools
-        self._lists.move_to_end(key)
-        while len(self._lists) > self.size:
-            self._lists.popitem(last=False)
-
-
 def registry_tools(
     tools: Sequence[tuple[OfferedTool, ServerSource]], pool: McpPool
 ) -> list[Tool[Any]]:
     return [mcp_tool(tool, source, pool) for tool, source in tools]
+
+
+async def session_mcp_tools(
+    db: AsyncSession, settings: Settings, tenant: str, session: Session
+) -> list[tuple[Tool[Any], str]]:
+    """The MCP tools a session's chat turns would offer now, with their servers' names:
+    listed afresh, to be described (never called); a server that cannot list its tools
+    is left out, as a turn leaves it out."""
+    if not session.mcp:
+        return []
+    attachments = [Attachment.of(a) for a in session.mcp]
+    servers = await attached_servers(db, settings, tenant, attachments, strict=False)
+    pool = McpPool(Confinement.of(settings))
+    listed: list[tuple[OfferedTool, ServerSource]] = []
+    try:
+        for server in servers:
+            try:
+                listed.extend(await list_attached([server], pool, settings.mcp_max_tools))
+            except (McpFailure, NameClash, TooManyTools):
+                continue
+    finally:
+        await pool.close()
+    names = set(offered_names(listed, session.tools))
+    return [
+        (tool, source.name)
+        for tool, (_, source) in zip(registry_tools(listed, pool), listed, strict=True)
+        if tool.name in names
+    ]

@@ -34,12 +34,16 @@ async def submit_job(
     parent: Job | None = None,
     start: bool = True,
     client_tools: list[dict[str, Any]] | None = None,
+    mcp: list[dict[str, Any]] | None = None,
 ) -> Job:
     """Queue a piece job (or, with `start=False`, make it a draft that takes files and
     comments until it is started); `client_tools` (as checked) are offered in each of its
-    movements. Without a session one is made for it (a subtask gets
-    its own, under its parent's session's tool policy). In a chat session it works in
-    segments of its own (`app.worker.movement`)."""
+    movements. Without a session one is made for it (a subtask gets its own, under its
+    parent's session's tool policy). In a chat session it works in segments of its own
+    (`app.worker.movement`). `mcp`: the MCP servers it attaches (checked), kept in its
+    `input`; a subtask has its parent's."""
+    if parent is not None and mcp is None:
+        mcp = (parent.input or {}).get("mcp")
     if session_id is not None:
         session = await get_session(db, tenant, session_id)
     else:
@@ -62,7 +66,10 @@ async def submit_job(
             parent_job_id=parent.id if parent is not None else None,
             root_job_id=(parent.root_job_id or parent.id) if parent is not None else None,
             depth=parent.depth + 1 if parent is not None else 0,
-            input={"client_tools": client_tools} if client_tools else {},
+            input=(
+                ({"client_tools": client_tools} if client_tools else {})
+                | ({"mcp": mcp} if mcp else {})
+            ),
         ),
         start=start,
     )

@@ -7,7 +7,9 @@ the session's (its `tool_policy`; a job runs under its session's); a piece movem
 the server's builtin tools, or an MCP tool (`mcp__…`, offered when a session runs, not
 checked). `effective_policy` compiles the four layers into one `Policy`, which decides a
 call in memory; the check route answers with it, and the runner of a chat turn or of a
-piece job's movement asks it before each call (`app.worker.approvals`).
+piece job's movement asks it before each call (`app.worker.approvals`); an MCP tool no
+rule names takes its own default (`ask` unless its server is trusted and the tool
+declares `readOnlyHint`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from app.domain.tool_policy import (
     Mention,
     Policy,
     RuleBounds,
+    ToolDefault,
     ToolPolicyRule,
     ToolRule,
     check_rules,
@@ -38,7 +41,9 @@ from app.domain.tool_policy import (
 )
 from app.engine.pieces import Movement, PieceCatalog
 from app.engine.tools import Tool, ToolRegistry
+from app.services.mcp_attach import session_mcp_tools
 from app.services.sessions import get_session
+from app.settings import Settings
 
 _RULES = TypeAdapter(list[ToolPolicyRule])
 
@@ -87,10 +92,12 @@ def effective_policy(
     session: Sequence[ToolRule],
     movement: Sequence[ToolRule] = (),
     builtin: Iterable[str],
+    defaults: Mapping[str, ToolDefault] | None = None,
 ) -> Policy:
     """The four layers of one turn or movement, compiled: what the runner builds once at
     its start (the tenant's rules read once, the session's from its row, the movement's
-    from the loaded piece) and asks per tool call (`Policy.decide`)."""
+    from the loaded piece) and asks per tool call (`Policy.decide`). `defaults`: the
+    offered tools' own defaults besides the builtin ones' (MCP tools)."""
     return Policy(
         {
             Layer.operator: operator,
@@ -99,6 +106,7 @@ def effective_policy(
             Layer.movement: movement,
         },
         builtin,
+        defaults,
     )
 
 
@@ -121,11 +129,12 @@ async def replace_tenant_rules(
 @dataclass(frozen=True)
 class PolicyContext:
     """What a session's policy is built from besides the database: the operator's rules,
-    the server's tools and its pieces."""
+    the server's tools and its pieces, and the settings its MCP servers are reached by."""
 
     operator: Sequence[ToolRule]
     tools: ToolRegistry
     pieces: PieceCatalog
+    settings: Settings
 
 
 @dataclass(frozen=True)
@@ -133,6 +142,7 @@ class SessionTool:
     tool: Tool[Any]
     decision: Decision
     mentions: list[Mention]
+    server: str | None = None  # an MCP tool's server
 
 
 def chat_tools(session: Session, tools: ToolRegistry) -> list[str]:
@@ -140,38 +150,46 @@ def chat_tools(session: Session, tools: ToolRegistry) -> list[str]:
     return list(session.tools) if session.tools is not None else tools.chat_names
 
 
-async def _session_policy(
+async def _policy(
     db: AsyncSession,
     tenant: str,
-    session_id: str,
+    session: Session,
     context: PolicyContext,
+    mcp: Sequence[tuple[Tool[Any], str]],
     movement: str | None = None,
-) -> tuple[Session, Policy]:
-    """The session (or 404) and its policy: in `movement` (`piece/movement`) when given."""
-    session = await get_session(db, tenant, session_id)
+) -> Policy:
+    """The session's policy, its MCP tools' defaults with it: in `movement`
+    (`piece/movement`) when given."""
     found = movement_named(context.pieces, movement) if movement is not None else None
     tenant_layer = await ToolPolicyRepository(db).get(tenant)
-    policy = effective_policy(
+    return effective_policy(
         operator=context.operator,
         tenant=rules_of(tenant_layer.rules),
         session=rules_of(session.tool_policy),
         movement=found.policy_rules() if found is not None else (),
         builtin=context.tools.names,
+        defaults={tool.name: tool.policy_default for tool, _ in mcp if tool.policy_default},
     )
-    return session, policy
 
 
 async def session_tools(
     db: AsyncSession, tenant: str, session_id: str, context: PolicyContext
 ) -> list[SessionTool]:
     """The tools the session's chat turns offer, each with its tool-level decision (what
-    a call gets unless a rule on its input says otherwise) and every rule naming it."""
-    session, policy = await _session_policy(db, tenant, session_id, context)
+    a call gets unless a rule on its input says otherwise) and every rule naming it; its
+    MCP servers' tools after the builtin ones, as the servers list them now."""
+    session = await get_session(db, tenant, session_id)
+    mcp = await session_mcp_tools(db, context.settings, tenant, session)
+    policy = await _policy(db, tenant, session, context, mcp)
     registered = {tool.name: tool for tool in context.tools.tools}
-    return [
+    builtin = [
         SessionTool(registered[name], policy.tool_level(name), policy.mentions(name))
         for name in chat_tools(session, context.tools)
         if name in registered
+    ]
+    return builtin + [
+        SessionTool(tool, policy.tool_level(tool.name), policy.mentions(tool.name), server)
+        for tool, server in mcp
     ]
 
 
@@ -186,14 +204,21 @@ async def check_call(
     movement: str | None = None,
 ) -> Decision:
     """Which rule of which layer decides a call of `tool` with `tool_input` in the session
-    (in a piece's movement, `piece/movement`, when given), or the tool's default."""
-    _, policy = await _session_policy(db, tenant, session_id, context, movement)
+    (in a piece's movement, `piece/movement`, when given), or the tool's default (an MCP
+    tool's from its server's listing now: one the session does not offer asks)."""
+    session = await get_session(db, tenant, session_id)
     if tool not in context.tools.names and not tool.startswith(OFFERED_LATER):
         raise InvalidInput(
             f"tool: {tool!r} is no tool of this server ({', '.join(sorted(context.tools.names))}"
             f"; MCP tools are named {OFFERED_LATER}<server>__<tool>)",
             field="tool",
         )
+    mcp = (
+        await session_mcp_tools(db, context.settings, tenant, session)
+        if tool.startswith(OFFERED_LATER)
+        else []
+    )
+    policy = await _policy(db, tenant, session, context, mcp, movement)
     return policy.decide(tool, tool_input)
 
 

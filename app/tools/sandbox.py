@@ -57,6 +57,10 @@ _POLL_SECONDS = 0.05
 _LAUNCHER = """
 import ctypes, os, resource, signal, sys
 ppid, cpu, mem, fsize, nproc = (int(v) for v in sys.argv[1:6])
+pidfile = os.environ.pop("STRATA_LAUNCHER_PIDFILE", None)
+if pidfile:  # where its caller learns the group's id (an MCP server's connection)
+    with open(pidfile, "w") as out:
+        out.write(str(os.getpid()))
 def kill_all(*_):
     os.killpg(0, signal.SIGKILL)  # the whole group, this launcher last
 signal.signal(signal.SIGTERM, kill_all)

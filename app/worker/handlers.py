@@ -31,7 +31,6 @@ from app.services.actions import Asked, open_actions
 from app.services.chat import append_turn_input, turn_input
 from app.services.leases import JobDatabase
 from app.services.live import LiveHub
-from app.services.mcp_attach import SegmentTools
 from app.services.memory import (
     BlockLimits,
     clean_ahead,
@@ -86,12 +85,9 @@ class Deps:
     operator_policy: tuple[ToolRule, ...] = ()  # the operator's tool policy rules
     # the context window requests are held to: the setting, or less once the API said so
     window: WindowLimit = field(init=False)
-    # the MCP tools of the running sessions' segments, one per job the runner may run
-    mcp_segments: SegmentTools = field(init=False)
 
     def __post_init__(self) -> None:
         self.window = WindowLimit(self.settings.context_window_tokens)
-        self.mcp_segments = SegmentTools(self.settings.worker_concurrency)
 
 
 def job_database(deps: Deps, job: Job) -> JobDatabase:
@@ -178,20 +174,18 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
         held.known(*item)
     held.probed(probe_from(session, job.cancel_requested, job.interrupt_requested))
     store = DbTurnStore(held, answer_with_end=True, takes_steers=True)
-    mcp = await turn_mcp(
-        deps.settings, deps.database, deps.hub, deps.mcp_segments, deps.tools, job, session
-    )
+    mcp = await turn_mcp(deps.settings, deps.database, deps.hub, deps.tools, job, session)
     try:
         config = await _chat_config(deps, job, session, held, view, mcp)
-        # the tools of attached MCP servers (trusted ones only: see `check_session_attachments`)
-        # run like the builtin ones unless a rule says otherwise
+        # an MCP tool with no rule naming it takes its own default (`mcp_default`)
         known = [*deps.tools.names, *mcp.names]
         config.approvals = JobApprovals(
             effective_policy(
                 operator=deps.operator_policy,
                 tenant=rules_of(tenant_rules),
                 session=rules_of(session.tool_policy),
-                builtin=known,
+                builtin=deps.tools.names,
+                defaults=mcp.tools.policy_defaults(),
             ),
             job_database(deps, job),
             known,

@@ -26,7 +26,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.db.models import Job, Session
 from app.db.repositories.jobs import JobRepository
 from app.db.repositories.rows import RowRepository
-from app.db.repositories.sessions import SessionRepository, peek_session_row, peek_turn_start
+from app.db.repositories.sessions import SessionRepository, peek_turn_start
 from app.db.types import utcnow
 from app.domain.errors import SubtaskLimit
 from app.domain.items import Origin, user_text
@@ -66,7 +66,7 @@ from app.worker.handlers import (
     tool_context,
 )
 from app.worker.job_session import JobSession
-from app.worker.mcp_tools import TurnMcp, turn_mcp
+from app.worker.mcp_tools import TurnMcp, job_attachments, turn_mcp
 from app.worker.piece_prompt import MovementStart, movement_start, system_prompt
 from app.worker.piece_state import OpenMovement, PieceState
 from app.worker.reminder import task_reminder
@@ -242,22 +242,24 @@ async def _take_back(db: AsyncSession, job: Job, state: PieceState) -> None:
 
 
 async def _movement_mcp(deps: Deps, job: Job, movement: Movement, pool: McpPool | None) -> TurnMcp:
-    """The MCP tools of the movement; its session is read only when it allows some."""
-    if pool is None or not any(is_mcp_name(name) for name in movement.allowed_tools):
+    """The MCP tools of the movement: the job's and the movement's own servers, and the
+    session's that its `allowed_tools` names; the session is read only when it may offer
+    some."""
+    own = [*job_attachments(job), *movement.mcp_attachments()]
+    if pool is None or not (own or any(is_mcp_name(name) for name in movement.allowed_tools)):
         return TurnMcp(deps.tools, [])
-    session = session_from(
-        await peek_session_row(deps.database, job.session_id), job.tenant, job.session_id
-    )
+    rows, _ = await peek_turn_start(deps.database, job.session_id)
+    session = session_from(rows, job.tenant, job.session_id)
     return await turn_mcp(
         deps.settings,
         deps.database,
         deps.hub,
-        deps.mcp_segments,
         deps.tools,
         job,
         session,
         pool=pool,
         allowed=movement.allowed_tools,
+        own=own,
     )
 
 
@@ -306,7 +308,7 @@ async def run_movement(
         context=_movement_context(deps, job, piece, movement, state, gateway, store),
         conversation=conversation,
         reminder=task_reminder(deps.settings, held, names),
-        approvals=await _approvals(deps, job, movement, [*deps.tools.names, *mcp.names]),
+        approvals=await _approvals(deps, job, movement, mcp),
         client_tools=client_tools,
     )
     for nudge in range(NUDGES + 1):
@@ -332,20 +334,23 @@ async def run_movement(
     )
 
 
-async def _approvals(deps: Deps, job: Job, movement: Movement, known: list[str]) -> JobApprovals:
+async def _approvals(deps: Deps, job: Job, movement: Movement, mcp: TurnMcp) -> JobApprovals:
     """The movement's tool policy, compiled once: the operator's rules, the tenant's and
-    the session's (one read), and the movement's own; the job's client tools are held for
-    its client's answer."""
+    the session's (one read), and the movement's own, over the builtin tools and the MCP
+    tools it offers (each MCP tool with no rule naming it takes its own default); the
+    job's client tools are held for its client's answer."""
     rows, tenant_rules = await peek_turn_start(deps.database, job.session_id)
     session = session_from(rows, job.tenant, job.session_id)
     client = [str(tool["name"]) for tool in job.input.get("client_tools") or ()]
+    known = [*deps.tools.names, *mcp.names]
     return JobApprovals(
         effective_policy(
             operator=deps.operator_policy,
             tenant=rules_of(tenant_rules),
             session=rules_of(session.tool_policy),
             movement=movement.policy_rules(),
-            builtin=known,
+            builtin=deps.tools.names,
+            defaults=mcp.tools.policy_defaults(),
         ),
         job_database(deps, job),
         known,

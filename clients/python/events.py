@@ -37,6 +37,7 @@ from strata_client.models import (
     JobStatusEvent,
     JobSubtaskWaiting,
     McpServerStatus,
+    McpToolsListed,
     MovementEnded,
     MovementStarted,
     Problem,
@@ -72,6 +73,7 @@ StreamEvent = (
     | TurnInterrupted
     | TurnSteered
     | McpServerStatus
+    | McpToolsListed
     | ActionEvent
 )
 # each event `type` of the document's StreamEventData → the generated model that reads it
@@ -95,6 +97,7 @@ MODELS: dict[str, Callable[[dict[str, Any]], StreamEvent]] = {
     "turn.interrupted": TurnInterrupted.from_dict,
     "turn.steered": TurnSteered.from_dict,
     "mcp.server_status": McpServerStatus.from_dict,
+    "mcp.tools_listed": McpToolsListed.from_dict,
     "action.required": ActionEvent.from_dict,
     "action.resolved": ActionEvent.from_dict,
     "text.delta": TextDelta.from_dict,

@@ -72,6 +72,7 @@ const EVENT_TYPES: Record<StreamEvent["type"], true> = {
   "session.forked": true,
   "session.rewound": true,
   "mcp.server_status": true,
+  "mcp.tools_listed": true,
   "action.required": true,
   "action.resolved": true,
 };

@@ -86,6 +86,10 @@ def servers_file(tmp_path: Path) -> Path:
     return path
 
 
+ALLOW_MCP = [{"tool": "mcp__*", "effect": "allow"}]
+"""A session rule letting every MCP tool run unasked: these tests are about calls, and
+the fault server's tools declare no readOnlyHint (their default is `ask`)."""
+
 MOVEMENT = """\
 name: mcp-step
 description: one step that may echo through an MCP server
@@ -174,7 +178,7 @@ async def test_a_call_that_hangs_past_its_timeout_is_an_error_result_not_a_faile
     assert (await api.post("/mcp-servers", json=body)).status_code == 201
     fake_llm.reply(tool_use("mcp__slow__hang", {}))
     fake_llm.reply(text("It did not answer."))
-    session_id = await new_session(api, mcp=[{"server": "slow"}])
+    session_id = await new_session(api, mcp=[{"server": "slow"}], tool_policy=ALLOW_MCP)
 
     reply = await say(api, session_id, "wait for it")
 
@@ -189,7 +193,7 @@ async def test_a_crashed_stdio_server_is_an_error_result_the_model_reads(
     fake_llm.reply(tool_use("mcp__faults__crash", {}))
     fake_llm.reply(tool_use("mcp__faults__echo", {"text": "again"}))
     fake_llm.reply(text("It came back."))
-    session_id = await new_session(api, mcp=[{"server": "faults"}])
+    session_id = await new_session(api, mcp=[{"server": "faults"}], tool_policy=ALLOW_MCP)
 
     reply = await say(api, session_id, "crash it")
 
@@ -204,7 +208,7 @@ async def test_a_5_mb_answer_is_cut_to_the_responses_budget(
 ) -> None:
     fake_llm.reply(tool_use("mcp__faults__big", {}))
     fake_llm.reply(text("That was long."))
-    session_id = await new_session(api, mcp=[{"server": "faults"}])
+    session_id = await new_session(api, mcp=[{"server": "faults"}], tool_policy=ALLOW_MCP)
 
     await say(api, session_id, "big")
 
@@ -218,7 +222,7 @@ async def test_structured_content_without_text_is_sent_as_compact_json(
 ) -> None:
     fake_llm.reply(tool_use("mcp__faults__structured", {}))
     fake_llm.reply(text("21 C."))
-    session_id = await new_session(api, mcp=[{"server": "faults"}])
+    session_id = await new_session(api, mcp=[{"server": "faults"}], tool_policy=ALLOW_MCP)
 
     await say(api, session_id, "weather")
 
@@ -231,7 +235,7 @@ async def test_an_is_error_result_is_an_error_result(
 ) -> None:
     fake_llm.reply(tool_use("mcp__faults__fails", {}))
     fake_llm.reply(text("It failed."))
-    session_id = await new_session(api, mcp=[{"server": "faults"}])
+    session_id = await new_session(api, mcp=[{"server": "faults"}], tool_policy=ALLOW_MCP)
 
     await say(api, session_id, "fail")
 
@@ -253,12 +257,6 @@ async def test_session_tools_name_mcp_tools_by_glob(
         "TaskList",
         "mcp__faults__echo",
     ]
-
-
-async def test_attaching_an_untrusted_server_is_422(api: httpx.AsyncClient) -> None:
-    response = await api.post("/sessions", json={"mcp": [{"server": "wary"}]})
-    assert response.status_code == 422
-    assert "not trusted" in response.text
 
 
 async def test_attaching_an_unknown_server_is_422(api: httpx.AsyncClient) -> None:
@@ -287,7 +285,7 @@ async def test_a_movement_offers_the_mcp_tools_its_allowed_tools_name(
     fake_llm.reply(
         tool_use("transition", {"next_step": "COMPLETE", "summary": "echoed"}),
     )
-    session_id = await new_session(api, mcp=[{"server": "faults"}])
+    session_id = await new_session(api, mcp=[{"server": "faults"}], tool_policy=ALLOW_MCP)
 
     job = await submit_job(api, piece="mcp-step", session_id=session_id)
     ended = await wait_job(api, job["id"], seconds=120)

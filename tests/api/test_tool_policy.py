@@ -257,6 +257,7 @@ async def test_a_sessions_tools_each_carry_their_policy_and_the_rules_naming_the
         "index": None,
         "rule": None,
         "by_default": True,
+        "default": "builtin",
     }
     assert clock["rules"] == []
 

@@ -9,17 +9,20 @@ import pytest
 from pydantic import ValidationError
 
 from app.domain.tool_policy import (
+    BUILTIN_DEFAULT,
     Decision,
+    DefaultBy,
     Effect,
     GlobError,
     Layer,
     OnTimeout,
     Policy,
+    ToolDefault,
     ToolPolicyRule,
     ToolRule,
     compile_glob,
     decide,
-    default_effect,
+    mcp_default,
     rules_of,
     stored,
     unoffered,
@@ -95,16 +98,16 @@ def test_an_input_glob_matches_only_a_string_field() -> None:
 def test_within_a_layer_the_last_match_wins() -> None:
     policy = {Layer.session: [rule("Bash", "ask"), rule("Bash", "allow", command="git status*")]}
 
-    assert decide(policy, "Bash", {"command": "git status"}, Effect.allow) == Decision(
+    assert decide(policy, "Bash", {"command": "git status"}, BUILTIN_DEFAULT) == Decision(
         Effect.allow, Layer.session, 1, policy[Layer.session][1]
     )
-    assert decide(policy, "Bash", {"command": "rm -rf x"}, Effect.allow).effect is Effect.ask
+    assert decide(policy, "Bash", {"command": "rm -rf x"}, BUILTIN_DEFAULT).effect is Effect.ask
 
 
 def test_a_lower_layer_overrides_a_higher_ask() -> None:
     policy = {Layer.operator: [rule("Bash", "ask")], Layer.movement: [rule("Bash", "allow")]}
 
-    decision = decide(policy, "Bash", {"command": "make"}, Effect.allow)
+    decision = decide(policy, "Bash", {"command": "make"}, BUILTIN_DEFAULT)
 
     assert (decision.effect, decision.layer) == (Effect.allow, Layer.movement)
 
@@ -115,21 +118,44 @@ def test_a_deny_from_a_higher_layer_is_final() -> None:
         Layer.session: [rule("*", "allow")],
     }
 
-    decision = decide(policy, "Bash", {"command": "curl evil.example"}, Effect.allow)
+    decision = decide(policy, "Bash", {"command": "curl evil.example"}, BUILTIN_DEFAULT)
 
     assert (decision.effect, decision.layer, decision.index) == (Effect.deny, Layer.tenant, 0)
 
 
 def test_with_no_matching_rule_the_tools_default_applies() -> None:
-    decision = decide({Layer.session: [rule("Write", "deny")]}, "Read", {}, Effect.allow)
+    decision = decide({Layer.session: [rule("Write", "deny")]}, "Read", {}, BUILTIN_DEFAULT)
 
-    assert decision == Decision(Effect.allow)
+    assert decision == Decision(Effect.allow, default=DefaultBy.builtin)
     assert decision.by_default
 
 
 def test_builtin_tools_default_to_allow_and_others_to_ask() -> None:
-    assert default_effect("Bash", BUILTIN) is Effect.allow
-    assert default_effect("mcp__git__commit", BUILTIN) is Effect.ask
+    policy = Policy({}, BUILTIN)
+
+    assert policy.default("Bash") == BUILTIN_DEFAULT
+    assert policy.default("mcp__git__commit") == ToolDefault(Effect.ask, DefaultBy.not_offered)
+
+
+def test_an_mcp_tool_is_allowed_by_default_only_read_only_of_a_trusted_server() -> None:
+    assert mcp_default(trusted=True, read_only=True).effect is Effect.allow
+    assert mcp_default(trusted=True, read_only=False) == ToolDefault(
+        Effect.ask, DefaultBy.mcp_not_read_only
+    )
+    assert mcp_default(trusted=False, read_only=True) == ToolDefault(
+        Effect.ask, DefaultBy.mcp_untrusted
+    )
+
+
+def test_a_policy_takes_each_offered_tools_own_default() -> None:
+    policy = Policy(
+        {}, BUILTIN, {"mcp__git__git_status": mcp_default(trusted=True, read_only=True)}
+    )
+
+    assert policy.decide("mcp__git__git_status", {}) == Decision(
+        Effect.allow, default=DefaultBy.mcp_read_only
+    )
+    assert policy.decide("mcp__git__git_add", {}).effect is Effect.ask
 
 
 def test_a_rule_naming_no_offered_tool_is_found() -> None:
@@ -209,7 +235,7 @@ LAYERED = {
 )
 def test_a_compiled_policy_decides_as_decide_does(tool: str, tool_input: dict[str, object]) -> None:
     policy = Policy(LAYERED, BUILTIN)
-    default = default_effect(tool, BUILTIN)
+    default = policy.default(tool)
 
     assert policy.decide(tool, tool_input) == decide(LAYERED, tool, tool_input, default)
     assert policy.decide(tool, tool_input) == policy.decide(tool, tool_input)

@@ -9,7 +9,9 @@ request carries `Authorization: Bearer open-sesame`.
 
 Tools: `echo`, `hang` (never answers), `crash` (the process exits), `big` (a 5 MB
 answer), `structured` (structured content and no text), `fails` (an `isError` result),
-`read_clock` (annotated read-only), and with `--tools N` N more (`t000` …).
+`read_clock` (annotated read-only), `grow` (adds a tool `grown` to the server), `pids`
+(starts a `sleep` in the server's process group and answers `<server pid> <sleep pid>`),
+and with `--tools N` N more (`t000` …).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+import subprocess
 import sys
 from typing import Any
 
@@ -59,6 +62,18 @@ def build(extra_tools: int) -> MCPServer:
     @server.tool(description="Read a clock.", annotations=ToolAnnotations(read_only_hint=True))
     def read_clock() -> str:
         return "12:00"
+
+    @server.tool(description="Add a tool `grown` to this server.")
+    def grow() -> str:
+        server.tool(name="grown", description="Added at run time.")(lambda: "grown")
+        return "grown"
+
+    sleepers: list[subprocess.Popen[bytes]] = []
+
+    @server.tool(description="The server's pid and a child's in its process group.")
+    def pids() -> str:
+        sleepers.append(subprocess.Popen(["sleep", "3600"]))
+        return f"{os.getpid()} {sleepers[-1].pid}"
 
     for index in range(extra_tools):
         name = f"t{index:03d}"

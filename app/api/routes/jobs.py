@@ -39,6 +39,7 @@ from app.domain.jobs import RESERVED_PIECE_NAMES
 from app.services import comments, workspaces
 from app.services import jobs as service
 from app.services.actions import pending_actions
+from app.services.mcp_attach import Attachment, check_session_attachments
 from app.services.piece_jobs import submit_job
 from app.settings import Settings
 
@@ -178,6 +179,10 @@ async def create_job(
         body.client_tools, runtime.tools.names, runtime.settings.client_tools_max
     )
 
+    mcp = await check_session_attachments(
+        database, runtime.settings, tenant, [Attachment.of(a.model_dump()) for a in body.mcp]
+    )
+
     async def work(db: AsyncSession) -> JobPublic:
         if body.start:
             await admission.admit_job(db, tenant)
@@ -189,6 +194,7 @@ async def create_job(
             session_id=body.session_id,
             start=body.start,
             client_tools=client_tools,
+            mcp=mcp,
         )
         return JobPublic.of(job)
 

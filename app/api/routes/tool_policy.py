@@ -68,7 +68,8 @@ async def replace_policy(
     name="session_tools",
     summary="The tools a session offers, each with its effective policy",
     description="Each tool the session's chat turns offer (its `tools`, else every chat "
-    "tool) with the tool-level decision of the operator's, the tenant's and the "
+    "tool; then its MCP servers' tools, listed now, with their `server`) with the "
+    "tool-level decision of the operator's, the tenant's and the "
     "session's rules, and every rule naming it, so a rule that never decides shows. "
     "What decides one call (its input, a piece's movement) says "
     "`POST /sessions/{session_id}/tool-policy/check`.",
@@ -87,9 +88,10 @@ async def session_tools(
     summary="Which rule of which layer decides a tool call in a session",
     description="The call is decided by the four layers' rules: within a layer the last "
     "matching rule, the lowest layer with one decides, a `deny` is final; no match: the "
-    "tool's default. Nothing runs. An unknown tool, piece or movement is a 422. A chat "
-    "turn decides each call so, and so does a piece job's movement (give `movement` to "
-    "see its layer).",
+    "tool's default (`default` says which; an MCP tool's is `ask` unless its server is "
+    "trusted and the tool declares `readOnlyHint`). Nothing runs. An unknown tool, "
+    "piece or movement is a 422. A chat turn decides each call so, and so does a piece "
+    "job's movement (give `movement` to see its layer).",
     responses=problem_responses(404, 413, 422),
 )
 async def check_policy(

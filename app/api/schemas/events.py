@@ -203,6 +203,25 @@ class McpServerStatus(_JobEvent):
     detail: str
 
 
+class McpListedTool(BaseModel):
+    name: str = Field(description="The model's name of it: `mcp__<server>__<tool>`.")
+    server: str
+    tool: str = Field(description="The server's own name of it.")
+    description: str
+    input_schema: dict[str, Any]
+    annotations: dict[str, Any] = Field(description="Its hints, such as `read_only_hint`.")
+
+
+class McpToolsListed(_JobEvent):
+    """The tools of the attached MCP servers as a segment's first turn listed them: every
+    later turn of the segment offers these (never sent to the model as text)."""
+
+    type: Literal["mcp.tools_listed"]
+    segment: int
+    attachments: list[dict[str, Any]] = Field(description="The attachments listed.")
+    tools: list[McpListedTool]
+
+
 class ActionEvent(ActionPublic):
     """The same fields as the `action.required` / `action.resolved` webhooks' `data`: a tool
     call of the job that waits for a person (`required`), and once it was decided, expired
@@ -231,6 +250,7 @@ StreamEventData = Annotated[
     | ToolStarted
     | ToolFinished
     | McpServerStatus
+    | McpToolsListed
     | ActionEvent,
     Field(discriminator="type"),
 ]
@@ -259,6 +279,7 @@ with `type`, `session_id` and `job_id` (null when it concerns no job):
 | `text.delta` | `index` (content block), `text` | no: live only |
 | `tool.started` / `tool.finished` | `tool_use_id`, `name` (`is_error`) | no: live only |
 | `mcp.server_status` | `server`, `state` (`ok` or what failed), `detail` | no: live only |
+| `mcp.tools_listed` | `segment`, `attachments`, `tools` a segment's turns offer | yes |
 
 (1) the `data` of the `job.<status>` webhooks; (2) the `data` of the `task.updated`
 webhook; (3) the `data` of the webhook of the same name. A comment line (`: keep-alive`)

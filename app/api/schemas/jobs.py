@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 from app.api.schemas.actions import ActionPublic
 from app.api.schemas.files import CONTENT_DESCRIPTION, ContentPart
-from app.api.schemas.sessions import usage_of
+from app.api.schemas.sessions import McpAttachment, usage_of
 from app.db.models import Job, JobAction
 from app.domain.client_tools import ClientTool
 from app.domain.jobs import JobKind, JobStatus
@@ -34,6 +34,14 @@ class WaitingSubtask(BaseModel):
     question: str
 
 
+JOB_MCP_DESCRIPTION = (
+    "MCP servers whose tools every movement of the job is offered (within each one's "
+    "`tools` globs), besides its session's that a movement's `allowed_tools` names by glob "
+    "(`mcp__git__*`); checked as a session's are (see docs/mcp.md). Its subtasks have "
+    "them too."
+)
+
+
 class JobPublic(BaseModel):
     id: str
     session_id: str
@@ -56,6 +64,7 @@ class JobPublic(BaseModel):
     )
     error: JobError | None
     result_text: str | None = Field(description="The assistant's final text, once succeeded.")
+    mcp: list[McpAttachment] = Field(default_factory=list, description=JOB_MCP_DESCRIPTION)
     usage: Usage
     attempts: int = Field(description="How many times a runner claimed it (>1 after a resume).")
     cancel_requested: bool
@@ -91,6 +100,7 @@ class JobPublic(BaseModel):
             required_action=[ActionPublic.of(action) for action in actions],
             error=JobError.model_validate(row.error) if row.error else None,
             result_text=(row.result or {}).get("text"),
+            mcp=[McpAttachment.model_validate(a) for a in (row.input or {}).get("mcp") or ()],
             usage=usage_of(row),
             attempts=row.attempts,
             cancel_requested=row.cancel_requested,
@@ -194,6 +204,9 @@ class JobCreate(BaseModel):
         description="Tools the client offers the model in each of the job's movements (not "
         "its subtasks') and runs itself: a call waits as an action of kind `client_tool` "
         "that `respond` answers. A name of this server's tools is a 422.",
+    )
+    mcp: list[McpAttachment] = Field(
+        default_factory=list, max_length=20, description=JOB_MCP_DESCRIPTION
     )
 
 

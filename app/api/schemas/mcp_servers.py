@@ -71,8 +71,10 @@ class McpServerCreate(BaseModel):
     tool_filter: ToolFilterBody = Field(default_factory=ToolFilterBody)
     trusted: StrictBool = Field(
         default=False,
-        description="Whether the tenant trusts the server's tools to run without a person's "
-        "approval; an untrusted server cannot be attached yet.",
+        description="Whether the tenant takes the server's tool annotations at their word: "
+        "a trusted server's tool declaring `readOnlyHint` runs without a person's approval "
+        "(its default policy is `allow`); every other tool of it, and every tool of an "
+        "untrusted server, asks first.",
     )
 
 

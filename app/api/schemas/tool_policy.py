@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.domain.tool_policy import (
     TOOL_GLOB_MAX_CHARS,
     Decision,
+    DefaultBy,
     Effect,
     Layer,
     Mention,
@@ -66,14 +67,19 @@ class RuleRef(BaseModel):
 
 class PolicyDecision(BaseModel):
     """What a call's policy is and which rule of which layer decided it; with no rule
-    matching, the tool's default (`by_default`: `allow` for this server's tools, `ask`
-    for any other)."""
+    matching, the tool's default (`by_default`), and `default` says which: `allow` for
+    this server's tools (`builtin`) and for a trusted MCP server's tool declaring
+    `readOnlyHint` (`mcp_read_only`), `ask` for another MCP tool (`mcp_untrusted`,
+    `mcp_not_read_only`) and for a tool not offered (`not_offered`)."""
 
     effect: Effect
     layer: Layer | None = Field(description="The deciding rule's layer; null by default.")
     index: int | None = Field(description="The deciding rule's index in its layer's list.")
     rule: ToolPolicyRule | None
     by_default: bool
+    default: DefaultBy | None = Field(
+        default=None, description="Which default decided; null when a rule did."
+    )
 
     @classmethod
     def of(cls, decision: Decision) -> PolicyDecision:
@@ -83,12 +89,16 @@ class PolicyDecision(BaseModel):
             index=decision.index,
             rule=ToolPolicyRule.of(decision.rule) if decision.rule is not None else None,
             by_default=decision.by_default,
+            default=decision.default,
         )
 
 
 class SessionToolPublic(BaseModel):
     name: str
     description: str
+    server: str | None = Field(
+        default=None, description="The MCP server whose tool it is; null: a builtin tool."
+    )
     policy: PolicyDecision = Field(
         description="The tool-level decision: what a call gets from the rules without "
         "`input` globs, unless one of `rules` with `input` globs matches the call."
@@ -102,6 +112,7 @@ class SessionToolPublic(BaseModel):
         return cls(
             name=found.tool.name,
             description=found.tool.description,
+            server=found.server,
             policy=PolicyDecision.of(found.decision),
             rules=[RuleRef.of(mention) for mention in found.mentions],
         )
@@ -110,7 +121,8 @@ class SessionToolPublic(BaseModel):
 class SessionToolList(BaseModel):
     data: list[SessionToolPublic] = Field(
         description="The tools the session's chat turns offer (its `tools`, else every "
-        "chat tool), by the order it lists them."
+        "chat tool), by the order it lists them, then its MCP servers' tools as the "
+        "servers list them now (a server that cannot list them is left out)."
     )
 
 

@@ -41,6 +41,17 @@ class EventRepository:
             query = query.where(Event.job_id == job_id)
         return list((await self.db.exec(query.order_by(col(Event.id)).limit(limit))).all())
 
+    async def newest_of_type(self, session_id: str, type_: str) -> Event | None:
+        """The session's newest event of `type_`."""
+        await deferred.flush(self.db)
+        query = (
+            select(Event)
+            .where(Event.session_id == session_id, Event.type == type_)
+            .order_by(col(Event.id).desc())
+            .limit(1)
+        )
+        return (await self.db.exec(query)).first()
+
     async def last_id(self) -> int:
         await deferred.flush(self.db)
         result = await self.db.exec(select(Event.id).order_by(col(Event.id).desc()).limit(1))
