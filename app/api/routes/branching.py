@@ -84,6 +84,10 @@ async def rewind_session(
     "/rewind-preview",
     name="rewind_preview",
     summary="What a rewind would change, changing nothing",
+    description="Give `to_turn` or `to_seq` as `POST /sessions/{session_id}/rewind` would "
+    "take them: the answer lists the turns the model would stop seeing (or see again, for "
+    "an undo), the task list now and after, and the files of those turns. Nothing is "
+    "written; a point inside a tool call is a 422 naming the nearest valid points.",
     responses=problem_responses(404, 422),
 )
 async def rewind_preview(
