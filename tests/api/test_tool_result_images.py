@@ -99,6 +99,20 @@ def images_in(result: dict[str, Any]) -> list[dict[str, Any]]:
     return [] if isinstance(content, str) else [b for b in content if b["type"] == "image"]
 
 
+def all_images(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The image blocks of the messages, those inside tool results too."""
+    found: list[dict[str, Any]] = []
+    for message in messages:
+        for block in message["content"]:
+            inner = block.get("content") if block["type"] == "tool_result" else None
+            found.extend(
+                b
+                for b in [block, *(inner if isinstance(inner, list) else [])]
+                if b["type"] == "image"
+            )
+    return found
+
+
 def texts_in(result: dict[str, Any]) -> str:
     content = result["content"]
     if isinstance(content, str):
@@ -230,4 +244,26 @@ async def test_read_images_over_the_request_media_budget_become_placeholders(
     assert f"[image: a.png 10{TIMES}10]" in texts_in(first)
     [image] = images_in(second)
     assert base64.b64decode(image["source"]["data"]) == media.png(20, 20)
+    assert fake_llm.unexpected == []
+
+
+async def test_an_mcp_image_becomes_a_placeholder_when_a_new_segment_starts(
+    api: httpx.AsyncClient, fake_llm: FakeMessagesAPI
+) -> None:
+    fake_llm.reply(tool_use("mcp__faults__picture", {"width": 30, "height": 20}))
+    fake_llm.reply(text("A black picture."))
+    session_id = await new_session(api, mcp=[{"server": "faults"}], tool_policy=ALLOW_MCP)
+    await say(api, session_id, "draw")
+    assert len(all_images(fake_llm.requests[1].body["messages"])) == 1
+    fake_llm.reply(text("SUMMARY: the tool drew a picture."))
+
+    compacted = await api.post(f"/sessions/{session_id}/compact", params={"wait": "true"})
+
+    assert compacted.status_code == 200, compacted.text
+    prompt = json.dumps(fake_llm.requests[2].body["messages"], ensure_ascii=False)
+    assert f"[image: mcp__faults__picture-2.png 30{TIMES}20]" in prompt
+    fake_llm.reply(text("Continuing."))
+    await say(api, session_id, "next")
+    after = fake_llm.requests[3].body["messages"]
+    assert all_images(after) == []
     assert fake_llm.unexpected == []
