@@ -103,6 +103,11 @@ def _declared_text_type(declared: str | None, filename: str | None) -> str | Non
     return None
 
 
+def image_type(data: bytes) -> str | None:
+    """The image type the bytes are, by their magic bytes; None when none of IMAGE_TYPES."""
+    return _image_type(data)
+
+
 def _image_type(data: bytes) -> str | None:
     if data.startswith(b"\x89PNG\r\n\x1a\n"):
         return "image/png"

@@ -24,7 +24,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from app.domain.actions import Resolution
-from app.domain.items import AssistantMessage, ItemPayload, ToolResult, ToolUseBlock, UserMessage
+from app.domain.items import (
+    AssistantMessage,
+    ItemPayload,
+    TextBlock,
+    ToolResult,
+    ToolUseBlock,
+    UserBlock,
+    UserMessage,
+)
 from app.domain.tool_policy import Decision, Effect
 from app.engine.context import refusal_of
 from app.engine.llm import (
@@ -377,7 +385,7 @@ class _Turn:
                 output = await _run_one(run, self.tools, self.ctx, self.config, self.events, share)
                 budget.spend(output.content)
                 if not output.recorded:
-                    results.append(_result(block, output.content, is_error=output.is_error))
+                    results.append(_output_result(block, output))
         await self.store.record(Results(tuple(results)))
         if held:
             self.outcome.held = held
@@ -532,7 +540,7 @@ async def _run_tools(
         output = await _run_one(block, tools, ctx, config, events, share)
         budget.spend(output.content)
         if not output.recorded:
-            results.append(_result(block, output.content, is_error=output.is_error))
+            results.append(_output_result(block, output))
         if output.ends_turn:
             ended_by = block.name
     return ended_by, results, held
@@ -568,6 +576,17 @@ def _denied(decision: Decision) -> str:
 
 def _result(block: ToolUseBlock, content: str, *, is_error: bool) -> ToolResult:
     return ToolResult(tool_use_id=block.id, content=content, is_error=is_error, name=block.name)
+
+
+def _output_result(block: ToolUseBlock, output: ToolOutput) -> ToolResult:
+    """A call's result: its text, then the images it carries (as stored files)."""
+    if not output.images:
+        return _result(block, output.content, is_error=output.is_error)
+    content: list[UserBlock] = [TextBlock(text=output.content)] if output.content else []
+    content.extend(output.images)
+    return ToolResult(
+        tool_use_id=block.id, content=content, is_error=output.is_error, name=block.name
+    )
 
 
 def _last_text(items: Sequence[ItemPayload]) -> str:

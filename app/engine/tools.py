@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from app.domain.items import ImageBlock
 from app.domain.tool_policy import ToolDefault
 from app.engine.llm import ToolSpec
 from app.engine.truncation import truncate_result
@@ -51,6 +52,9 @@ class ToolContext:
     # Tokens this call's result may use: its share of the one budget the tool calls of a
     # response share (set by the agent loop; None outside it).
     result_tokens: int | None = None
+    # stores the images a result carries as files of the tenant (None: images are named
+    # in the result's text instead)
+    images: ImageGateway | None = None
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,9 @@ class ToolOutput:
     recorded: bool = False
     # True for a tool that ends the agent's step (`transition`): the loop stops after it.
     ends_turn: bool = False
+    # Images the result carries after its text, as stored files (`ImageGateway`): a request
+    # sends them as image blocks inside the tool_result, within its media budget.
+    images: tuple[ImageBlock, ...] = ()
 
 
 class TaskGateway(Protocol):
@@ -82,6 +89,19 @@ class PieceGateway(Protocol):
     async def transition(self, next_step: str, summary: str, lessons: str | None) -> str: ...
 
     async def spawn_subtask(self, instruction: str, piece: str | None) -> str: ...
+
+
+class ImageGateway(Protocol):
+    """Stores an image a tool result carries as a file of the tenant, through the same
+    checks as `POST /files` (implemented by `app.services.files.ToolImages`)."""
+
+    # the most bytes an image may have to be stored (a larger one is not read at all)
+    max_bytes: int
+
+    async def store(self, data: bytes, filename: str) -> ImageBlock | str:
+        """The image block naming the stored file, or a text note saying why the image
+        is not sent (not an image, too large, or one the Messages API would refuse)."""
+        ...
 
 
 class MemoryGateway(Protocol):

@@ -3,7 +3,10 @@
 Its input schema is the server's; its result goes through the registry like any tool's,
 so it shares the response's result budget and is cut with a `read_on` hint. Text content
 becomes the result's text; `structuredContent` is sent as compact JSON when no text says
-it; images and other binary content are named, not sent; `isError` is `is_error`. A
+it; an image is stored as a file of the tenant (`ToolContext.images`, the checks of
+`POST /files`) and sent as an image block inside the tool_result, or named in a note
+when it cannot be (not an image, too large, refused by the Messages API); audio and
+other binary content are named, not sent; `isError` is `is_error`. A
 server that cannot answer (unreachable, timed out, crashed, a protocol error) gives an
 `is_error` result saying so, never a failed turn, and its state goes to the job's
 `mcp.server_status` event.
@@ -11,13 +14,16 @@ server that cannot answer (unreachable, timed out, crashed, a protocol error) gi
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from app.domain.items import ImageBlock
 from app.domain.tool_policy import mcp_default
-from app.engine.tools import Tool, ToolContext, ToolOutput
+from app.engine.tools import ImageGateway, Tool, ToolContext, ToolOutput
 from app.mcp.catalog import OfferedTool
 from app.mcp.errors import McpFailure
 from app.mcp.pool import McpPool, ServerSource
@@ -34,12 +40,16 @@ class McpArgs(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-def render(result: Any) -> str:
-    """A `CallToolResult` as the text the model reads."""
+def render(result: Any, notes: dict[int, str] | None = None) -> str:
+    """A `CallToolResult` as the text the model reads; `notes`: what stands in the text
+    for the content blocks at those indexes (images sent as image blocks say nothing)."""
     parts: list[str] = []
-    for block in result.content or ():
+    for index, block in enumerate(result.content or ()):
         kind = getattr(block, "type", "")
-        if kind == "text":
+        if notes is not None and index in notes:
+            if notes[index]:
+                parts.append(notes[index])
+        elif kind == "text":
             parts.append(block.text)
         elif kind in ("image", "audio"):
             parts.append(f"[{block.mime_type} {kind}, {len(block.data)} base64 characters]")
@@ -52,6 +62,31 @@ def render(result: Any) -> str:
     if not parts and result.structured_content is not None:
         return json.dumps(result.structured_content, separators=(",", ":"), ensure_ascii=False)
     return "\n".join(parts) if parts else "(no content)"
+
+
+async def _images(
+    result: Any, gateway: ImageGateway, tool: str
+) -> tuple[dict[int, str], tuple[ImageBlock, ...]]:
+    """The result's images stored as files: a note for each that is not sent, and the
+    image blocks of those that are."""
+    notes: dict[int, str] = {}
+    images: list[ImageBlock] = []
+    for index, block in enumerate(result.content or ()):
+        if getattr(block, "type", "") != "image":
+            continue
+        filename = f"{tool}-{index + 1}.{block.mime_type.rsplit('/', 1)[-1] or 'image'}"
+        try:
+            data = base64.b64decode(block.data, validate=True)
+        except (binascii.Error, ValueError):
+            notes[index] = f"[image {filename} not sent: its data is not base64]"
+            continue
+        stored = await gateway.store(data, filename)
+        if isinstance(stored, str):
+            notes[index] = stored
+        else:
+            notes[index] = ""
+            images.append(stored)
+    return notes, tuple(images)
 
 
 def mcp_tool(offered: OfferedTool, source: ServerSource, pool: McpPool) -> Tool[McpArgs]:
@@ -70,7 +105,13 @@ def mcp_tool(offered: OfferedTool, source: ServerSource, pool: McpPool) -> Tool[
                 is_error=True,
             )
         pool.status(source.name, "ok")
-        return ToolOutput(render(result), is_error=bool(result.is_error))
+        if ctx.images is None:
+            return ToolOutput(render(result), is_error=bool(result.is_error))
+        notes, images = await _images(result, ctx.images, offered.name)
+        text = render(result, notes)
+        if images and text == "(no content)":
+            text = ""
+        return ToolOutput(text, is_error=bool(result.is_error), images=images)
 
     description = offered.tool.description or f"{server_tool} (MCP server {source.name})"
     info = offered.tool

@@ -10,6 +10,10 @@ files of one tenant with the same bytes share one copy, which goes with the last
 A message's `content` names files by id; `attachments` checks each id for the tenant
 where it enters and turns it into the block the log keeps (`FileRef`: what a request's
 size and a placeholder need). `FileContents` reads the bytes back for a request.
+
+An image a tool result carries (an MCP tool's `image` content, a Read of an image in a
+job's workspace) is stored the same way, as a file of the tenant (`ToolImages`), and the
+result names it like a message does.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from app.db.engine import UnitsOfWork
 from app.db.models import StoredFile
 from app.db.repositories.files import FileRepository
 from app.domain import files as kinds
-from app.domain.errors import ContentTooLarge, InvalidInput, NotFound
+from app.domain.errors import ContentTooLarge, DomainError, InvalidInput, NotFound
 from app.domain.ids import new_id
 from app.domain.items import DocumentBlock, FileRef, ImageBlock, TextBlock, UserBlock
 from app.services.pagination import Page, page_of
@@ -245,6 +249,37 @@ async def message_blocks(
     if parts is None:
         return [TextBlock(text=text or "")]
     return await attachments(database, settings, tenant, parts)
+
+
+class ToolImages:
+    """Stores the images tool results carry as files of the tenant, through the checks of
+    `POST /files` (`upload`). An image Strata would not store, the Messages API would
+    refuse, or that is not an image at all, becomes a text note for the model: a tool's
+    odd answer never fails its turn."""
+
+    def __init__(self, database: UnitsOfWork, settings: Settings, tenant: str) -> None:
+        self.database = database
+        self.settings = settings
+        self.tenant = tenant
+        self.max_bytes = settings.file_max_bytes
+
+    async def store(self, data: bytes, filename: str) -> ImageBlock | str:
+        media_type = kinds.image_type(data)
+        if media_type is None:
+            types = ", ".join(kinds.IMAGE_TYPES)
+            return f"[image {filename} not sent: its bytes are none of {types}]"
+        try:
+            row = await upload(
+                self.database,
+                self.settings,
+                self.tenant,
+                data,
+                declared=media_type,
+                filename=filename,
+            )
+        except DomainError as exc:
+            return f"[image {filename} not sent: {exc.detail}]"
+        return ImageBlock(file=file_ref(row))
 
 
 def _check_budget(settings: Settings, rows: Sequence[StoredFile]) -> None:

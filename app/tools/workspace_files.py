@@ -14,6 +14,10 @@ input for a later step), except `input/subtasks/`, the copies of subtasks' outpu
 No path may go through a `.git` folder: the git excerpt after a verify movement compares
 the files with the repository's index and history, which the agent must not forge.
 
+Read of an image (PNG, JPEG, GIF, WebP, told by its bytes) answers the image itself: it
+is stored as a file of the tenant (`ToolContext.images`, the checks of `POST /files`)
+and sent as an image block inside the tool_result, or named in a note when it cannot be.
+
 File work runs in a worker thread so a large file does not block the event loop.
 """
 
@@ -24,17 +28,20 @@ import io
 import os
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.engine.tools import Tool, ToolContext, ToolError
+from app.domain.files import image_type
+from app.engine.tools import Tool, ToolContext, ToolError, ToolOutput
 from app.engine.truncation import estimate_tokens, result_budget, truncate_read
 from app.engine.workspace import Workspace
 
 _BINARY_SNIFF_BYTES = 8192
+# enough of a file's start to tell each image type by its magic bytes
+_IMAGE_SNIFF_BYTES = 16
 _READ_CHUNK_CHARS = 1 << 20
 # Read collects at most this many characters per budget token before truncating; far
 # more than fits, so the cut (and its note) is truncate_read's, at the right place.
@@ -510,19 +517,61 @@ def _tool(
     return Tool(name, description, model, invoke, in_chat=False)
 
 
+def _image_file(workspace: Workspace, args: ReadInput, max_bytes: int) -> bytes | str | None:
+    """The bytes of the image file Read was asked for, a note when it is too large to
+    send, or None when the path is no image file (Read then answers as for any file)."""
+    try:
+        path = workspace.resolve(args.path, must_exist=True)
+        if path.is_dir():
+            return None
+        with os.fdopen(_open_nofollow(path, os.O_RDONLY), "rb") as raw:
+            if image_type(raw.read(_IMAGE_SNIFF_BYTES)) is None:
+                return None
+            size = os.fstat(raw.fileno()).st_size
+            if size > max_bytes:
+                return (
+                    f"[image {args.path} not sent: it has {size} bytes; an image sent takes "
+                    f"at most {max_bytes}]"
+                )
+            raw.seek(0)
+            return raw.read()
+    except (OSError, ToolError):  # the text path says what is wrong with the path
+        return None
+
+
+def _read_tool(budget: ResultBudget) -> Tool[Any]:
+    text = _tool(
+        "Read",
+        "Read a file of the job's workspace (paths relative to it: input/ holds the user's "
+        "files, output/ your results). offset is the first line (1-based), limit the number "
+        "of lines, char_offset the characters of the first line to skip (for long lines). "
+        "Long files are cut to fit and the result says how to read on. An image (PNG, "
+        "JPEG, GIF, WebP) is shown to you as the image.",
+        ReadInput,
+        _read,
+        budget,
+    )
+
+    async def invoke(ctx: ToolContext, args: ReadInput) -> str | ToolOutput:
+        if ctx.images is not None:
+            workspace = context_workspace(ctx)
+            found = await asyncio.to_thread(_image_file, workspace, args, ctx.images.max_bytes)
+            if isinstance(found, str):
+                return found
+            if found is not None:
+                stored = await ctx.images.store(found, PurePosixPath(args.path).name)
+                if isinstance(stored, str):
+                    return stored
+                return ToolOutput(f"{args.path} (an image)", images=(stored,))
+        return await text.invoke(ctx, args)
+
+    return replace(text, invoke=invoke)
+
+
 def file_tools(budget: ResultBudget | None = None) -> list[Tool[Any]]:
     budget = budget or ResultBudget()
     return [
-        _tool(
-            "Read",
-            "Read a text file of the job's workspace (paths relative to it: input/ holds the "
-            "user's files, output/ your results). offset is the first line (1-based), limit "
-            "the number of lines, char_offset the characters of the first line to skip (for "
-            "long lines). Long files are cut to fit and the result says how to read on.",
-            ReadInput,
-            _read,
-            budget,
-        ),
+        _read_tool(budget),
         _tool(
             "Write",
             "Create or overwrite a file in the workspace with the given content (parent "

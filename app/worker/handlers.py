@@ -29,6 +29,7 @@ from app.engine.tools import ToolContext, ToolRegistry
 from app.memory.noise import CleanedTexts
 from app.services.actions import Asked, open_actions
 from app.services.chat import append_turn_input, turn_input
+from app.services.files import ToolImages
 from app.services.leases import JobDatabase
 from app.services.live import LiveHub
 from app.services.memory import (
@@ -95,7 +96,8 @@ def job_database(deps: Deps, job: Job) -> JobDatabase:
 
 
 def tool_context(deps: Deps, session: JobSession, **extra: Any) -> ToolContext:
-    """What every tool of a job may use: the task list and memory over the log."""
+    """What every tool of a job may use: the task list and memory over the log, and the
+    tenant's file store for the images its results carry."""
     job = session.job
     return ToolContext(
         tenant=job.tenant,
@@ -103,6 +105,7 @@ def tool_context(deps: Deps, session: JobSession, **extra: Any) -> ToolContext:
         job_id=job.id,
         tasks=JobTaskGateway(session),
         memory=LogMemoryGateway(deps.settings, session.database, job),
+        images=ToolImages(session.database, deps.settings, job.tenant),
         **extra,
     )
 

@@ -11,12 +11,14 @@ Tools: `echo`, `hang` (never answers), `crash` (the process exits), `big` (a 5 M
 answer), `structured` (structured content and no text), `fails` (an `isError` result),
 `read_clock` (annotated read-only), `grow` (adds a tool `grown` to the server), `pids`
 (starts a `sleep` in the server's process group and answers `<server pid> <sleep pid>`),
-and with `--tools N` N more (`t000` …).
+`picture` (a PNG of the size asked for, after a line of text), `not_picture` (image
+content whose bytes are no image), and with `--tools N` N more (`t000` …).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import os
 import socket
 import subprocess
@@ -25,7 +27,9 @@ from typing import Any
 
 import anyio
 from mcp.server import MCPServer
-from mcp_types import CallToolResult, ToolAnnotations
+from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations
+
+from tests.fakes import media
 
 BIG_BYTES = 5 * 1024 * 1024
 SECRET = "Bearer open-sesame"
@@ -74,6 +78,23 @@ def build(extra_tools: int) -> MCPServer:
     def pids() -> str:
         sleepers.append(subprocess.Popen(["sleep", "3600"]))
         return f"{os.getpid()} {sleepers[-1].pid}"
+
+    @server.tool(description="A PNG of the size asked for.", structured_output=False)
+    def picture(width: int, height: int) -> CallToolResult:
+        data = base64.b64encode(media.png(width, height)).decode("ascii")
+        return CallToolResult(
+            content=[
+                TextContent(type="text", text=f"a {width} by {height} picture"),
+                ImageContent(type="image", data=data, mime_type="image/png"),
+            ]
+        )
+
+    @server.tool(description="Image content whose bytes are no image.", structured_output=False)
+    def not_picture() -> CallToolResult:
+        data = base64.b64encode(b"this is no picture").decode("ascii")
+        return CallToolResult(
+            content=[ImageContent(type="image", data=data, mime_type="image/png")]
+        )
 
     for index in range(extra_tools):
         name = f"t{index:03d}"
