@@ -142,6 +142,14 @@ class Feed:
         self.out.append(oob("activity", text, "innerHTML"))
 
 
+def reverted_turns(turns: list[dict[str, Any]], session_id: str) -> frozenset[int]:
+    """The numbers of the session's own turns among `turns` (`/turns` rows) that a rewind
+    took back."""
+    return frozenset(
+        int(t["turn"]) for t in turns if t.get("reverted") and t.get("session_id") == session_id
+    )
+
+
 @dataclass
 class SessionFeed(Feed):
     session_id: str = ""
@@ -150,6 +158,9 @@ class SessionFeed(Feed):
     jobs_listed: bool = False
     board: str = ""  # the digest of the tasks the page's board shows
     actions: str = ""  # the digest of the actions the page's panel shows
+    # the session's turns a rewind took back, which the stream's items do not say: the
+    # page's as it was read, then each re-read of the timeline's (after `session.rewound`)
+    reverted: frozenset[int] = frozenset()
 
     async def take(self, event: StreamEvent) -> None:
         data = event.json()
@@ -157,7 +168,9 @@ class SessionFeed(Feed):
             case "item.appended":
                 item = data.get("item")
                 if isinstance(item, dict):
-                    self.item(item, self.tools)
+                    self.item({**item, "reverted": item.get("turn") in self.reverted}, self.tools)
+            case "session.rewound":
+                self.dirty.add("memory")
             case "action.required" | "action.resolved":
                 self.dirty.add("actions")
             case "text.delta":
@@ -239,6 +252,7 @@ class SessionFeed(Feed):
             )
             return oob("usage", html, "innerHTML")
         turns = await self.api.get(f"{path}/turns", limit=self.page_size)
+        self.reverted = reverted_turns(turns["data"], self.session_id)
         html = self.renderer.fragment("partials/timeline.html", turns=turns, **self._ids())
         return oob("timeline", html, "innerHTML")
 

@@ -101,13 +101,17 @@ def test_a_sessions_page_lists_its_tools_with_their_server(
             },
         )
         assert created.status_code == 201, created.text
+        listed = api.get(f"/sessions/{created.json()['id']}/tools").json()["data"]
+    echo = next(t for t in listed if t["name"] == "mcp__tooly__echo")
     sign_in(page, then=f"/console/sessions/{created.json()['id']}")
 
     tools = page.locator("#session-tools")
     tools.get_by_text("Strata's tools").click()
     expect(tools.locator("tr").filter(has_text="Read")).to_contain_text("Strata")
     mcp = tools.locator("tr.mcp")
+    expect(mcp).to_have_count(1)  # each tool its server lists now, one row each
     expect(mcp).to_contain_text("mcp__tooly__echo")
+    expect(mcp.locator("td").nth(2)).to_contain_text(echo["policy"]["effect"])
     expect(mcp.get_by_role("link", name="tooly")).to_have_attribute(
         "href", "/console/mcp-servers/tooly"
     )

@@ -128,6 +128,13 @@ class SessionPublic(BaseModel):
     parent_session_id: str | None = Field(
         description="For a subagent's or subtask's session: the session that started it."
     )
+    forked_from: str | None = Field(
+        default=None,
+        description="For a fork (`POST …/fork`): the session whose log it reads up to `fork_seq`.",
+    )
+    fork_seq: int | None = Field(
+        default=None, description="For a fork: the last `seq` of its parent's log it reads."
+    )
     source: str = Field(
         description="`strata`, or `claude-code` for a mirrored Claude Code session."
     )
@@ -160,6 +167,8 @@ class SessionPublic(BaseModel):
             continues_from=row.continues_from,
             merged_into=row.merged_into,
             parent_session_id=row.parent_session_id,
+            forked_from=row.forked_from,
+            fork_seq=row.fork_seq,
             source=row.source,
             external_id=row.external_id,
             project=row.project,

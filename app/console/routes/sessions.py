@@ -10,7 +10,15 @@ from fastapi.responses import RedirectResponse, Response, StreamingResponse
 
 from app.console import auth
 from app.console.api import ApiError, PublicApi
-from app.console.live import SessionFeed, actions_digest, digest, q, relay, session_actions
+from app.console.live import (
+    SessionFeed,
+    actions_digest,
+    digest,
+    q,
+    relay,
+    reverted_turns,
+    session_actions,
+)
 from app.console.render import oob
 from app.console.routes.memory import search_hits
 from app.console.web import (
@@ -73,11 +81,38 @@ async def create_session(request: Request, api: Api, form: Form) -> Response:
     return RedirectResponse(f"/console/sessions/{q(created['id'])}", status_code=303)
 
 
+async def _item_at(api: PublicApi, session_id: str, seq: int) -> dict[str, Any] | None:
+    """The item of the session's log at `seq` (a fork's log holds its parent's too)."""
+    if seq < 1:
+        return None
+    found = await api.get(f"/sessions/{q(session_id)}/items", after=str(seq - 1), limit=1)
+    items: list[dict[str, Any]] = found["data"]
+    return items[0] if items and items[0]["seq"] == seq else None
+
+
+async def _branch(api: PublicApi, session: dict[str, Any], page: int) -> dict[str, Any]:
+    """Where the session branched: the turn its fork point ends (0: before any turn), and
+    the last rewind among the log's latest `page` items (a rewind marker item)."""
+    fork_turn = None
+    if session.get("forked_from") and session.get("fork_seq") is not None:
+        at = await _item_at(api, session["id"], int(session["fork_seq"]))
+        fork_turn = at["turn"] if at else 0
+    rewind = None
+    count = int(session.get("item_count") or 0)
+    if count:
+        after = max(0, count - page)
+        latest = await api.get(f"/sessions/{q(session['id'])}/items", after=str(after), limit=page)
+        rewinds = [item for item in latest["data"] if item["kind"] == "rewind"]
+        rewind = rewinds[-1] if rewinds else None
+    return {"fork_turn": fork_turn, "rewind": rewind}
+
+
 async def _panels(api: PublicApi, session_id: str, page: int) -> dict[str, Any]:
     path = f"/sessions/{q(session_id)}"
     session = await api.get(path)
     tasks = (await api.get(f"{path}/tasks"))["data"]
     actions = await session_actions(api, session_id)
+    turns = await api.get(f"{path}/turns", limit=page)
     return {
         "session": session,
         "session_id": session_id,
@@ -86,9 +121,11 @@ async def _panels(api: PublicApi, session_id: str, page: int) -> dict[str, Any]:
         "actions": actions,
         "actions_digest": actions_digest(actions),
         "memory": await api.get(f"{path}/memory"),
-        "turns": await api.get(f"{path}/turns", limit=page),
+        "turns": turns,
+        "reverted": ",".join(str(n) for n in sorted(reverted_turns(turns["data"], session_id))),
         "jobs": (await api.get("/jobs", session_id=session_id, limit=page))["data"],
         "tools": (await api.get(f"{path}/tools"))["data"],
+        "branch": await _branch(api, session, page),
     }
 
 
@@ -167,6 +204,9 @@ async def live(
         session_id=session_id,
         board=request.query_params.get("board", ""),
         actions=request.query_params.get("actions", ""),
+        reverted=frozenset(
+            int(n) for n in request.query_params.get("reverted", "").split(",") if n.isdigit()
+        ),
     )
     return StreamingResponse(
         relay(api, f"/sessions/{q(session_id)}/events", last, feed, last_word),
@@ -232,6 +272,73 @@ async def change_task(
     await api.send("PATCH", f"/sessions/{q(session_id)}/tasks/{taskid}", body)
     html = await _board(api, templates, request, session_id)
     return done(request, f"/console/sessions/{q(session_id)}#tasks", html)
+
+
+def _point(form_or_query: Any, names: tuple[str, ...]) -> dict[str, int]:
+    """The one point (`to_turn`, `to_seq`, …) a form or a query names, as the API takes it;
+    a value that is not a number is left for the API to refuse (a 422 it explains)."""
+    point: dict[str, Any] = {}
+    for name in names:
+        value = str(form_or_query.get(name) or "").strip()
+        if value:
+            point[name] = int(value) if value.isdigit() else value
+    return point
+
+
+@router.post("/{session_id}/fork")
+async def fork_session(session_id: str, api: Api, form: Form) -> Response:
+    """A fork at the turn the form names (`POST …/fork`); the browser goes to it."""
+    body: dict[str, Any] = _point(form, ("at_turn", "before_turn", "at_seq"))
+    if text(form, "title"):
+        body["title"] = text(form, "title")
+    created = await api.send("POST", f"/sessions/{q(session_id)}/fork", body)
+    return RedirectResponse(f"/console/sessions/{q(created['id'])}", status_code=303)
+
+
+@router.get("/{session_id}/rewind")
+async def rewind_preview(
+    session_id: str, request: Request, api: Api, templates: Templates
+) -> Response:
+    """What a rewind to the point would change (`GET …/rewind-preview`, which changes
+    nothing), with the form that does it."""
+    point = _point(request.query_params, ("to_turn", "to_seq"))
+    session = await api.get(f"/sessions/{q(session_id)}")
+    preview = await api.get(f"/sessions/{q(session_id)}/rewind-preview", **point)
+    return templates.page(
+        request,
+        "rewind.html",
+        session=session,
+        session_id=session_id,
+        point=point,
+        preview=preview,
+    )
+
+
+@router.post("/{session_id}/rewind")
+async def rewind_session(
+    session_id: str, request: Request, api: Api, templates: Templates, form: Form
+) -> Response:
+    """The rewind the preview page confirms (`POST …/rewind`). A 409 (a turn queued or
+    running) shows the preview again with the API's words, to try once the turn ends."""
+    point = _point(form, ("to_seq",))
+    try:
+        await api.send("POST", f"/sessions/{q(session_id)}/rewind", point)
+    except ApiError as exc:
+        if exc.status != 409:
+            raise
+        session = await api.get(f"/sessions/{q(session_id)}")
+        preview = await api.get(f"/sessions/{q(session_id)}/rewind-preview", **point)
+        return templates.page(
+            request,
+            "rewind.html",
+            status_code=409,
+            session=session,
+            session_id=session_id,
+            point=point,
+            preview=preview,
+            problem=exc.detail,
+        )
+    return RedirectResponse(f"/console/sessions/{q(session_id)}", status_code=303)
 
 
 CONTINUED_FIELDS = ("model", "system_prompt", "tools")
