@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 from datetime import datetime
+from enum import Enum, auto
+from typing import Any, Literal
 
 from sqlalchemy.exc import NoResultFound
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -156,10 +158,24 @@ async def append_client_item(
     return item
 
 
-async def read_lineage(db: AsyncSession, session_id: str) -> Lineage | None:
+class Unread(Enum):
+    """A session row's `lineage` not read yet (`read_lineage` reads it)."""
+
+    UNREAD = auto()
+
+
+UNREAD = Unread.UNREAD
+StoredLineage = dict[str, Any] | None | Literal[Unread.UNREAD]
+
+
+async def read_lineage(
+    db: AsyncSession, session_id: str, stored: StoredLineage = UNREAD
+) -> Lineage | None:
     """The session's lineage; None: it reads its own log whole (it was never forked or
-    rewound)."""
-    stored = await SessionRepository(db).lineage(session_id)
+    rewound). `stored`: the row's `lineage` column when the caller read the row already
+    (a turn's start), so it is not read again."""
+    if stored is UNREAD:
+        stored = await SessionRepository(db).lineage(session_id)
     return None if stored is None else Lineage.from_json(stored)
 
 

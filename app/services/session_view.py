@@ -30,7 +30,7 @@ from app.domain.lineage import Lineage
 from app.domain.tasks import TaskOp, TaskStore
 from app.engine.requests import Conversation
 from app.services import tasks as task_log
-from app.services.items import segment_tail
+from app.services.items import UNREAD, StoredLineage, segment_tail
 
 
 class SessionView:
@@ -62,7 +62,13 @@ class SessionView:
         return self.tasks_loaded and self.segment is not None
 
     async def catch_up(
-        self, db: AsyncSession, segment: int, log_end: int, *, with_items: bool = True
+        self,
+        db: AsyncSession,
+        segment: int,
+        log_end: int,
+        *,
+        with_items: bool = True,
+        stored_lineage: StoredLineage = UNREAD,
     ) -> task_log.Rebuilt | None:
         """Read what the log, which ends at `log_end` in `segment`, gained after
         `last_seq`: the task operations and (`with_items`, or when items are held) the
@@ -75,7 +81,7 @@ class SessionView:
             if ops is None:  # a rewind: the log is not the one read plus what came after
                 self.invalidate()
         if not self.tasks_loaded:
-            rebuilt = await task_log.rebuild(db, self.session_id)
+            rebuilt = await task_log.rebuild(db, self.session_id, stored_lineage)
             self.tasks, self.tasks_loaded = rebuilt.store, True
             self.ops, self.replayed = rebuilt.ops, rebuilt.replayed
             self.lineage = rebuilt.lineage

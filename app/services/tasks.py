@@ -53,7 +53,7 @@ from app.domain.tasks import (
 )
 from app.services import session_view as views
 from app.services import webhooks
-from app.services.items import add_item, read_lineage, reserve_item
+from app.services.items import UNREAD, StoredLineage, add_item, read_lineage, reserve_item
 from app.services.sessions import session_from
 
 T = TypeVar("T")
@@ -164,10 +164,12 @@ class Rebuilt:
     lineage: Lineage | None = None
 
 
-async def rebuild(db: AsyncSession, session_id: str) -> Rebuilt:
+async def rebuild(
+    db: AsyncSession, session_id: str, stored_lineage: StoredLineage = UNREAD
+) -> Rebuilt:
     """The session's store: its checkpoint, and the task items after it replayed; for a
     forked or rewound session, the task items its lineage reads, replayed."""
-    if (lineage := await read_lineage(db, session_id)) is not None:
+    if (lineage := await read_lineage(db, session_id, stored_lineage)) is not None:
         return await _rebuild_lineage(db, lineage)
     store, seq, ops = TaskStore(), 0, 0
     names = sorted(TASK_WRITE_TOOLS)

@@ -22,6 +22,7 @@ from app.db.repositories.task_checkpoints import CheckpointRow
 from app.domain.items import ItemPayload
 from app.domain.reminder import ReminderState
 from app.domain.tasks import TaskStore
+from app.services.items import UNREAD
 from app.services.session_view import SessionView
 from app.services.tasks import checkpoint_of
 
@@ -95,7 +96,10 @@ class JobSession:
         if probe.segment != self.segment_no or probe.last_seq > self.view.last_seq:
 
             async def catch_up(db: AsyncSession) -> None:
-                rebuilt = await self.view.catch_up(db, probe.segment, probe.last_seq)
+                lineage = probe.lineage if probe.lineage_read else UNREAD
+                rebuilt = await self.view.catch_up(
+                    db, probe.segment, probe.last_seq, stored_lineage=lineage
+                )
                 if rebuilt is not None and self.checkpoint_every is not None:
                     self.checkpoint = checkpoint_of(rebuilt, self.checkpoint_every)
                     if self.checkpoint is not None:  # owed by this job now

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 
 class ClaudeCodeHook(BaseModel):
@@ -45,7 +45,7 @@ class ClaudeCodeHook(BaseModel):
             "`strata claude-code install` installed it (`/sc-detail`, also the default)."
         ),
     )
-    kit_mcp: bool = Field(
+    kit_mcp: StrictBool = Field(
         default=False,
         description=(
             "Sent by Strata's hook script with `SessionStart`: whether Claude Code has "

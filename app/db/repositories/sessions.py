@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import (
@@ -46,6 +46,10 @@ class Probe:
     cancel_requested: bool
     interrupt_requested: bool = False
     steer_pending: bool = False
+    # the session's stored lineage, when the probe came from its whole row (a turn's
+    # start): its task list is then rebuilt without reading the row again
+    lineage_read: bool = False
+    lineage: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -112,7 +116,7 @@ def probe_from(session: Session, cancel_requested: bool, interrupt_requested: bo
     """What `PROBE` would say, from a session row just read (`SESSION_ROW`) and the job's
     cancel flags as the job has them; a steer is taken at a step's end, never before the
     turn's first request, so none is looked for."""
-    return _probe(
+    probe = _probe(
         (
             session.last_seq,
             session.current_segment,
@@ -124,6 +128,7 @@ def probe_from(session: Session, cancel_requested: bool, interrupt_requested: bo
             False,
         )
     )
+    return replace(probe, lineage_read=True, lineage=session.lineage)
 
 
 _ALLOCATE = Prepared(
