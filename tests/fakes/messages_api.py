@@ -1234,6 +1234,14 @@ class FakeMessagesAPI:
         with self._lock:
             return list(self._queue)
 
+    def discard_pending(self) -> list[Step]:
+        """Drop the steps not consumed yet, and return them: for a run that may end before
+        its request is made, such as an interrupt racing a turn's first request."""
+        with self._lock:
+            pending = list(self._queue)
+            self._queue.clear()
+        return pending
+
     def assert_all_consumed(self) -> None:
         """Raise AssertionError if a step is left unconsumed or a request was unexpected."""
         with self._lock:
