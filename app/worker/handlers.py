@@ -8,7 +8,7 @@ background job) is never lost between two commits.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -161,6 +161,34 @@ async def _start_turn(deps: Deps, job: Job) -> tuple[Session, list[dict[str, Any
     return session_from(rows, job.tenant, job.session_id), tenant_rules
 
 
+def turn_approvals(
+    deps: Deps,
+    job: Job,
+    session: Session,
+    tenant_rules: list[dict[str, Any]],
+    mcp: TurnMcp,
+    client: list[str],
+    movement: Sequence[ToolRule] = (),
+) -> JobApprovals:
+    """The tool policy of a chat turn or a piece movement, compiled once at its start: the
+    operator's rules, the tenant's, the session's and (a movement) its own, over the
+    builtin tools and the MCP tools it offers (an MCP tool no rule names takes its own
+    default); `client` names the client tools, held for their client's answer."""
+    return JobApprovals(
+        effective_policy(
+            operator=deps.operator_policy,
+            tenant=rules_of(tenant_rules),
+            session=rules_of(session.tool_policy),
+            movement=movement,
+            builtin=deps.tools.names,
+            defaults=mcp.tools.policy_defaults(),
+        ),
+        job_database(deps, job),
+        [*deps.tools.names, *mcp.names],
+        client,
+    )
+
+
 async def run_chat(deps: Deps, job: Job) -> Outcome:
     """A chat turn: its session held in memory, the loop, and the job's end, which writes
     the turn's answer (when the store kept it for the end) and the turn's memory."""
@@ -180,19 +208,8 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
     mcp = await turn_mcp(deps.settings, deps.database, deps.hub, deps.tools, job, session)
     try:
         config = await _chat_config(deps, job, session, held, view, mcp)
-        # an MCP tool with no rule naming it takes its own default (`mcp_default`)
-        known = [*deps.tools.names, *mcp.names]
-        config.approvals = JobApprovals(
-            effective_policy(
-                operator=deps.operator_policy,
-                tenant=rules_of(tenant_rules),
-                session=rules_of(session.tool_policy),
-                builtin=deps.tools.names,
-                defaults=mcp.tools.policy_defaults(),
-            ),
-            job_database(deps, job),
-            known,
-            [spec.name for spec in config.client_tools],
+        config.approvals = turn_approvals(
+            deps, job, session, tenant_rules, mcp, [spec.name for spec in config.client_tools]
         )
         ctx = tool_context(deps, held)
         outcome = await run_turn(

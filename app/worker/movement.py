@@ -31,7 +31,6 @@ from app.db.types import utcnow
 from app.domain.errors import SubtaskLimit
 from app.domain.items import Origin, user_text
 from app.domain.jobs import WAIT_SUBTASKS, JobStatus
-from app.domain.tool_policy import rules_of
 from app.engine.context import ContextAction
 from app.engine.llm import ToolSpec
 from app.engine.loop import (
@@ -53,9 +52,7 @@ from app.services.actions import Asked, open_actions
 from app.services.items import append_item
 from app.services.piece_jobs import submit_subtask
 from app.services.sessions import session_from
-from app.services.tool_policy import effective_policy
 from app.tools.transition import SPAWN_SUBTASK, TRANSITION
-from app.worker.approvals import JobApprovals
 from app.worker.context_policy import MovementContext
 from app.worker.handlers import (
     Deps,
@@ -64,6 +61,7 @@ from app.worker.handlers import (
     job_database,
     problem,
     tool_context,
+    turn_approvals,
 )
 from app.worker.job_session import JobSession
 from app.worker.mcp_tools import TurnMcp, job_attachments, turn_mcp
@@ -241,15 +239,14 @@ async def _take_back(db: AsyncSession, job: Job, state: PieceState) -> None:
     await _store_state(db, job, state)
 
 
-async def _movement_mcp(deps: Deps, job: Job, movement: Movement, pool: McpPool | None) -> TurnMcp:
+async def _movement_mcp(
+    deps: Deps, job: Job, session: Session, movement: Movement, pool: McpPool | None
+) -> TurnMcp:
     """The MCP tools of the movement: the job's and the movement's own servers, and the
-    session's that its `allowed_tools` names; the session is read only when it may offer
-    some."""
+    session's that its `allowed_tools` names."""
     own = [*job_attachments(job), *movement.mcp_attachments()]
     if pool is None or not (own or any(is_mcp_name(name) for name in movement.allowed_tools)):
         return TurnMcp(deps.tools, [])
-    rows, _ = await peek_turn_start(deps.database, job.session_id)
-    session = session_from(rows, job.tenant, job.session_id)
     return await turn_mcp(
         deps.settings,
         deps.database,
@@ -288,12 +285,24 @@ async def run_movement(
     if isinstance(start, Outcome):
         return start
     gateway = MovementGateway(deps, job, piece, movement, state)
-    mcp = await _movement_mcp(deps, job, movement, pool)
+    # the session's row and its tenant's rules, read once for the tools and the policy
+    rows, tenant_rules = await peek_turn_start(deps.database, job.session_id)
+    session = session_from(rows, job.tenant, job.session_id)
+    mcp = await _movement_mcp(deps, job, session, movement, pool)
     names = [*_tool_names(deps, piece, movement), *mcp.names]
     held = JobSession(
         job_database(deps, job), job, checkpoint_every=deps.settings.task_checkpoint_ops
     )
     client_tools = [ToolSpec.model_validate(tool) for tool in job.input.get("client_tools") or ()]
+    approvals = turn_approvals(
+        deps,
+        job,
+        session,
+        tenant_rules,
+        mcp,
+        [spec.name for spec in client_tools],
+        movement.policy_rules(),
+    )
     offered = bool(mcp.tools.specs(names)) or bool(client_tools)
     conversation = held.view.conversation(tools_offered=offered)
     store = DbTurnStore(held)
@@ -308,7 +317,7 @@ async def run_movement(
         context=_movement_context(deps, job, piece, movement, state, gateway, store),
         conversation=conversation,
         reminder=task_reminder(deps.settings, held, names),
-        approvals=await _approvals(deps, job, movement, mcp),
+        approvals=approvals,
         client_tools=client_tools,
     )
     for nudge in range(NUDGES + 1):
@@ -331,30 +340,6 @@ async def run_movement(
         f"forced: step {movement.name!r} ended {NUDGES + 1} times without calling transition",
         None,
         forced=True,
-    )
-
-
-async def _approvals(deps: Deps, job: Job, movement: Movement, mcp: TurnMcp) -> JobApprovals:
-    """The movement's tool policy, compiled once: the operator's rules, the tenant's and
-    the session's (one read), and the movement's own, over the builtin tools and the MCP
-    tools it offers (each MCP tool with no rule naming it takes its own default); the
-    job's client tools are held for its client's answer."""
-    rows, tenant_rules = await peek_turn_start(deps.database, job.session_id)
-    session = session_from(rows, job.tenant, job.session_id)
-    client = [str(tool["name"]) for tool in job.input.get("client_tools") or ()]
-    known = [*deps.tools.names, *mcp.names]
-    return JobApprovals(
-        effective_policy(
-            operator=deps.operator_policy,
-            tenant=rules_of(tenant_rules),
-            session=rules_of(session.tool_policy),
-            movement=movement.policy_rules(),
-            builtin=deps.tools.names,
-            defaults=mcp.tools.policy_defaults(),
-        ),
-        job_database(deps, job),
-        known,
-        client,
     )
 
 
