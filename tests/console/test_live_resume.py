@@ -95,10 +95,7 @@ def test_a_reconnected_session_page_gets_only_what_came_after_its_last_event(
 
 
 def _item_seqs(frame: str) -> list[int]:
-    return [
-        int(seq)
-        for seq in re.findall(r'<li class="item [^"]+"[^>]* data-seq="(\d+)"', frame)
-    ]
+    return [int(seq) for seq in re.findall(r'<li class="item [^"]+"[^>]* data-seq="(\d+)"', frame)]
 
 
 def test_the_replay_renders_the_task_board_again_only_when_the_tasks_changed(
