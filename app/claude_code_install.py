@@ -19,11 +19,12 @@ from `STRATA_API_KEY` or `settings.local.json`.
 
 What goes where depends on who reads the file:
 
-- `--user` (`~/.claude`): every file is the user's own. The hooks and the command name the
-  script by its path, and `STRATA_URL` / `STRATA_API_KEY` go into the `env` of
-  `settings.json`, which is made readable by its owner only (0600) once it holds a key. The
-  MCP server goes into `mcpServers` of `~/.claude.json`, where `claude mcp add --scope user`
-  puts it.
+- `--user` (`~/.claude`, or `$CLAUDE_CONFIG_DIR` when set, as Claude Code reads it): every
+  file is the user's own. The hooks and the command name the script by its path, and
+  `STRATA_URL` / `STRATA_API_KEY` go into the `env` of `settings.json`, which is made
+  readable by its owner only (0600) once it holds a key. The MCP server goes into
+  `mcpServers` of `~/.claude.json` (`$CLAUDE_CONFIG_DIR/.claude.json`), where `claude mcp
+  add --scope user` puts it.
 - `--project DIR`: `DIR/.claude/settings.json`, the script and the command are the
   project's, the files a team commits, so they hold nothing of one person or machine: the
   hooks run `"$CLAUDE_PROJECT_DIR/.claude/strata/strata-hook.py"` (Claude Code sets the
@@ -55,6 +56,7 @@ PACKAGED_KIT = Path(__file__).resolve().parent / "integrations" / "claude-code"
 SOURCE_KIT = Path(__file__).resolve().parent.parent / "integrations" / "claude-code"
 SCRIPT = "strata-hook.py"
 KIT_SCRIPTS = "${CLAUDE_PLUGIN_ROOT}/scripts"
+CONFIG_DIR_VARIABLE = "CLAUDE_CONFIG_DIR"  # where Claude Code keeps its user files, if set
 PROJECT_HOOKS_ROOT = "$CLAUDE_PROJECT_DIR/.claude/strata"
 PROJECT_COMMAND_ROOT = ".claude/strata"
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -85,14 +87,28 @@ class Plan:
 
 
 def claude_dir(*, user: bool, project: Path | None, home: Path | None = None) -> Path:
-    """`~/.claude` for `--user`, `<project>/.claude` for `--project DIR`."""
+    """`<project>/.claude` for `--project DIR`; for `--user`, Claude Code's own configuration
+    folder: `$CLAUDE_CONFIG_DIR` when set, as Claude Code reads it, else `~/.claude`."""
     if user == (project is not None):
         raise InstallError("choose one: --user or --project DIR")
     if project is not None:
         if not project.is_dir():
             raise InstallError(f"{project} is not a folder")
         return project.resolve() / ".claude"
+    configured = os.environ.get(CONFIG_DIR_VARIABLE)
+    if configured:
+        return Path(configured).expanduser()
     return (home or Path.home()) / ".claude"
+
+
+def user_config_file(target: Path) -> Path:
+    """Claude Code's user configuration (`mcpServers` of `claude mcp add --scope user`):
+    `.claude.json` inside `$CLAUDE_CONFIG_DIR` when that names `target`, else beside the
+    `.claude` folder (`~/.claude.json`)."""
+    configured = os.environ.get(CONFIG_DIR_VARIABLE)
+    if configured and Path(configured).expanduser() == target:
+        return target / ".claude.json"
+    return target.parent / ".claude.json"
 
 
 def kit_dir() -> Path:
@@ -300,7 +316,7 @@ def _plan_user(target: Path, url: str | None, api_key: str | None) -> Plan:
     merged = allow_read_tools(merged, plan.changes, path.name)
     _stage(plan, path, current, merged)
     _keep_private(plan, path, KEY in _env_of(merged))
-    config_path = target.parent / ".claude.json"  # Claude Code's own user configuration
+    config_path = user_config_file(target)
     config = _read_settings(config_path)
     _stage(plan, config_path, config, merge_mcp_server(config, plan.changes, config_path.name))
     plan.where = [

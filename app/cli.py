@@ -357,7 +357,11 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     where = install.add_mutually_exclusive_group(required=True)
-    where.add_argument("--user", action="store_true", help="into ~/.claude (every project)")
+    where.add_argument(
+        "--user",
+        action="store_true",
+        help="into ~/.claude, or $CLAUDE_CONFIG_DIR when set (every project)",
+    )
     where.add_argument("--project", type=Path, metavar="DIR", help="into DIR/.claude")
     install.add_argument("--url", help="the Strata server (default: kept, else 127.0.0.1:8000)")
     install.add_argument(

@@ -337,6 +337,12 @@ class Settings(BaseSettings):
     file_pdf_max_pages: int = Field(default=100, ge=1)
     # The tokens a PDF page is estimated at (its text and its picture: ~1,500 to 3,000).
     file_pdf_page_tokens: int = Field(default=2000, ge=1)
+    # Files one tenant may keep (uploads and the images tool results carry); past it a new
+    # file is refused (413 `storage-quota`) until the tenant deletes some.
+    file_tenant_max_count: int = Field(default=10_000, ge=1)
+    # Bytes of files one tenant may keep, counted per file even where identical bytes
+    # share one stored copy (10 GiB); past it, as for the count.
+    file_tenant_max_bytes: int = Field(default=10 * 1024**3, ge=1)
     # Images and documents one LLM request carries at most: past this (or the bytes below),
     # a chat compacts first, and what still does not fit is sent as a placeholder naming
     # the file, the oldest first.

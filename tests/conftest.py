@@ -40,13 +40,14 @@ if TYPE_CHECKING:
 pytest_plugins = ["tests.fakes.fixtures", "tests.support.mcp"]
 
 _ISOLATED_PREFIXES = ("STRATA_", "ANTHROPIC_")
+_ISOLATED_NAMES = ("PORT", "CLAUDE_CONFIG_DIR")
 
 
 @pytest.fixture(autouse=True)
 def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """The developer's own keys and URLs never leak into a test."""
     for name in list(os.environ):
-        if name.startswith(_ISOLATED_PREFIXES) or name == "PORT":
+        if name.startswith(_ISOLATED_PREFIXES) or name in _ISOLATED_NAMES:
             monkeypatch.delenv(name, raising=False)
 
 

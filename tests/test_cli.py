@@ -534,6 +534,24 @@ def test_install_for_the_user_goes_to_the_home_folder(
     assert (tmp_path / ".claude" / "commands" / "sc-detail.md").is_file()
 
 
+def test_a_user_install_goes_where_claude_config_dir_points(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home, config_dir = tmp_path / "home", tmp_path / "claude-config"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(config_dir))
+
+    assert _install("--user", "--api-key", "sk-strata") == 0
+
+    settings = json.loads((config_dir / "settings.json").read_text())
+    assert settings["env"]["STRATA_API_KEY"] == "sk-strata"
+    assert (config_dir / "commands" / "sc-detail.md").is_file()
+    config = json.loads((config_dir / ".claude.json").read_text())
+    assert config["mcpServers"] == {"strata": MCP_SERVER}
+    assert list(home.iterdir()) == []  # nothing in ~/.claude or ~/.claude.json
+
+
 def test_settings_that_are_not_json_are_left_alone_with_a_message(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

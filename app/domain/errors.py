@@ -79,6 +79,13 @@ class ContentTooLarge(DomainError):
     title = "Content too large"
 
 
+class StorageQuota(ContentTooLarge):
+    """A tenant keeps as many files, or as many bytes of them, as it may."""
+
+    slug = "storage-quota"
+    title = "Storage quota reached"
+
+
 class UnsupportedMediaType(DomainError):
     """Content of a type the endpoint does not take."""
 

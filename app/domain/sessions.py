@@ -10,6 +10,8 @@ from enum import StrEnum
 
 from app.domain.jobs import ACTIVE, WAITING
 
+CLAUDE_CODE_SOURCE = "claude-code"  # the source of a session mirrored from Claude Code's hooks
+
 
 class SessionStatus(StrEnum):
     """`running`: a turn, compaction or piece movement of the session is queued or running;

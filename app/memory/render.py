@@ -79,6 +79,17 @@ class DetailHint(StrEnum):
     plugin_mcp_detail = "mcp__plugin_strata_strata__"
     detail_tool = "detail-tool"  # a Strata session's agent, through its Detail tool
 
+    @classmethod
+    def of_kit(cls, kit_mode: str | None, kit_mcp: bool) -> DetailHint:
+        """The look-up a Claude Code reader has, from what its hook says: Strata's MCP tool
+        when Claude Code has the server, else the kit's command, each as Claude Code names
+        it for a plugin (`mcp__plugin_strata_strata__…`, `/strata:sc-detail`) or for
+        settings."""
+        plugin = kit_mode == "plugin"
+        if kit_mcp:
+            return cls.plugin_mcp_detail if plugin else cls.mcp_detail
+        return cls.plugin_sc_detail if plugin else cls.sc_detail
+
 
 @dataclass(frozen=True)
 class MemoryTurn:

@@ -32,6 +32,7 @@ from app.domain.errors import InvalidInput
 from app.domain.items import (
     Origin,
 )
+from app.domain.sessions import CLAUDE_CODE_SOURCE
 from app.memory.render import DetailHint
 from app.memory.transcript import (
     ImportedItem,
@@ -47,7 +48,7 @@ from app.settings import Settings
 
 T = TypeVar("T")
 
-SOURCE = "claude-code"
+SOURCE = CLAUDE_CODE_SOURCE
 
 
 @dataclass(frozen=True)
@@ -346,16 +347,6 @@ async def session_start(db: AsyncSession, tenant: str, source: HookSource) -> Se
     session merged away answers through the one it was merged into."""
     session = await mirrored_session(db, tenant, _session_id(source), projects=project_keys(source))
     return await resolve(db, tenant, session.id)
-
-
-def detail_hint(kit_mode: str | None, kit_mcp: bool) -> DetailHint:
-    """The look-up a Claude Code session's block names, from what its hook said: Strata's MCP
-    tool when Claude Code has the server, else the kit's command, each as Claude Code names
-    it for a plugin (`mcp__plugin_strata_strata__…`, `/strata:sc-detail`) or for settings."""
-    plugin = kit_mode == "plugin"
-    if kit_mcp:
-        return DetailHint.plugin_mcp_detail if plugin else DetailHint.mcp_detail
-    return DetailHint.plugin_sc_detail if plugin else DetailHint.sc_detail
 
 
 async def start_context(

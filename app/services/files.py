@@ -33,7 +33,13 @@ from app.db.engine import UnitsOfWork
 from app.db.models import StoredFile
 from app.db.repositories.files import FileRepository
 from app.domain import files as kinds
-from app.domain.errors import ContentTooLarge, DomainError, InvalidInput, NotFound
+from app.domain.errors import (
+    ContentTooLarge,
+    DomainError,
+    InvalidInput,
+    NotFound,
+    StorageQuota,
+)
 from app.domain.ids import new_id
 from app.domain.items import DocumentBlock, FileRef, ImageBlock, TextBlock, UserBlock
 from app.services.pagination import Page, page_of
@@ -141,10 +147,41 @@ async def upload(
     )
     path = blob_path(settings, tenant, sha256)
     await asyncio.to_thread(_write_blob, path, data)
-    saved = await database.write(lambda db: FileRepository(db).save(row))
+    try:
+        saved = await database.write(lambda db: _save_within_quota(db, settings, row))
+    except StorageQuota:
+        # bytes no file names go with the refusal (an upload of the same bytes that
+        # commits meanwhile writes them again after its commit)
+        shared = await database.read_unit(
+            lambda db: FileRepository(db).shares_content(tenant, sha256)
+        )
+        if not shared:
+            path.unlink(missing_ok=True)
+        raise
     # a delete of the same bytes may have removed the copy meanwhile: it is there again
     await asyncio.to_thread(_write_blob, path, data)
     return saved
+
+
+async def _save_within_quota(db: AsyncSession, settings: Settings, row: StoredFile) -> StoredFile:
+    """`row` stored if its tenant stays within STRATA_FILE_TENANT_MAX_COUNT files and
+    STRATA_FILE_TENANT_MAX_BYTES bytes, checked in the write that stores it."""
+    files = FileRepository(db)
+    count, size = await files.usage(row.tenant)
+    if count + 1 > settings.file_tenant_max_count:
+        raise StorageQuota(
+            f"the tenant keeps {count} files, as many as STRATA_FILE_TENANT_MAX_COUNT allows: "
+            "delete some (DELETE /files/{file_id}) first",
+            limit=settings.file_tenant_max_count,
+        )
+    if size + row.size > settings.file_tenant_max_bytes:
+        raise StorageQuota(
+            f"the tenant's files hold {size} bytes; {row.size} more would pass "
+            f"STRATA_FILE_TENANT_MAX_BYTES ({settings.file_tenant_max_bytes}): delete some "
+            "(DELETE /files/{file_id}) first",
+            limit=settings.file_tenant_max_bytes,
+        )
+    return await files.save(row)
 
 
 async def get_file(db: AsyncSession, tenant: str, file_id: str) -> StoredFile:

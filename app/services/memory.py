@@ -30,6 +30,7 @@ from app.db.repositories.rows import RowRepository
 from app.db.types import utcnow
 from app.domain.errors import Conflict, InvalidInput, NotFound
 from app.domain.items import ItemPayload, load_payload
+from app.domain.sessions import CLAUDE_CODE_SOURCE
 from app.memory.details import DetailEntry, DetailPage, DetailQuery, TurnDetail, detail_page
 from app.memory.noise import Boilerplate, CleanedTexts, fingerprint
 from app.memory.projection import Detail, TurnItem, TurnProjection, project_turn, texts_to_clean
@@ -189,9 +190,6 @@ class MemoryBlock:
     chain: list[str]
 
 
-HINTS = {"claude-code": DetailHint.sc_detail}  # by session source; others have the Detail tool
-
-
 @dataclass(frozen=True)
 class BlockLimits:
     """How large a memory block may be: L2 turns, characters, and L2's share of them."""
@@ -218,6 +216,7 @@ async def memory_block(
     limits: BlockLimits,
     tz: ZoneInfo,
     hint: DetailHint | None = None,
+    claude_code_hint: DetailHint = DetailHint.sc_detail,
 ) -> MemoryBlock:
     """What a continuing session starts with: its predecessors' turns, never its own, in at
     most `max_chars` characters.
@@ -225,8 +224,8 @@ async def memory_block(
     The turns are read newest first and only while the block has room, with their texts cut
     in SQL to what the block could show, so its cost follows the budget and not the chain.
     The count of turns left out comes from turn numbers (index probes per session) unless
-    every turn was read. `hint`: the look-up the guide line names, else the one of the
-    session's source.
+    every turn was read. `hint`: the look-up the guide line names; without it, a Claude Code
+    session's reader has `claude_code_hint` and any other session's agent its Detail tool.
     """
     session = await resolve(db, tenant, session_id)
     chain = [s.id for s in await chain_of(db, session)]
@@ -234,7 +233,9 @@ async def memory_block(
     spans = await repo.chain_spans(chain)  # the sessions merged into them included
     ends = {owner: (s.first, s.last) for owner, s in spans.items() if s.first and s.last}
     oldest = min((first for first, _ in ends.values()), default=None)
-    hint = hint or HINTS.get(session.source, DetailHint.detail_tool)
+    if hint is None:
+        claude_code = session.source == CLAUDE_CODE_SOURCE
+        hint = claude_code_hint if claude_code else DetailHint.detail_tool
     window = limits.window
     builder = MemoryBlockBuilder(limits.max_chars, window, tz, hint, oldest, limits.l2_ratio)
     newest = NewestTurns(

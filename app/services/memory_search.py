@@ -19,6 +19,7 @@ from app.db.repositories.memory_search import (
     project_folders,
 )
 from app.domain.errors import InvalidInput, NotFound
+from app.domain.sessions import CLAUDE_CODE_SOURCE
 from app.memory.search import Layer, SearchText, hit_line, parse_query
 from app.services.memory import owners_of, resolve, turns_at
 from app.settings import Settings
@@ -108,7 +109,7 @@ async def search(
     return hits[:limit]
 
 
-MIRRORED = "claude-code"  # the source of the sessions a caller's project means
+MIRRORED = CLAUDE_CODE_SOURCE  # the source of the sessions a caller's project means
 
 
 async def default_session(

@@ -225,7 +225,7 @@ async function approve(client: StrataClient): Promise<void> {
       client.POST("/jobs/{job_id}/actions/{action_id}", {
         params: { path: { job_id: jobId, action_id: event.id } },
         // openapi-typescript makes a field with a default required in a request body
-        body: { decision: "allow", is_error: false },
+        body: { decision: "allow" },
       }),
     );
     resolved.push(action.id);

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
+from app.services.files import files_root
 from tests.fakes import media
 from tests.support.apps import serve
 
@@ -125,6 +126,44 @@ async def test_the_files_limit_is_its_own_not_the_json_bodies(make_settings: Any
         response = await _upload(client, b"a" * 4096, "text/plain")
 
     assert response.status_code == 201, response.text
+
+
+async def test_a_tenant_past_its_file_count_is_refused_with_413_until_it_deletes_one(
+    make_settings: Any,
+) -> None:
+    settings = make_settings(api_keys="acme:key-a,globex:key-b", file_tenant_max_count=2)
+    async with serve(settings) as (_, client):
+        client.headers.update(ACME)
+        first = (await _upload(client, b"one", "text/plain")).json()
+        await _upload(client, b"two", "text/plain")
+
+        refused = await _upload(client, b"three", "text/plain")
+        other = await client.post(
+            "/files", content=b"three", headers={**GLOBEX, "Content-Type": "text/plain"}
+        )
+        await client.delete(f"/files/{first['id']}")
+        after_delete = await _upload(client, b"three", "text/plain")
+
+    assert refused.status_code == 413, refused.text
+    assert refused.json()["type"].endswith("storage-quota")
+    assert other.status_code == 201, other.text  # the quota is the tenant's
+    assert after_delete.status_code == 201, after_delete.text
+
+
+async def test_a_tenant_past_its_file_bytes_is_refused_and_the_bytes_are_not_kept(
+    make_settings: Any,
+) -> None:
+    settings = make_settings(file_tenant_max_bytes=10)
+    async with serve(settings) as (_, client):
+        await _upload(client, b"12345678", "text/plain")
+
+        refused = await _upload(client, b"abcdef", "text/plain")
+
+    assert refused.status_code == 413, refused.text
+    assert refused.json()["type"].endswith("storage-quota")
+    stored = [p.name for p in files_root(settings).rglob("*") if p.is_file()]
+    assert hashlib.sha256(b"12345678").hexdigest() in stored
+    assert hashlib.sha256(b"abcdef").hexdigest() not in stored
 
 
 @pytest.mark.parametrize(

@@ -170,3 +170,27 @@ async def test_the_session_start_block_names_the_look_up_the_hook_says_it_has(
 
     context = response.json()["hookSpecificOutput"]["additionalContext"]
     assert lookup in context.splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    ("kit", "lookup"),
+    [
+        ({}, "`/sc-detail 09:"),
+        ({"kit_mode": "plugin"}, "`/strata:sc-detail 09:"),
+        ({"kit_mcp": "true"}, "`mcp__strata__memory_detail` with time"),
+        (
+            {"kit_mode": "plugin", "kit_mcp": "true"},
+            "`mcp__plugin_strata_strata__memory_detail` with time",
+        ),
+    ],
+)
+async def test_a_claude_code_sessions_block_over_rest_names_the_look_up_asked_for(
+    client: httpx.AsyncClient, kit: dict[str, str], lookup: str
+) -> None:
+    transcript, _ = many_turns("cc-rest", 3, T0, cwd="/work/rest")
+    await import_session(client, "cc-rest", transcript.text(), cwd="/work/rest")
+    session_id = await _start(client, "cc-rest-2", "/work/rest")
+
+    block = await _memory(client, session_id, **kit)
+
+    assert lookup in block["text"].splitlines()[-1]

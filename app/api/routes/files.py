@@ -52,7 +52,9 @@ _CONTENT: dict[str, Any] = {
         "UTF-8; anything else is "
         "415. Over STRATA_FILE_MAX_BYTES 413; an image over STRATA_FILE_IMAGE_MAX_PIXELS "
         "on a side, a PDF over STRATA_FILE_PDF_MAX_PAGES pages or encrypted 422: the "
-        "Messages API's own limits, so a stored file is never refused later."
+        "Messages API's own limits, so a stored file is never refused later. A tenant "
+        "past STRATA_FILE_TENANT_MAX_COUNT files or STRATA_FILE_TENANT_MAX_BYTES bytes of "
+        "them 413 `storage-quota`."
     ),
     responses=problem_responses(413, 415, 422),
     openapi_extra={

@@ -19,9 +19,9 @@ from app.api.hook_body import literal_lines, parse_hook, read_body
 from app.api.schemas.hooks import ClaudeCodeHook, HookAnswer, HookSpecificOutput
 from app.db.engine import Database
 from app.domain.errors import Forbidden, InvalidInput
+from app.memory.render import DetailHint
 from app.services.claude_code import (
     HookSource,
-    detail_hint,
     ingest_transcript,
     session_start,
     start_context,
@@ -132,7 +132,7 @@ async def _answer(
     if hook.hook_event_name == "SessionStart":
         session = await write_mirrored(database, lambda db: session_start(db, tenant, source))
         async with database.read() as db:
-            hint = detail_hint(hook.kit_mode, hook.kit_mcp)
+            hint = DetailHint.of_kit(hook.kit_mode, hook.kit_mcp)
             text = await start_context(db, settings, tenant, session.id, hint)
         response.headers["Strata-Session"] = session.id
         return HookAnswer(

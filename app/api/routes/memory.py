@@ -18,7 +18,7 @@ from app.api.schemas.memory import (
 )
 from app.api.schemas.sessions import SessionPublic
 from app.memory.details import DetailQuery
-from app.memory.render import MIN_BLOCK_CHARS
+from app.memory.render import MIN_BLOCK_CHARS, DetailHint
 from app.services import memory as service
 from app.services.branching import reverted_turns
 from app.services.sessions import status_of
@@ -75,8 +75,9 @@ TimeRef = Annotated[
         "longer than its share cut in its middle, both ends kept, with a marker), then older "
         "turns as one-line summaries "
         "(L1, newest first), then a line counting the turns left out and the guide line "
-        "naming the detail look-up with a real time from the block (`/sc-detail` for a "
-        "Claude Code session, the `Detail` tool otherwise). Times are `[HH:MM:SS]` in the "
+        "naming the detail look-up with a real time from the block (for a Claude Code "
+        "session the look-up `kit_mode` and `kit_mcp` name, as its hook sends them: "
+        "`/sc-detail` by default; the `Detail` tool otherwise). Times are `[HH:MM:SS]` in the "
         "display time zone, with a date line per day when the turns span several days. "
         "The session's own turns are not in it."
     ),
@@ -91,9 +92,34 @@ async def get_memory(
         int | None,
         Query(ge=MIN_BLOCK_CHARS, le=1_000_000, description="The block's length at most."),
     ] = None,
+    kit_mode: Annotated[
+        Literal["plugin", "settings"] | None,
+        Query(
+            description=(
+                "For a Claude Code session, how its reader runs the kit, as the hook's "
+                "`kit_mode`: `plugin` names `/strata:sc-detail`, `settings` `/sc-detail`."
+            )
+        ),
+    ] = None,
+    kit_mcp: Annotated[
+        bool,
+        Query(
+            description=(
+                "For a Claude Code session, whether its reader has Strata's MCP server, as "
+                "the hook's `kit_mcp`: the block then names the `memory_detail` tool."
+            )
+        ),
+    ] = False,
 ) -> MemoryPublic:
     limits = service.BlockLimits.of(settings, max_chars)
-    block = await service.memory_block(db, tenant, session_id, limits=limits, tz=settings.zone)
+    block = await service.memory_block(
+        db,
+        tenant,
+        session_id,
+        limits=limits,
+        tz=settings.zone,
+        claude_code_hint=DetailHint.of_kit(kit_mode, kit_mcp),
+    )
     return MemoryPublic(
         session_id=block.session_id,
         text=block.text,

@@ -46,6 +46,14 @@ class FileRepository(RowRepository):
         query = query.order_by(col(StoredFile.id).desc()).limit(limit)
         return list((await self.db.exec(query)).all())
 
+    async def usage(self, tenant: str) -> tuple[int, int]:
+        """The tenant's files: how many, and their bytes (each file's, shared copies too)."""
+        query = select(func.count(), func.coalesce(func.sum(StoredFile.size), 0)).where(
+            StoredFile.tenant == tenant
+        )
+        count, size = (await self.db.exec(query)).one()
+        return int(count), int(size)
+
     async def shares_content(self, tenant: str, sha256: str) -> bool:
         """Whether any file of the tenant holds these bytes."""
         query = select(func.count()).where(StoredFile.tenant == tenant, StoredFile.sha256 == sha256)
