@@ -224,10 +224,15 @@ async def memory_of(db: AsyncSession, sessions: list[Session], *, merged: bool =
         ever = await _turn_ranges(db, lineage.history[0][1])  # every item it ever read
         kept.extend(now)
         reverted.extend(_without(ever, now))
+        # the turns of sessions merged into it are its memory but not its log's: read by
+        # their origin, wherever the merge has moved them yet
+        into = await ChainRepository(db).with_merged([session.id])
+        kept.extend(Holder(other, (0, None)) for other in into[1:])
     if merged:
         known = [s.id for s in sessions]
+        read = {holder.session_id for holder in kept}
         found = await ChainRepository(db).with_merged(known)
-        kept.extend(Holder(owner) for owner in found[len(known) :])
+        kept.extend(Holder(owner) for owner in found[len(known) :] if owner not in read)
     return Memory(kept, reverted)
 
 

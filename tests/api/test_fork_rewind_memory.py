@@ -225,6 +225,22 @@ async def test_after_a_rollback_memory_search_finds_the_new_turn_not_the_rolled_
     assert await _found(agent_client, session_id, "oops") == []
 
 
+async def test_turns_merged_into_a_rewound_session_stay_in_its_memory(
+    agent_client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
+) -> None:
+    session_id = await _two_turns(agent_client, fake_llm)
+    await _rewind(agent_client, session_id, to_turn=1)
+    fake_llm.reply(text("delta answer"))
+    other = await new_session(agent_client)
+    await _say(agent_client, other, "delta question")
+
+    merged = await agent_client.post(f"/sessions/{other}/merge", json={"into": session_id})
+
+    assert merged.status_code == 200, merged.text
+    assert await _found(agent_client, session_id, "delta") == [(other, 1)]
+    assert "delta question" in await _block_after(agent_client, session_id)
+
+
 # --- tenants ------------------------------------------------------------------------
 async def test_another_tenant_never_reads_the_memory_a_fork_shares(
     make_settings: Any, fake_llm: FakeMessagesAPI
