@@ -68,6 +68,7 @@ class TurnDetail:
     assistant_text: str
     l1: str | None
     details: dict[str, list[DetailEntry]] = field(default_factory=dict)
+    reverted: bool = False  # a rewind took it back: the model no longer sees it
 
 
 @dataclass(frozen=True)
@@ -150,9 +151,10 @@ def _pieces(turns: list[TurnDetail], query: DetailQuery) -> list[_Piece]:
 def _turn_heading(turn: TurnDetail, tz: ZoneInfo, *, continued: bool) -> str:
     local = turn.ended_at.astimezone(tz)
     more = " (continued)" if continued else ""
+    taken = ", reverted" if turn.reverted else ""
     return (
         f"## [{local:%H:%M:%S}] {local:%Y-%m-%d} "
-        f"(session {turn.session_id}, turn {turn.turn}){more}"
+        f"(session {turn.session_id}, turn {turn.turn}{taken}){more}"
     )
 
 

@@ -158,25 +158,6 @@ async def _outside_tool_call(db: AsyncSession, source: str, turn: int, seq: int)
     )
 
 
-async def reverted_turns(
-    db: AsyncSession, session_id: str, turns: list[tuple[str, int]]
-) -> set[tuple[str, int]]:
-    """Which of these `(session, turn)`s a rewind of `session_id` took back: its own
-    turns whose first item its log no longer reads (none when it was never rewound)."""
-    stored = await SessionRepository(db).lineage(session_id)
-    if stored is None:
-        return set()
-    lineage, repo = lineage_of(session_id, stored), ItemRepository(db)
-    taken: set[tuple[str, int]] = set()
-    for owner, turn in turns:
-        if owner != session_id:
-            continue
-        bounds = await repo.turn_bounds(session_id, turn)
-        if bounds is not None and not lineage.reads(bounds[0]):
-            taken.add((owner, turn))
-    return taken
-
-
 # --- fork ---------------------------------------------------------------------------
 async def fork_session(
     db: AsyncSession,

@@ -15,7 +15,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from app.db.repositories.memory import MemoryRepository, NewestText
+from app.db.repositories.memory import Holder, MemoryRepository, NewestText
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NO_ID = 2**63  # above every id: the upper bound of an owner not read yet
@@ -28,7 +28,7 @@ def _key(at: datetime, turn_id: int) -> tuple[int, int]:
 
 @dataclass
 class _Owner:
-    session_id: str
+    holder: Holder
     buffer: deque[NewestText] = field(default_factory=deque)
     position: tuple[datetime, int] | None = None  # the keyset after the last row read
     exhausted: bool = False
@@ -41,7 +41,7 @@ class NewestTurns:
     def __init__(
         self,
         repo: MemoryRepository,
-        last_ended: dict[str, datetime],
+        last_ended: dict[Holder, datetime],
         *,
         window: int,
         wide: int,
@@ -55,8 +55,8 @@ class NewestTurns:
         self.batch = batch
         self.yielded = 0
         self._heap: list[tuple[tuple[int, int], int, _Owner]] = []
-        for order, (session_id, last) in enumerate(last_ended.items()):
-            heapq.heappush(self._heap, (_key(last, _NO_ID), order, _Owner(session_id)))
+        for order, (holder, last) in enumerate(last_ended.items()):
+            heapq.heappush(self._heap, (_key(last, _NO_ID), order, _Owner(holder)))
 
     @property
     def exhausted(self) -> bool:
@@ -87,7 +87,7 @@ class NewestTurns:
         wanted = max(self.window - self.yielded, 0)
         limit = wanted + self.batch
         rows = await self.repo.newest_texts(
-            owner.session_id,
+            owner.holder,
             before=owner.position,
             limit=limit,
             max_chars=self.narrow,

@@ -21,15 +21,19 @@ from app.db.models import MemoryDetail, Session
 from app.db.repositories.items import ItemRepository
 from app.db.repositories.memory import (
     ChainRepository,
+    ChainSpan,
     FoundTurn,
+    Holder,
     MemoryRepository,
     NewestText,
     TurnBody,
 )
 from app.db.repositories.rows import RowRepository
+from app.db.repositories.sessions import SessionRepository
 from app.db.types import utcnow
 from app.domain.errors import Conflict, InvalidInput, NotFound
 from app.domain.items import ItemPayload, load_payload
+from app.domain.lineage import Span
 from app.domain.sessions import CLAUDE_CODE_SOURCE
 from app.memory.details import DetailEntry, DetailPage, DetailQuery, TurnDetail, detail_page
 from app.memory.noise import Boilerplate, CleanedTexts, fingerprint
@@ -38,6 +42,7 @@ from app.memory.render import LINE_MAX, BlockCounts, DetailHint, MemoryBlockBuil
 from app.memory.render import MemoryTurn as RenderedTurn
 from app.memory.timeref import parse_time_ref, utc_second_ranges
 from app.services.chain_turns import NewestTurns
+from app.services.items import read_lineage
 from app.services.sessions import get_session
 from app.settings import Settings
 
@@ -183,6 +188,114 @@ async def owners_of(db: AsyncSession, session: Session) -> list[str]:
 
 
 @dataclass(frozen=True)
+class Memory:
+    """Where the memory turns of some sessions are. `kept`: the turns the model may see
+    (the memory block, search, the timeline); `reverted`: those a rewind took back, which
+    the detail look-up and the turn list still show, flagged.
+
+    A session never forked or rewound holds every turn it owns. A forked or rewound one
+    holds the turns its log reads, through its lineage as the log view reads it
+    (`app.services.items.read_lineage`): a turn is its log's when its first item is, so a
+    fork shares its parent's turns up to the fork point and none after, without a copy,
+    and an undo (a rewind to the old head) brings the reverted turns back."""
+
+    kept: list[Holder]
+    reverted: list[Holder]
+
+    @property
+    def every(self) -> list[Holder]:
+        return [*self.kept, *self.reverted]
+
+    def is_reverted(self, origin: str, turn: int) -> bool:
+        return any(holder.covers(origin, turn) for holder in self.reverted)
+
+
+async def memory_of(db: AsyncSession, sessions: list[Session], *, merged: bool = True) -> Memory:
+    """The memory of these sessions (a chain) and, with `merged`, of every session merged
+    into them (a caller that finds those itself, as `MemoryRepository.chain_spans`, says
+    no)."""
+    kept: list[Holder] = []
+    reverted: list[Holder] = []
+    for session in sessions:
+        lineage = await read_lineage(db, session.id, session.lineage)
+        if lineage is None:
+            kept.append(Holder(session.id))
+            continue
+        now = await _turn_ranges(db, lineage.spans)
+        ever = await _turn_ranges(db, lineage.history[0][1])  # every item it ever read
+        kept.extend(now)
+        reverted.extend(_without(ever, now))
+        # the turns of sessions merged into it are its memory but not its log's: read by
+        # their origin, wherever the merge has moved them yet
+        into = await ChainRepository(db).with_merged([session.id])
+        kept.extend(Holder(other, (0, None)) for other in into[1:])
+    if merged:
+        known = [s.id for s in sessions]
+        read = {holder.session_id for holder in kept}
+        found = await ChainRepository(db).with_merged(known)
+        kept.extend(Holder(owner) for owner in found[len(known) :] if owner not in read)
+    return Memory(kept, reverted)
+
+
+async def reverted_where_they_happened(
+    db: AsyncSession, turns: Iterable[tuple[str, int]]
+) -> set[tuple[str, int]]:
+    """Which of these turns (`(origin session, number)`) a rewind of the session they
+    happened in took back: what a search of every session leaves out. A fork that still
+    reads such a turn finds it through its own chain (`chain_memory`)."""
+    wanted = set(turns)
+    origins = sorted({origin for origin, _ in wanted})
+    taken: set[tuple[str, int]] = set()
+    for session in await SessionRepository(db).with_lineage(origins):
+        memory = await memory_of(db, [session], merged=False)
+        taken |= {
+            (origin, turn)
+            for origin, turn in wanted
+            if origin == session.id and memory.is_reverted(origin, turn)
+        }
+    return taken
+
+
+async def chain_memory(db: AsyncSession, session: Session) -> Memory:
+    """The memory of a session's chain: its own, its predecessors' and the merged ones'."""
+    return await memory_of(db, [session, *await chain_of(db, session)])
+
+
+async def _turn_ranges(db: AsyncSession, spans: Iterable[Span]) -> list[Holder]:
+    repo = ItemRepository(db)
+    ranges: list[Holder] = []
+    for span in spans:
+        turns = await repo.turns_starting_in(span.source, span.after, span.upto)
+        if turns is not None:
+            ranges.append(Holder(span.source, turns))
+    return ranges
+
+
+def _without(ranges: list[Holder], taken: list[Holder]) -> list[Holder]:
+    """The parts of `ranges` no range of `taken` covers."""
+    left: list[Holder] = []
+    for holder in ranges:
+        assert holder.turns is not None
+        pieces = [holder.turns]
+        for other in taken:
+            if other.session_id != holder.session_id or other.turns is None:
+                continue
+            low, high = other.turns
+            cut: list[tuple[int, int | None]] = []
+            for start, end in pieces:
+                if (end is not None and end < low) or (high is not None and high < start):
+                    cut.append((start, end))
+                    continue
+                if start < low:
+                    cut.append((start, low - 1))
+                if high is not None and (end is None or high < end):
+                    cut.append((high + 1, end))
+            pieces = cut
+        left.extend(Holder(holder.session_id, piece) for piece in pieces)
+    return left
+
+
+@dataclass(frozen=True)
 class MemoryBlock:
     session_id: str
     text: str
@@ -218,8 +331,9 @@ async def memory_block(
     hint: DetailHint | None = None,
     claude_code_hint: DetailHint = DetailHint.sc_detail,
 ) -> MemoryBlock:
-    """What a continuing session starts with: its predecessors' turns, never its own, in at
-    most `max_chars` characters.
+    """What a continuing session starts with: its predecessors' turns (as their memory
+    holds them: a fork's shared ones, no reverted one), never its own, in at most
+    `max_chars` characters.
 
     The turns are read newest first and only while the block has room, with their texts cut
     in SQL to what the block could show, so its cost follows the budget and not the chain.
@@ -228,10 +342,16 @@ async def memory_block(
     session's reader has `claude_code_hint` and any other session's agent its Detail tool.
     """
     session = await resolve(db, tenant, session_id)
-    chain = [s.id for s in await chain_of(db, session)]
+    predecessors = await chain_of(db, session)
+    chain = [s.id for s in predecessors]
     repo = MemoryRepository(db)
-    spans = await repo.chain_spans(chain)  # the sessions merged into them included
-    ends = {owner: (s.first, s.last) for owner, s in spans.items() if s.first and s.last}
+    memory = await memory_of(db, predecessors, merged=False)
+    owners = [h.session_id for h in memory.kept if h.turns is None]
+    spans: dict[Holder, ChainSpan] = {  # the sessions merged into them included
+        Holder(owner): span for owner, span in (await repo.chain_spans(owners)).items()
+    }
+    spans.update(await repo.range_spans([h for h in memory.kept if h.turns is not None]))
+    ends = {holder: (s.first, s.last) for holder, s in spans.items() if s.first and s.last}
     oldest = min((first for first, _ in ends.values()), default=None)
     if hint is None:
         claude_code = session.source == CLAUDE_CODE_SOURCE
@@ -264,9 +384,9 @@ def _rendered(row: NewestText) -> RenderedTurn:
 
 
 async def turns_at(
-    db: AsyncSession, owners: list[str], reference: str, *, tz: ZoneInfo
+    db: AsyncSession, owners: list[Holder], reference: str, *, tz: ZoneInfo
 ) -> list[FoundTurn]:
-    """The turns of these sessions whose span (from their prompt to their end) holds a time
+    """The turns these hold whose span (from their prompt to their end) holds a time
     or overlaps a range, newest first.
 
     The turns that ended in it are one index range (of `ended_at`, or of the second of the
@@ -304,9 +424,11 @@ async def turns_at(
 async def detail(
     db: AsyncSession, tenant: str, session_id: str, reference: str, *, tz: ZoneInfo
 ) -> list[TurnDetail]:
-    """L2 and L3 of the turns at a time (or in a range) across the chain, newest first."""
+    """L2 and L3 of the turns at a time (or in a range) across the chain, newest first,
+    reverted ones too (flagged)."""
     session = await resolve(db, tenant, session_id)
-    matching = await turns_at(db, await owners_of(db, session), reference, tz=tz)
+    memory = await chain_memory(db, session)
+    matching = await turns_at(db, memory.every, reference, tz=tz)
     if not matching:
         raise NotFound(f"no turn of this session's chain ran at {reference!r}", time=reference)
     repo = MemoryRepository(db)
@@ -323,6 +445,7 @@ async def detail(
             assistant_text=t.assistant_text,
             l1=t.l1,
             details=dict(grouped.get(t.id, {})),
+            reverted=memory.is_reverted(t.origin_session_id, t.turn),
         )
         for t in matching
     ]

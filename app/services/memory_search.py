@@ -21,7 +21,7 @@ from app.db.repositories.memory_search import (
 from app.domain.errors import InvalidInput, NotFound
 from app.domain.sessions import CLAUDE_CODE_SOURCE
 from app.memory.search import Layer, SearchText, hit_line, parse_query
-from app.services.memory import owners_of, resolve, turns_at
+from app.services.memory import chain_memory, resolve, reverted_where_they_happened, turns_at
 from app.settings import Settings
 
 
@@ -73,9 +73,11 @@ async def search(
     *,
     session_id: str | None = None,
 ) -> list[SearchHit]:
-    """The best hits, best first: of the tenant's turns, or of the chain of `session_id`
-    (its predecessors and the sessions merged into them included). At most `limit` (the
-    default when None, never more than the most)."""
+    """The best hits, best first: of the tenant's turns (but those a rewind of the session
+    they happened in reverted), or of the chain of `session_id` (its predecessors and the
+    sessions merged into them included) as its memory holds it (`chain_memory`: a fork's
+    shared turns, no reverted one). At most `limit` (the default when None, never more
+    than the most)."""
     terms = parse_query(request.query, max_terms=limits.terms)
     if not terms:
         raise InvalidInput("the query holds no word to search for", field="q")
@@ -83,13 +85,30 @@ async def search(
     if since is not None and until is not None and until <= since:
         raise InvalidInput("`until` must be after `since`", field="until")
     limit = max(1, min(request.limit or limits.default, limits.most))
-    owners = None
-    if session_id is not None:
-        owners = await owners_of(db, await resolve(db, tenant, session_id))
-    scope = SearchScope(tenant, request.project, owners, since, until)
+    if session_id is not None:  # what its model may see: no reverted turn
+        holders = (await chain_memory(db, await resolve(db, tenant, session_id))).kept
+        scope = SearchScope(tenant, request.project, holders, since, until)
+        hits, _ = await _hits(db, terms, scope, limit, limits)
+        return hits
+    scope = SearchScope(tenant, request.project, None, since, until)
+    asked = limit
+    while True:  # leave out what rewinds reverted, asking for more hits while some were
+        hits, exhausted = await _hits(db, terms, scope, asked, limits)
+        taken = await reverted_where_they_happened(db, [(h.session_id, h.turn) for h in hits])
+        kept = [hit for hit in hits if (hit.session_id, hit.turn) not in taken]
+        if len(kept) >= limit or exhausted:
+            return kept[:limit]
+        asked *= 2
+
+
+async def _hits(
+    db: AsyncSession, terms: list[str], scope: SearchScope, limit: int, limits: SearchLimits
+) -> tuple[list[SearchHit], bool]:
+    """The best `limit` hits in `scope`, and whether there are no more."""
     repo = MemorySearchRepository(db)
     hits: list[SearchHit] = []
-    for turn in await repo.turns(terms, scope, limit, limits.window):
+    turns = await repo.turns(terms, scope, limit, limits.window)
+    for turn in turns:
         texts = [
             SearchText(Layer.l2, "[user]", turn.user_text),
             SearchText(Layer.l2, "[assistant]", turn.assistant_text),
@@ -99,14 +118,15 @@ async def search(
         hits.append(
             SearchHit(turn.ended_at, turn.origin_session_id, turn.turn, layer, line, turn.score)
         )
-    for entry in await repo.details(terms, scope, limit, limits.window):
+    entries = await repo.details(terms, scope, limit, limits.window)
+    for entry in entries:
         label = f"[{entry.kind} {entry.tool_name}]" if entry.tool_name else f"[{entry.kind}]"
         layer, line = hit_line([SearchText(Layer.l3, label, entry.text)], terms, limits.line_chars)
         hits.append(
             SearchHit(entry.ended_at, entry.origin_session_id, entry.turn, layer, line, entry.score)
         )
     hits.sort(key=lambda hit: (hit.score, hit.ended_at), reverse=True)
-    return hits[:limit]
+    return hits[:limit], len(turns) < limit and len(entries) < limit
 
 
 MIRRORED = CLAUDE_CODE_SOURCE  # the source of the sessions a caller's project means
@@ -154,7 +174,7 @@ async def timeline(
     (`default_session`): turn `turn` of that session, else the newest turn that ended at
     `time` (a time reference as the detail look-up takes), else the chain's newest turn."""
     session = await default_session(db, tenant, project=project, session_id=session_id)
-    owners = await owners_of(db, session)
+    owners = (await chain_memory(db, session)).kept
     anchor: FoundTurn | None
     if turn is not None:
         origin = session_id if session_id is not None else session.id

@@ -18,7 +18,7 @@ from app.db.repositories.memory import MemoryRepository
 from app.domain.errors import InvalidInput
 from app.memory.l1 import one_line
 from app.memory.render import cut
-from app.services.memory import owners_of, resolve
+from app.services.memory import chain_memory, resolve
 from app.services.pagination import Page, page_of
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -34,6 +34,7 @@ class TurnEntry:
     turn: int
     ended_at: datetime
     preview: str
+    reverted: bool = False  # a rewind took it back
 
 
 def cursor_of(row: MemoryTurn) -> str:
@@ -70,11 +71,17 @@ async def timeline(
     preview_chars: int,
 ) -> Page[TurnEntry]:
     before = parse_cursor(after)
-    owners = await owners_of(db, await resolve(db, tenant, session_id))
-    rows = await MemoryRepository(db).newest_turns(owners, limit=limit + 1, before=before)
+    memory = await chain_memory(db, await resolve(db, tenant, session_id))
+    rows = await MemoryRepository(db).newest_turns(memory.every, limit=limit + 1, before=before)
     page = page_of(rows, limit, cursor_of)
     entries = [
-        TurnEntry(r.origin_session_id, r.turn, r.ended_at, preview_of(r, preview_chars))
+        TurnEntry(
+            r.origin_session_id,
+            r.turn,
+            r.ended_at,
+            preview_of(r, preview_chars),
+            memory.is_reverted(r.origin_session_id, r.turn),
+        )
         for r in page.data
     ]
     return Page(data=entries, next_cursor=page.next_cursor)

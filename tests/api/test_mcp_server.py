@@ -120,6 +120,22 @@ async def test_memory_search_answers_the_hits_of_the_callers_project(base_url: s
     ]
 
 
+async def test_memory_search_leaves_out_a_turn_a_rewind_reverted(base_url: str) -> None:
+    session = await import_turns(
+        base_url, ACME, "cc-1", [("which queue?", "We chose PostgreSQL."), ("hi", "PostgreSQL")]
+    )
+    async with httpx.AsyncClient(base_url=base_url, headers=ACME) as http:
+        rewound = await http.post(f"/sessions/{session}/rewind", json={"to_turn": 1})
+    assert rewound.status_code == 200, rewound.text
+
+    text = await call(base_url, ACME, "memory_search", query="postgresql", project="/work/project")
+
+    assert text.splitlines() == [
+        f"[2026-04-16 09:00:00] {session} turn 1 L2 [assistant]: We chose PostgreSQL.",
+        "(page 1 of 1: the end)",
+    ]
+
+
 async def test_memory_timeline_shows_the_turns_around_a_point(base_url: str) -> None:
     session = await import_turns(
         base_url, ACME, "cc-1", [("one?", "first"), ("two?", "second"), ("three?", "third")]

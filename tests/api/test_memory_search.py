@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.db.repositories.memory import MemoryRepository
+from app.db.repositories.memory import Holder, MemoryRepository
 from tests.support.apps import serve
 from tests.support.memory import Transcript, database_of, import_session, stop
 
@@ -221,7 +221,7 @@ async def test_a_summary_written_later_is_found_as_l1(app: Any, client: httpx.As
     database = database_of(app)
     async with database.read() as db:
         (turn,) = await MemoryRepository(db).newest_turns(
-            [(await client.get("/sessions")).json()["data"][0]["id"]], limit=1, before=None
+            [Holder((await client.get("/sessions")).json()["data"][0]["id"])], limit=1, before=None
         )
 
     turn_id = turn.id

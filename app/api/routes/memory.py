@@ -20,7 +20,6 @@ from app.api.schemas.sessions import SessionPublic
 from app.memory.details import DetailQuery
 from app.memory.render import MIN_BLOCK_CHARS, DetailHint
 from app.services import memory as service
-from app.services.branching import reverted_turns
 from app.services.sessions import status_of
 from app.services.summaries import enqueue_if_needed
 
@@ -79,7 +78,8 @@ TimeRef = Annotated[
         "session the look-up `kit_mode` and `kit_mcp` name, as its hook sends them: "
         "`/sc-detail` by default; the `Detail` tool otherwise). Times are `[HH:MM:SS]` in the "
         "display time zone, with a date line per day when the turns span several days. "
-        "The session's own turns are not in it."
+        "The session's own turns are not in it. A forked predecessor's turns include its "
+        "parent's up to the fork point; turns a rewind reverted are left out."
     ),
     responses=problem_responses(404, 422),
 )
@@ -143,7 +143,8 @@ async def get_memory(
         "messages, images), a piece longer than what is left of a page continuing on the "
         "next. `kind` keeps one kind of piece, `grep` only the lines containing a text "
         "(case-insensitive, numbered `L<n>:`). 404 when no turn matches the time, 422 for a "
-        "malformed time or parameter; a page past the last is empty."
+        "malformed time or parameter; a page past the last is empty. Turns a rewind "
+        "reverted are found too, `reverted` (and so marked in the text's headings)."
     ),
     responses=problem_responses(404, 422),
 )
@@ -167,7 +168,6 @@ async def get_detail(
         max_chars=max_chars or settings.detail_page_max_chars, page=page, kind=kind, grep=grep
     )
     found = await service.detail_page_of(db, tenant, session_id, time, query, tz=settings.zone)
-    taken = await reverted_turns(db, session_id, [(t.session_id, t.turn) for t in found.turns])
     return DetailList(
         data=[
             TurnDetailPublic(
@@ -182,7 +182,7 @@ async def get_detail(
                     kind: [DetailEntryPublic(**vars(e)) for e in entries]
                     for kind, entries in t.details.items()
                 },
-                reverted=(t.session_id, t.turn) in taken,
+                reverted=t.reverted,
             )
             for t in found.turns
         ],

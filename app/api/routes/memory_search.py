@@ -57,7 +57,8 @@ def _public(hits: list[service.SearchHit], settings: Settings) -> SearchList:
     summary="Search the memory of every session of the tenant",
     description=_SEARCH_DESCRIPTION
     + " `project` keeps the sessions filed under that folder (a Claude Code session's "
-    "project: its git root or its folder), under a folder above it or inside it.",
+    "project: its git root or its folder), under a folder above it or inside it. Turns a "
+    "rewind of their session reverted are left out.",
     responses=problem_responses(422),
 )
 async def search(
@@ -82,7 +83,9 @@ async def search(
     name="search_chain",
     summary="Search the memory of a session's chain",
     description=_SEARCH_DESCRIPTION
-    + " The chain is the session, its predecessors and the sessions merged into them.",
+    + " The chain is the session, its predecessors and the sessions merged into them, as "
+    "their memory holds them: a fork's includes its parent's turns up to the fork point, "
+    "and turns a rewind reverted are left out.",
     responses=problem_responses(404, 422),
 )
 async def search_chain(

@@ -11,7 +11,6 @@ from app.api.errors import problem_responses
 from app.api.routes.sessions import SessionId
 from app.api.schemas.turns import TurnList, TurnPublic
 from app.services import turns as service
-from app.services.branching import reverted_turns
 
 router = APIRouter(
     prefix="/sessions/{session_id}", tags=["memory"], responses=problem_responses(401, 503)
@@ -23,8 +22,10 @@ router = APIRouter(
     name="turns",
     summary="The turns of the session's chain, newest first, by the time they ended",
     description="The turns the detail look-up reads (this session's, its predecessors', "
-    "and those of sessions merged into them), each with its time as "
-    "`GET /sessions/{session_id}/detail/{time}` takes it and a short preview.",
+    "and those of sessions merged into them; a fork's include its parent's up to the fork "
+    "point), each with its time as "
+    "`GET /sessions/{session_id}/detail/{time}` takes it and a short preview. Turns a "
+    "rewind reverted are listed, `reverted`.",
     responses=problem_responses(404, 422),
 )
 async def list_turns(
@@ -50,7 +51,6 @@ async def list_turns(
         after=after,
         preview_chars=settings.turn_preview_chars,
     )
-    taken = await reverted_turns(db, session_id, [(t.session_id, t.turn) for t in page.data])
     return TurnList(
         data=[
             TurnPublic(
@@ -59,7 +59,7 @@ async def list_turns(
                 ended_at=t.ended_at,
                 time=f"{t.ended_at.astimezone(settings.zone):%H:%M:%S}",
                 preview=t.preview,
-                reverted=(t.session_id, t.turn) in taken,
+                reverted=t.reverted,
             )
             for t in page.data
         ],

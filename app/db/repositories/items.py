@@ -220,6 +220,34 @@ class ItemRepository:
         first, last = (await self.db.exec(query)).one()
         return None if first is None else (int(first), int(last))
 
+    async def turns_starting_in(
+        self, session_id: str, after_seq: int, upto: int | None
+    ) -> tuple[int, int | None] | None:
+        """The numbers of the session's turns whose first item has `after_seq < seq <= upto`
+        (`upto` None: no end, and then turns still to come count too), as the lowest and
+        highest (None: no end); None when no turn starts there. A session's turns follow
+        each other in `seq`, so three index probes answer it however long the range."""
+
+        def turn_at(order: Any, *where: Any) -> Any:
+            query = core_select(_I.c.turn).where(_I.c.session_id == session_id, *where)
+            return query.order_by(order).limit(1)
+
+        within = [_I.c.seq > after_seq]
+        if upto is not None:
+            within.append(_I.c.seq <= upto)
+        first = (await self.db.exec(turn_at(_I.c.seq, *within))).first()
+        before = (await self.db.exec(turn_at(_I.c.seq.desc(), _I.c.seq <= after_seq))).first()
+        ongoing = None if before is None else int(before[0])  # a turn begun before the range
+        if first is None:
+            low = 0 if ongoing is None else ongoing + 1
+            return None if upto is not None else (low, None)
+        low = int(first[0]) + (1 if int(first[0]) == ongoing else 0)
+        if upto is None:
+            return low, None
+        last = (await self.db.exec(turn_at(_I.c.seq.desc(), *within))).first()
+        high = int(last[0]) if last is not None else low - 1
+        return (low, high) if low <= high else None
+
     async def known_source_ids(self, session_id: str, source_ids: Sequence[str]) -> set[str]:
         found: set[str] = set()
         for start in range(0, len(source_ids), 500):

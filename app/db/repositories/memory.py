@@ -12,6 +12,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     cast,
+    false,
     func,
     literal,
     or_,
@@ -103,6 +104,48 @@ def _spanned(row: Any) -> Spanned:
     return FoundTurn(*found), started_at
 
 
+class Holder(NamedTuple):
+    """Where some of a session's memory turns are: every turn `session_id` owns (`turns`
+    None: a session that reads its own log whole), or the turns of `session_id`'s log
+    numbered from `turns[0]` up to `turns[1]` (None: no end), one range of a forked or
+    rewound session's lineage (`app.services.memory.memory_of`). A range is read by the
+    turn's origin, never its owner: the turns a fork shares are its parent's rows."""
+
+    session_id: str
+    turns: tuple[int, int | None] | None = None
+
+    def holds(self) -> Any:
+        """The condition on `MemoryTurn` of the turns it holds."""
+        if self.turns is None:
+            return col(MemoryTurn.session_id) == self.session_id
+        low, high = self.turns
+        held = [col(MemoryTurn.origin_session_id) == self.session_id, col(MemoryTurn.turn) >= low]
+        if high is not None:
+            held.append(col(MemoryTurn.turn) <= high)
+        return and_(*held)
+
+    def covers(self, origin: str, turn: int) -> bool:
+        """Whether turn `turn` of `origin` is one of its range's (never for an owner's
+        whole memory: nothing of it is reverted)."""
+        if self.turns is None or origin != self.session_id:
+            return False
+        low, high = self.turns
+        return low <= turn and (high is None or turn <= high)
+
+
+def held_by(holders: Sequence[Holder]) -> Any:
+    """The condition on `MemoryTurn` of the turns any of `holders` holds: one `IN` for the
+    owners (one range of the session index each), a range of the `(origin_session_id,
+    turn)` index per lineage range."""
+    owners = [h.session_id for h in holders if h.turns is None]
+    parts = [h.holds() for h in holders if h.turns is not None]
+    if owners:
+        parts.insert(0, col(MemoryTurn.session_id).in_(owners))
+    if not parts:
+        return false()
+    return parts[0] if len(parts) == 1 else or_(*parts)
+
+
 def _older_than(ended_at: Any, turn_id: Any) -> Any:
     """A turn before the keyset `(ended_at, turn_id)` in the order newest first."""
     return or_(
@@ -111,19 +154,25 @@ def _older_than(ended_at: Any, turn_id: Any) -> Any:
     )
 
 
-def _texts_of(chars: str) -> Any:
-    """A session's turns, their texts cut to the parameter `chars` characters."""
+def _texts_of(chars: str, ranged: bool) -> Any:
+    """A session's turns (`ranged`: those of its log numbered `turn_low..turn_high`), their
+    texts cut to the parameter `chars` characters."""
     cut = [
         func.substr(column, 1, bindparam(chars))
         for column in (MemoryTurn.user_text, MemoryTurn.assistant_text, MemoryTurn.l1)
     ]
-    return sa_select(col(MemoryTurn.ended_at), col(MemoryTurn.id), *cut).where(
-        col(MemoryTurn.session_id) == bindparam("session_id")
+    query = sa_select(col(MemoryTurn.ended_at), col(MemoryTurn.id), *cut)
+    if not ranged:
+        return query.where(col(MemoryTurn.session_id) == bindparam("session_id"))
+    return query.where(
+        col(MemoryTurn.origin_session_id) == bindparam("session_id"),
+        col(MemoryTurn.turn) >= bindparam("turn_low"),
+        col(MemoryTurn.turn) <= bindparam("turn_high"),
     )
 
 
 @functools.cache
-def _newest_query(after_keyset: bool, wide: bool) -> Any:
+def _newest_query(after_keyset: bool, wide: bool, ranged: bool = False) -> Any:
     """`MemoryRepository.newest_texts`' statement, built once per shape: the turns that may
     be shown whole (`wide_rows` of them, cut to `wide_chars`) then the summaries after them
     (`narrow_limit`, cut to `narrow_chars`), as two ranges of the same index.
@@ -134,7 +183,7 @@ def _newest_query(after_keyset: bool, wide: bool) -> Any:
     newest = (col(MemoryTurn.ended_at).desc(), col(MemoryTurn.id).desc())
 
     def part(chars: str) -> Any:
-        query = _texts_of(chars)
+        query = _texts_of(chars, ranged)
         if after_keyset:
             at = bindparam("before_at", type_=UTCDateTime)
             query = query.where(_older_than(at, bindparam("before_id")))
@@ -397,7 +446,7 @@ class MemoryRepository(RowRepository):
 
     async def newest_texts(
         self,
-        session_id: str,
+        holder: Holder,
         *,
         before: tuple[datetime, int] | None,
         limit: int,
@@ -405,24 +454,28 @@ class MemoryRepository(RowRepository):
         wide_rows: int = 0,
         wide_chars: int = 0,
     ) -> list[NewestText]:
-        """A session's turns newest first (by `ended_at`, then `id`), after the keyset
+        """A holder's turns newest first (by `ended_at`, then `id`), after the keyset
         `before` when given, at most `limit`: the first `wide_rows` of them with texts cut
         to `wide_chars` characters, the others to `max_chars`.
 
         One range of the `(session_id, ended_at)` index however long the session: the
         memory block reads about as many turns, and characters, as it can show, in one
-        round trip for the turns it may show whole and the first summaries after them."""
+        round trip for the turns it may show whole and the first summaries after them (a
+        lineage range: one range of the `(origin_session_id, turn)` index)."""
         wide_rows = min(wide_rows, limit)
         params: dict[str, Any] = {
-            "session_id": session_id,
+            "session_id": holder.session_id,
             "narrow_limit": limit - wide_rows,
             "narrow_chars": max_chars,
             "wide_rows": wide_rows,
             "wide_chars": wide_chars,
         }
+        if holder.turns is not None:
+            params["turn_low"], high = holder.turns
+            params["turn_high"] = _NO_TURN if high is None else high
         if before is not None:
             params["before_at"], params["before_id"] = before
-        query = _newest_query(before is not None, wide_rows > 0)
+        query = _newest_query(before is not None, wide_rows > 0, holder.turns is not None)
         return [NewestText(*row) for row in (await self.db.exec(query, params=params)).all()]
 
     async def chain_spans(self, chain: Sequence[str]) -> dict[str, ChainSpan]:
@@ -445,17 +498,53 @@ class MemoryRepository(RowRepository):
             spans[session_id] = ChainSpan(first, last, turns)
         return spans
 
+    async def range_spans(self, holders: Sequence[Holder]) -> dict[Holder, ChainSpan]:
+        """`chain_spans` of lineage ranges: per range holding turns, its first and last end
+        time and how many turns it holds by their numbers, from index probes."""
+        spans: dict[Holder, ChainSpan] = {}
+        for holder in holders:
+            held = holder.holds()
+            query: Any = sa_select(
+                select(func.min(MemoryTurn.ended_at)).where(held).scalar_subquery(),
+                select(func.max(MemoryTurn.ended_at)).where(held).scalar_subquery(),
+                select(func.min(MemoryTurn.turn)).where(held).scalar_subquery(),
+                select(func.max(MemoryTurn.turn)).where(held).scalar_subquery(),
+            )
+            first, last, low, high = (await self.db.exec(query)).one()
+            if first is not None:
+                spans[holder] = ChainSpan(first, last, high - low + 1)
+        return spans
+
     async def time_spans(
-        self, session_ids: Sequence[str]
-    ) -> dict[str, tuple[datetime, datetime, datetime | None]]:
-        """The first and last end time of each session's turns, and when its first turn
-        began (None when it does not know), sessions with no turns left out.
+        self, holders: Sequence[Holder]
+    ) -> dict[Holder, tuple[datetime, datetime, datetime | None]]:
+        """The first and last end time of each holder's turns, and when its first turn
+        began (None when it does not know), holders with no turns left out.
 
         Correlated subqueries rather than one `min(), max()`: each alone is answered from
         an end of the `(session_id, ended_at)` index, together they scan the range.
         """
+        found: dict[Holder, tuple[datetime, datetime, datetime | None]] = {}
+        for holder in holders:
+            if holder.turns is None:
+                continue
+            held = holder.holds()
+            first = select(func.min(MemoryTurn.ended_at)).where(held).scalar_subquery()
+            last = select(func.max(MemoryTurn.ended_at)).where(held).scalar_subquery()
+            began = (
+                select(MemoryTurn.started_at)
+                .where(held)
+                .order_by(col(MemoryTurn.ended_at), col(MemoryTurn.id))
+                .limit(1)
+                .scalar_subquery()
+            )
+            spanned: Any = sa_select(first, last, began)
+            start, end, begin = (await self.db.exec(spanned)).one()
+            if start is not None and end is not None:
+                found[holder] = (start, end, begin)
+        session_ids = [h.session_id for h in holders if h.turns is None]
         if not session_ids:
-            return {}
+            return found
         owned = MemoryTurn.session_id == Session.id
         first = select(func.min(MemoryTurn.ended_at)).where(owned).scalar_subquery()
         last = select(func.max(MemoryTurn.ended_at)).where(owned).scalar_subquery()
@@ -467,27 +556,26 @@ class MemoryRepository(RowRepository):
             .scalar_subquery()
         )
         query = select(Session.id, first, last, began).where(col(Session.id).in_(session_ids))
-        return {
-            session_id: (start, end, begin)
-            for session_id, start, end, begin in (await self.db.exec(query)).all()
-            if start is not None and end is not None
-        }
+        for session_id, start, end, begin in (await self.db.exec(query)).all():
+            if start is not None and end is not None:
+                found[Holder(session_id)] = (start, end, begin)
+        return found
 
     async def turns_between(
-        self, session_ids: Sequence[str], start: datetime, end: datetime
+        self, holders: Sequence[Holder], start: datetime, end: datetime
     ) -> list[Spanned]:
-        """The turns of these sessions that ended in `[start, end)`."""
-        if not session_ids:
+        """The turns of these holders that ended in `[start, end)`."""
+        if not holders:
             return []
         query: Any = sa_select(*_SPANNED).where(
-            col(MemoryTurn.session_id).in_(session_ids),
+            held_by(holders),
             col(MemoryTurn.ended_at) >= start,
             col(MemoryTurn.ended_at) < end,
         )
         return list(map(_spanned, (await self.db.exec(query)).all()))
 
-    async def first_ending_after(self, probes: Sequence[tuple[str, datetime]]) -> list[Spanned]:
-        """Per `(session, moment)`, the session's first turn that ended after the moment:
+    async def first_ending_after(self, probes: Sequence[tuple[Holder, datetime]]) -> list[Spanned]:
+        """Per `(holder, moment)`, the holder's first turn that ended after the moment:
         the only one of it that may have begun before the moment and still be running
         then (a session's turns follow each other). One index probe each, `_PROBES` of
         them to a statement."""
@@ -495,28 +583,28 @@ class MemoryRepository(RowRepository):
         for start in range(0, len(probes), _PROBES):
             parts = [
                 sa_select(*_SPANNED)
-                .where(col(MemoryTurn.session_id) == session_id, col(MemoryTurn.ended_at) > moment)
+                .where(holder.holds(), col(MemoryTurn.ended_at) > moment)
                 .order_by(col(MemoryTurn.ended_at), col(MemoryTurn.id))
                 .limit(1)
                 .subquery()
                 .select()
-                for session_id, moment in probes[start : start + _PROBES]
+                for holder, moment in probes[start : start + _PROBES]
             ]
             query: Any = union_all(*parts) if len(parts) > 1 else parts[0]
             found.extend(map(_spanned, (await self.db.exec(query)).all()))
         return found
 
     async def turns_at_seconds(
-        self, session_ids: Sequence[str], ranges: Sequence[tuple[int, int]]
+        self, holders: Sequence[Holder], ranges: Sequence[tuple[int, int]]
     ) -> list[Spanned]:
-        """The turns of these sessions that ended in these (inclusive) ranges of seconds of
+        """The turns of these holders that ended in these (inclusive) ranges of seconds of
         the UTC day: one range of `(session_id, ended_second)` per session and range."""
         found: list[Spanned] = []
-        if not session_ids:
+        if not holders:
             return found
         for low, high in ranges:
             query: Any = sa_select(*_SPANNED).where(
-                col(MemoryTurn.session_id).in_(session_ids),
+                held_by(holders),
                 col(MemoryTurn.ended_second) >= low,
                 col(MemoryTurn.ended_second) <= high,
             )
@@ -561,13 +649,13 @@ class MemoryRepository(RowRepository):
         return len(ids)
 
     async def newest_turns(
-        self, session_ids: Sequence[str], *, limit: int, before: tuple[datetime, int] | None
+        self, holders: Sequence[Holder], *, limit: int, before: tuple[datetime, int] | None
     ) -> list[MemoryTurn]:
-        """Turns owned by these sessions, newest first (by `ended_at`, then `id`), those
-        ordered before `before` when it is given: one range of the session index each."""
-        if not session_ids:
+        """Turns these hold, newest first (by `ended_at`, then `id`), those ordered before
+        `before` when it is given: one range of the session index each."""
+        if not holders:
             return []
-        query = select(MemoryTurn).where(col(MemoryTurn.session_id).in_(session_ids))
+        query = select(MemoryTurn).where(held_by(holders))
         if before is not None:
             query = query.where(_older_than(*before))
         query = query.order_by(col(MemoryTurn.ended_at).desc(), col(MemoryTurn.id).desc())
@@ -677,6 +765,7 @@ class ChainRepository:
         return (await self.db.exec(query)).first()
 
 
+_NO_TURN = 2**31 - 1  # the largest turn number (an INTEGER): the bound of an open range
 _PROBES = 200  # index probes of `first_ending_after` in one statement
 _SOURCES_CHUNK = 50  # source ids per look-up at most: a prepared statement per count up to it
 

@@ -16,7 +16,7 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import MemoryDetail, MemoryTurn, Session
-from app.db.repositories.memory import ChainRepository, FoundTurn
+from app.db.repositories.memory import ChainRepository, FoundTurn, Holder, held_by
 from app.memory.search import fts5_query
 
 _LIKE_ESCAPE = "\\"
@@ -26,12 +26,12 @@ PUNCTUATION = "[[:punct:]]+"  # as the index reads it (`app.db.fulltext`)
 @dataclass(frozen=True)
 class SearchScope:
     """Where to look: a tenant's turns, of these projects (a folder: the sessions filed
-    under it, an ancestor of it or a folder inside it), of these sessions (owners), ended
-    in `[since, until)`."""
+    under it, an ancestor of it or a folder inside it), of these holders (a session's
+    chain), ended in `[since, until)`."""
 
     tenant: str
     project: str | None = None
-    owners: Sequence[str] | None = None
+    holders: Sequence[Holder] | None = None
     since: datetime | None = None
     until: datetime | None = None
 
@@ -87,9 +87,8 @@ def _scope_conditions(scope: SearchScope) -> tuple[list[Any], dict[str, Any]]:
         )
         params["s_folders"] = folders
         params["s_inside"] = _escape_like(folders[0]) + "/%"
-    if scope.owners is not None:
-        conditions.append(col(MemoryTurn.session_id).in_(bindparam("s_owners", expanding=True)))
-        params["s_owners"] = list(scope.owners)
+    if scope.holders is not None:
+        conditions.append(held_by(scope.holders))
     if scope.since is not None:
         conditions.append(col(MemoryTurn.ended_at) >= bindparam("s_since", type_=_ENDED))
         params["s_since"] = scope.since
@@ -255,22 +254,22 @@ class TimelineRepository:
     def __init__(self, db: AsyncSession) -> None:
         self.db = db
 
-    async def turn_of(self, owners: Sequence[str], origin: str, turn: int) -> FoundTurn | None:
-        """Turn `turn` of session `origin`, if one of `owners` holds it."""
+    async def turn_of(self, holders: Sequence[Holder], origin: str, turn: int) -> FoundTurn | None:
+        """Turn `turn` of session `origin`, if one of `holders` holds it."""
         query: Any = sa_select(*_FOUND).where(
             col(MemoryTurn.origin_session_id) == origin,
             col(MemoryTurn.turn) == turn,
-            col(MemoryTurn.session_id).in_(list(owners)),
+            held_by(holders),
         )
         row = (await self.db.exec(query)).first()
         return FoundTurn(*row) if row is not None else None
 
     async def around(
-        self, owners: Sequence[str], anchor: FoundTurn, *, before: int, after: int
+        self, holders: Sequence[Holder], anchor: FoundTurn, *, before: int, after: int
     ) -> tuple[list[FoundTurn], list[FoundTurn]]:
         """The `before` turns that ended before the anchor (oldest first) and the `after`
         turns after it (oldest first), in the order of (`ended_at`, `id`)."""
-        owned = col(MemoryTurn.session_id).in_(list(owners))
+        owned = held_by(holders)
         at, turn_id = anchor.ended_at, anchor.id
         older = or_(
             col(MemoryTurn.ended_at) < at,

@@ -434,6 +434,15 @@ class SessionRepository(RowRepository):
         )
         await self.db.exec(stmt)
 
+    async def with_lineage(self, session_ids: list[str]) -> list[Session]:
+        """Those of these sessions that were forked or rewound (that have a lineage)."""
+        if not session_ids:
+            return []
+        query = select(Session).where(
+            col(Session.id).in_(session_ids), col(Session.lineage).is_not(None)
+        )
+        return list((await self.db.exec(query)).all())
+
     async def lineage(self, session_id: str) -> dict[str, Any] | None:
         """The session's stored lineage (`app.domain.lineage`); None: it reads its own log.
         One prepared statement (a job reads it in its snapshot of prepared statements)."""
