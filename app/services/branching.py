@@ -12,7 +12,7 @@ the end before the last rewind).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -38,11 +38,14 @@ from app.domain.items import (
 from app.domain.lineage import Lineage, Part, Span, forked, lineage_of, segment_parts
 from app.domain.tasks import Task
 from app.engine.requests import unanswered_tool_uses
+from app.engine.snapshots import Changes
 from app.services import tasks as task_log
 from app.services import webhooks
 from app.services.events import record_event
 from app.services.items import add_item
 from app.services.sessions import get_session
+from app.services.workspace_snapshots import Restored, changes_at, restore_at
+from app.settings import Settings
 
 FIRST_SEGMENT = 1
 """A fork's first segment: its own items start it, after the parts of its parent's."""
@@ -253,6 +256,17 @@ class RewindPreview:
     tasks_before: list[Task]
     tasks_after: list[Task]
     files: list[str]
+    workspace: WorkspaceChanges | None = None
+
+
+@dataclass(frozen=True)
+class WorkspaceChanges:
+    """What a rewind with `files: true` does (or would do) to a job's workspace: restore
+    it to the snapshot taken at `snapshot_seq`."""
+
+    job_id: str
+    snapshot_seq: int
+    changes: Changes
 
 
 @dataclass(frozen=True)
@@ -261,6 +275,7 @@ class Rewound:
     to_seq: int
     from_seq: int
     segment: int
+    workspace: WorkspaceChanges | None = None
 
 
 async def _target(
@@ -288,13 +303,25 @@ async def rewind_session(
     to_seq: int | None = None,
     to_turn: int | None = None,
     check_busy: bool = True,
+    files: Settings | None = None,
 ) -> Rewound:
-    """Append a `rewind` item and read the log as it was at the point from now on."""
+    """Append a `rewind` item and read the log as it was at the point from now on; with
+    `files` (the settings locating the workspace store), also restore the session's job
+    workspace to its snapshot at the point, after a safety snapshot of it as it is."""
     session = await get_session(db, tenant, session_id, lock=True)
     if check_busy:
         await _refuse_busy(db, session_id)
     lineage, point = await _target(db, session, to_seq, to_turn)
-    return await _rewind_to(db, tenant, session, lineage, point)
+    restored: Restored | None = None
+    if files is not None:
+        restored = await restore_at(
+            db, files, tenant, session_id, seq=point.seq, head=session.last_seq
+        )
+    done = await _rewind_to(db, tenant, session, lineage, point, files=restored is not None)
+    if restored is None:
+        return done
+    workspace = WorkspaceChanges(restored.job_id, restored.snapshot_seq, restored.changes)
+    return replace(done, workspace=workspace)
 
 
 async def rewind_before_seq(db: AsyncSession, tenant: str, session_id: str, seq: int) -> None:
@@ -314,7 +341,13 @@ async def rewind_before_seq(db: AsyncSession, tenant: str, session_id: str, seq:
 
 
 async def _rewind_to(
-    db: AsyncSession, tenant: str, session: Session, lineage: Lineage, point: Point
+    db: AsyncSession,
+    tenant: str,
+    session: Session,
+    lineage: Lineage,
+    point: Point,
+    *,
+    files: bool = False,
 ) -> Rewound:
     sessions = SessionRepository(db)
     from_seq = session.last_seq
@@ -322,7 +355,7 @@ async def _rewind_to(
     slot = await sessions.allocate_seq(session.id, new_turn=False)
     rewound = lineage.rewound(session.id, point.seq, slot.seq, segment, point.parts)
     await sessions.set_lineage(session.id, rewound.to_json(), segment=segment)
-    payload = Rewind(to_seq=point.seq, from_seq=from_seq)
+    payload = Rewind(to_seq=point.seq, from_seq=from_seq, files=files)
     await add_item(db, session.id, slot, payload, Origin.api)
     caches.take(db, SESSION_VIEWS, session.id)  # this process's view: read anew
     data = {
@@ -345,9 +378,11 @@ async def rewind_preview(
     *,
     to_seq: int | None = None,
     to_turn: int | None = None,
+    files: Settings | None = None,
 ) -> RewindPreview:
     """What `rewind_session` would change, changing nothing: the turns it would revert
-    and bring back, the task list before and after, the files the reverted items attach."""
+    and bring back, the task list before and after, the files the reverted items attach,
+    and with `files` (as for a rewind) what it would do to the job's workspace."""
     session = await get_session(db, tenant, session_id)
     lineage, point = await _target(db, session, to_seq, to_turn)
     after = lineage.spans_at(point.seq)
@@ -356,6 +391,10 @@ async def rewind_preview(
     turns_after, _ = await _turns_and_files(db, after, leaving_out=now)
     before_store = await task_log.replay_spans(db, now)
     after_store = await task_log.replay_spans(db, after)
+    workspace = None
+    if files is not None:
+        found, changes = await changes_at(db, files, tenant, session_id, point.seq)
+        workspace = WorkspaceChanges(found.ref.job_id, found.ref.seq, changes)
     return RewindPreview(
         to_seq=point.seq,
         from_seq=session.last_seq,
@@ -364,6 +403,7 @@ async def rewind_preview(
         tasks_before=before_store.all(),
         tasks_after=after_store.all(),
         files=files_gone,
+        workspace=workspace,
     )
 
 
