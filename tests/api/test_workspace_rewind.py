@@ -13,7 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
+from app.services.auth import LOCAL_TENANT
 from app.services.piece_jobs import workspace_of
+from app.services.workspace_snapshots import store_of
 from app.settings import Settings
 from tests.fakes.messages_api import FakeMessagesAPI, text, tool_use
 from tests.support.apps import serve
@@ -270,3 +272,31 @@ async def test_files_while_a_movement_runs_is_409_and_changes_nothing(
 
 async def _asked(fake_llm: FakeMessagesAPI, requests: int) -> bool:
     return len(fake_llm.requests) >= requests
+
+
+async def test_snapshots_past_the_bound_per_job_go_oldest_first(
+    shell_settings: Callable[..., Settings], fake_llm: FakeMessagesAPI
+) -> None:
+    async with serve(shell_settings(snapshot_max_per_job=1)) as (_, client):
+        job = await _run_shell_job(client, fake_llm)
+        kept = await _before_change(client, job["session_id"])
+
+        rewound = await _rewind(client, job["session_id"], to_turn=0, files=True)
+
+    assert rewound.status_code == 422, rewound.text
+    assert rewound.json()["reason"] == "no-snapshot"
+    assert rewound.json()["points"] == [kept]  # the `make` movement's snapshot went
+
+
+async def test_deleting_the_session_removes_its_jobs_snapshots(
+    strata: httpx.AsyncClient, fake_llm: FakeMessagesAPI, shell_settings: Callable[..., Settings]
+) -> None:
+    job = await _run_shell_job(strata, fake_llm)
+    store = store_of(shell_settings(), LOCAL_TENANT)
+    assert store.snapshots(job["id"])
+
+    deleted = await strata.delete(f"/sessions/{job['session_id']}")
+
+    assert deleted.status_code == 204, deleted.text
+    assert store.snapshots(job["id"]) == []
+    assert not store.blobs.exists() or not any(store.blobs.iterdir())
