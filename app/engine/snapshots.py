@@ -203,6 +203,11 @@ class SnapshotStore:
             refs.append(SnapshotRef(job_id, int(seq), int(taken), self.job_dir(job_id) / name))
         return sorted(refs, key=lambda r: r.taken_ns)
 
+    def ref_of(self, manifest: Manifest) -> SnapshotRef:
+        """Where a snapshot `take` answered is."""
+        path = self.job_dir(manifest.job_id) / _dir_name(manifest)
+        return SnapshotRef(manifest.job_id, manifest.seq, manifest.taken_ns, path)
+
     def manifest(self, ref: SnapshotRef) -> Manifest:
         return Manifest.from_json(json.loads((ref.path / _MANIFEST).read_text()))
 

@@ -19,6 +19,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db import caches
 from app.db.caches import SESSION_VIEWS
+from app.db.engine import UnitsOfWork
 from app.db.models import Session
 from app.db.repositories.items import ItemRepository
 from app.db.repositories.jobs import JobRepository
@@ -44,7 +45,7 @@ from app.services import webhooks
 from app.services.events import record_event
 from app.services.items import add_item
 from app.services.sessions import get_session
-from app.services.workspace_snapshots import Restored, changes_at, restore_at
+from app.services.workspace_snapshots import changes_at, put_back, restore, snapshot_at
 from app.settings import Settings
 
 FIRST_SEGMENT = 1
@@ -303,25 +304,59 @@ async def rewind_session(
     to_seq: int | None = None,
     to_turn: int | None = None,
     check_busy: bool = True,
-    files: Settings | None = None,
 ) -> Rewound:
-    """Append a `rewind` item and read the log as it was at the point from now on; with
-    `files` (the settings locating the workspace store), also restore the session's job
-    workspace to its snapshot at the point, after a safety snapshot of it as it is."""
+    """Append a `rewind` item and read the log as it was at the point from now on."""
     session = await get_session(db, tenant, session_id, lock=True)
     if check_busy:
         await _refuse_busy(db, session_id)
     lineage, point = await _target(db, session, to_seq, to_turn)
-    restored: Restored | None = None
-    if files is not None:
-        restored = await restore_at(
-            db, files, tenant, session_id, seq=point.seq, head=session.last_seq
-        )
-    done = await _rewind_to(db, tenant, session, lineage, point, files=restored is not None)
-    if restored is None:
-        return done
-    workspace = WorkspaceChanges(restored.job_id, restored.snapshot_seq, restored.changes)
-    return replace(done, workspace=workspace)
+    return await _rewind_to(db, tenant, session, lineage, point)
+
+
+async def rewind_with_files(
+    database: UnitsOfWork,
+    settings: Settings,
+    tenant: str,
+    session_id: str,
+    *,
+    to_seq: int | None = None,
+    to_turn: int | None = None,
+) -> Rewound:
+    """`rewind_session` that also restores the session's job workspace to its snapshot
+    at the point, after a safety snapshot of it as the log ends now (a rewind back to
+    that end with files undoes both).
+
+    The files are copied outside any transaction (a write unit only talks to the
+    database); the rewind is then written only if the log did not move meanwhile, and
+    otherwise (or when that write fails) the folder is put back from the safety snapshot
+    and the answer is a 409."""
+    async with database.read() as db:
+        session = await get_session(db, tenant, session_id)
+        await _refuse_busy(db, session_id)
+        _, point = await _target(db, session, to_seq, to_turn)
+        found = await snapshot_at(db, settings, tenant, session_id, point.seq)
+    head = session.last_seq
+    restored = await restore(found, session_id, head)
+
+    async def write(db: AsyncSession) -> Rewound:
+        now = await get_session(db, tenant, session_id, lock=True)
+        if now.last_seq != head:
+            raise Conflict(
+                "the session's log moved while its workspace was restored: nothing was "
+                "rewound and the workspace was put back; try again",
+                reason="session-busy",
+            )
+        await _refuse_busy(db, session_id)
+        lineage = await _lineage(db, now)
+        return await _rewind_to(db, tenant, now, lineage, point, files=True)
+
+    try:
+        done = await database.write(write)
+    except BaseException:
+        await put_back(found, restored)
+        raise
+    changes = WorkspaceChanges(found.ref.job_id, found.ref.seq, restored.changes)
+    return replace(done, workspace=changes)
 
 
 async def rewind_before_seq(db: AsyncSession, tenant: str, session_id: str, seq: int) -> None:

@@ -145,24 +145,14 @@ async def changes_at(
 
 @dataclass(frozen=True)
 class Restored:
-    job_id: str
-    snapshot_seq: int
+    safety: SnapshotRef
     changes: Changes
 
 
-async def restore_at(
-    db: AsyncSession,
-    settings: Settings,
-    tenant: str,
-    session_id: str,
-    *,
-    seq: int,
-    head: int,
-) -> Restored:
-    """Restore the folder to the point `seq`, after a safety snapshot of it as the log
-    ends now (`head`), which a rewind back to `head` with `files: true` restores; a
+async def restore(found: Found, session_id: str, head: int) -> Restored:
+    """Restore the folder to the snapshot found, after a safety snapshot of it as the
+    log ends now (`head`), which a rewind back to `head` with `files: true` restores; a
     safety snapshot over a bound refuses the restore (422), which could not be undone."""
-    found = await snapshot_at(db, settings, tenant, session_id, seq)
     job_id = found.ref.job_id
     safety = await asyncio.to_thread(
         functools.partial(
@@ -177,7 +167,12 @@ async def restore_at(
             reason="snapshot-not-kept",
         )
     changes = await asyncio.to_thread(found.store.restore, found.root, found.ref)
-    return Restored(job_id, found.ref.seq, changes)
+    return Restored(found.store.ref_of(safety), changes)
+
+
+async def put_back(found: Found, restored: Restored) -> None:
+    """The folder as it was before `restore`, from its safety snapshot."""
+    await asyncio.to_thread(found.store.restore, found.root, restored.safety)
 
 
 def remove_snapshots(settings: Settings, tenant: str, job_ids: list[str]) -> None:

@@ -7,12 +7,18 @@ from __future__ import annotations
 
 import threading
 from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
+from sqlmodel.ext.asyncio.session import AsyncSession
 
+from app.db.engine import Database, UnitsOfWork
+from app.domain.errors import Conflict
+from app.services import branching
 from app.services.auth import LOCAL_TENANT
 from app.services.piece_jobs import workspace_of
 from app.services.workspace_snapshots import store_of
@@ -300,3 +306,42 @@ async def test_deleting_the_session_removes_its_jobs_snapshots(
     assert deleted.status_code == 204, deleted.text
     assert store.snapshots(job["id"]) == []
     assert not store.blobs.exists() or not any(store.blobs.iterdir())
+
+
+@dataclass
+class _MovesTheLogFirst:
+    """The database, its log moved by a REST task change just before the rewind's write."""
+
+    database: Database
+    client: httpx.AsyncClient
+    session_id: str
+
+    def read(self) -> AbstractAsyncContextManager[AsyncSession]:
+        return self.database.read()
+
+    async def write(self, work: Any) -> Any:
+        moved = await self.client.post(
+            f"/sessions/{self.session_id}/tasks", json={"subject": "meanwhile"}
+        )
+        assert moved.status_code == 201, moved.text
+        return await self.database.write(work)
+
+
+async def test_a_log_moved_during_the_restore_puts_the_workspace_back_and_is_409(
+    shell_settings: Callable[..., Settings], fake_llm: FakeMessagesAPI
+) -> None:
+    settings = shell_settings()
+    async with serve(settings) as (app, client):
+        job = await _run_shell_job(client, fake_llm)
+        point = await _before_change(client, job["session_id"])
+        racing = _MovesTheLogFirst(app.state.runtime.database, client, job["session_id"])
+
+        with pytest.raises(Conflict):
+            await branching.rewind_with_files(
+                cast(UnitsOfWork, racing), settings, LOCAL_TENANT, job["session_id"], to_seq=point
+            )
+        log = await items(client, job["session_id"])
+
+    assert (_folder(settings, job) / "input/notes.txt").read_text() == "first\nx\n"
+    assert (_folder(settings, job) / "output/made.txt").read_text() == "new\n"
+    assert not [item for item in log if item["kind"] == "rewind"]

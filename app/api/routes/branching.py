@@ -79,24 +79,24 @@ async def rewind_session(
     tenant: CurrentTenant,
     settings: SettingsDep,
 ) -> RewindPublic:
-    async def work(db: AsyncSession) -> RewindPublic:
-        done = await service.rewind_session(
-            db,
-            tenant,
-            session_id,
-            to_seq=body.to_seq,
-            to_turn=body.to_turn,
-            files=settings if body.files else None,
-        )
-        return RewindPublic(
-            seq=done.seq,
-            to_seq=done.to_seq,
-            from_seq=done.from_seq,
-            segment=done.segment,
-            workspace=_workspace(done.workspace),
+    async def work(db: AsyncSession) -> service.Rewound:
+        return await service.rewind_session(
+            db, tenant, session_id, to_seq=body.to_seq, to_turn=body.to_turn
         )
 
-    return await database.write(work)
+    if body.files:
+        done = await service.rewind_with_files(
+            database, settings, tenant, session_id, to_seq=body.to_seq, to_turn=body.to_turn
+        )
+    else:
+        done = await database.write(work)
+    return RewindPublic(
+        seq=done.seq,
+        to_seq=done.to_seq,
+        from_seq=done.from_seq,
+        segment=done.segment,
+        workspace=_workspace(done.workspace),
+    )
 
 
 @router.get(
