@@ -400,6 +400,7 @@ async def _rewind_to(
         "to_seq": point.seq,
         "from_seq": from_seq,
         "segment": segment,
+        "files": files,
     }
     await record_event(db, session.id, "session.rewound", data)
     await webhooks.enqueue_event(db, tenant, "session.rewound", data)

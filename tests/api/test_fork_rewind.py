@@ -367,6 +367,7 @@ async def test_a_rewind_is_on_the_sessions_stream_as_session_rewound(
             "to_seq": 2,
             "from_seq": 4,
             "segment": 1,
+            "files": False,
         }
     ]
 

@@ -23,6 +23,7 @@ from app.services.auth import LOCAL_TENANT
 from app.services.piece_jobs import workspace_of
 from app.services.workspace_snapshots import store_of
 from app.settings import Settings
+from tests.api.test_streams import _session_events_until
 from tests.fakes.messages_api import FakeMessagesAPI, text, tool_use
 from tests.support.apps import serve
 from tests.support.chat import items, new_session, submit_job, wait_job, wait_until
@@ -345,3 +346,14 @@ async def test_a_log_moved_during_the_restore_puts_the_workspace_back_and_is_409
     assert (_folder(settings, job) / "input/notes.txt").read_text() == "first\nx\n"
     assert (_folder(settings, job) / "output/made.txt").read_text() == "new\n"
     assert not [item for item in log if item["kind"] == "rewind"]
+
+
+async def test_the_rewound_event_says_it_restored_the_files(
+    shell_settings: Callable[..., Settings], fake_llm: FakeMessagesAPI
+) -> None:
+    async with serve(shell_settings()) as (app, client):
+        job, rewound = await _rewound_files(client, fake_llm)
+        streamed = await _session_events_until(app, job["session_id"], "session.rewound")
+
+    [event] = [e["data"] for e in streamed if e["event"] == "session.rewound"]
+    assert event["files"] is True and event["seq"] == rewound.json()["seq"]
