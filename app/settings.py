@@ -326,6 +326,15 @@ class Settings(BaseSettings):
     bash_network: bool = False
     # Largest file `PUT` into a job's `input/`.
     max_workspace_file_bytes: int = 16 * 1024 * 1024
+    # Snapshots of a job's workspace (one per movement start and chat turn start, for a
+    # rewind with `files: true`) kept per job; the oldest go first.
+    snapshot_max_per_job: int = Field(default=50, ge=1)
+    # A workspace larger than this (its files' bytes) is not snapshotted: the snapshot's
+    # record says so, and a rewind to that point is refused.
+    snapshot_max_bytes: int = Field(default=256 * 1024 * 1024, ge=0)
+    # The bytes of a tenant's snapshot store (each distinct content once) at most; a
+    # snapshot that would pass it is recorded as not kept, as above.
+    snapshot_tenant_max_bytes: int = Field(default=2 * 1024 * 1024 * 1024, ge=0)
 
     # --- files (POST /files) and their use in messages ----------------------
     # Largest file `POST /files` stores, in bytes (the Messages API takes 32 MB a request).

@@ -150,6 +150,9 @@ class Rewind(_Payload):
     kind: Literal["rewind"] = "rewind"
     to_seq: int = Field(description="The log's end the session went back to.")
     from_seq: int = Field(description="The log's end before the rewind (undo: rewind to it).")
+    files: bool = Field(
+        default=False, description="Whether it restored the job's workspace too (`files: true`)."
+    )
 
 
 REWIND_NAME = "rewind"

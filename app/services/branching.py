@@ -12,13 +12,14 @@ the end before the last rewind).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db import caches
 from app.db.caches import SESSION_VIEWS
+from app.db.engine import UnitsOfWork
 from app.db.models import Session
 from app.db.repositories.items import ItemRepository
 from app.db.repositories.jobs import JobRepository
@@ -38,11 +39,14 @@ from app.domain.items import (
 from app.domain.lineage import Lineage, Part, Span, forked, lineage_of, segment_parts
 from app.domain.tasks import Task
 from app.engine.requests import unanswered_tool_uses
+from app.engine.snapshots import Changes
 from app.services import tasks as task_log
 from app.services import webhooks
 from app.services.events import record_event
 from app.services.items import add_item
 from app.services.sessions import get_session
+from app.services.workspace_snapshots import changes_at, put_back, restore, snapshot_at
+from app.settings import Settings
 
 FIRST_SEGMENT = 1
 """A fork's first segment: its own items start it, after the parts of its parent's."""
@@ -234,6 +238,17 @@ class RewindPreview:
     tasks_before: list[Task]
     tasks_after: list[Task]
     files: list[str]
+    workspace: WorkspaceChanges | None = None
+
+
+@dataclass(frozen=True)
+class WorkspaceChanges:
+    """What a rewind with `files: true` does (or would do) to a job's workspace: restore
+    it to the snapshot taken at `snapshot_seq`."""
+
+    job_id: str
+    snapshot_seq: int
+    changes: Changes
 
 
 @dataclass(frozen=True)
@@ -242,6 +257,7 @@ class Rewound:
     to_seq: int
     from_seq: int
     segment: int
+    workspace: WorkspaceChanges | None = None
 
 
 async def _target(
@@ -278,6 +294,52 @@ async def rewind_session(
     return await _rewind_to(db, tenant, session, lineage, point)
 
 
+async def rewind_with_files(
+    database: UnitsOfWork,
+    settings: Settings,
+    tenant: str,
+    session_id: str,
+    *,
+    to_seq: int | None = None,
+    to_turn: int | None = None,
+) -> Rewound:
+    """`rewind_session` that also restores the session's job workspace to its snapshot
+    at the point, after a safety snapshot of it as the log ends now (a rewind back to
+    that end with files undoes both).
+
+    The files are copied outside any transaction (a write unit only talks to the
+    database); the rewind is then written only if the log did not move meanwhile, and
+    otherwise (or when that write fails) the folder is put back from the safety snapshot
+    and the answer is a 409."""
+    async with database.read() as db:
+        session = await get_session(db, tenant, session_id)
+        await _refuse_busy(db, session_id)
+        _, point = await _target(db, session, to_seq, to_turn)
+        found = await snapshot_at(db, settings, tenant, session_id, point.seq)
+    head = session.last_seq
+    restored = await restore(found, session_id, head)
+
+    async def write(db: AsyncSession) -> Rewound:
+        now = await get_session(db, tenant, session_id, lock=True)
+        if now.last_seq != head:
+            raise Conflict(
+                "the session's log moved while its workspace was restored: nothing was "
+                "rewound and the workspace was put back; try again",
+                reason="session-busy",
+            )
+        await _refuse_busy(db, session_id)
+        lineage = await _lineage(db, now)
+        return await _rewind_to(db, tenant, now, lineage, point, files=True)
+
+    try:
+        done = await database.write(write)
+    except BaseException:
+        await put_back(found, restored)
+        raise
+    changes = WorkspaceChanges(found.ref.job_id, found.ref.seq, restored.changes)
+    return replace(done, workspace=changes)
+
+
 async def rewind_before_seq(db: AsyncSession, tenant: str, session_id: str, seq: int) -> None:
     """A rollback's rewind, as the turn that replaces the rolled back one starts: back
     to just before that turn's user message at `seq` (a turn's boundary). A log whose
@@ -295,7 +357,13 @@ async def rewind_before_seq(db: AsyncSession, tenant: str, session_id: str, seq:
 
 
 async def _rewind_to(
-    db: AsyncSession, tenant: str, session: Session, lineage: Lineage, point: Point
+    db: AsyncSession,
+    tenant: str,
+    session: Session,
+    lineage: Lineage,
+    point: Point,
+    *,
+    files: bool = False,
 ) -> Rewound:
     sessions = SessionRepository(db)
     from_seq = session.last_seq
@@ -303,7 +371,7 @@ async def _rewind_to(
     slot = await sessions.allocate_seq(session.id, new_turn=False)
     rewound = lineage.rewound(session.id, point.seq, slot.seq, segment, point.parts)
     await sessions.set_lineage(session.id, rewound.to_json(), segment=segment)
-    payload = Rewind(to_seq=point.seq, from_seq=from_seq)
+    payload = Rewind(to_seq=point.seq, from_seq=from_seq, files=files)
     await add_item(db, session.id, slot, payload, Origin.api)
     caches.take(db, SESSION_VIEWS, session.id)  # this process's view: read anew
     data = {
@@ -313,6 +381,7 @@ async def _rewind_to(
         "to_seq": point.seq,
         "from_seq": from_seq,
         "segment": segment,
+        "files": files,
     }
     await record_event(db, session.id, "session.rewound", data)
     await webhooks.enqueue_event(db, tenant, "session.rewound", data)
@@ -326,9 +395,11 @@ async def rewind_preview(
     *,
     to_seq: int | None = None,
     to_turn: int | None = None,
+    files: Settings | None = None,
 ) -> RewindPreview:
     """What `rewind_session` would change, changing nothing: the turns it would revert
-    and bring back, the task list before and after, the files the reverted items attach."""
+    and bring back, the task list before and after, the files the reverted items attach,
+    and with `files` (as for a rewind) what it would do to the job's workspace."""
     session = await get_session(db, tenant, session_id)
     lineage, point = await _target(db, session, to_seq, to_turn)
     after = lineage.spans_at(point.seq)
@@ -337,6 +408,10 @@ async def rewind_preview(
     turns_after, _ = await _turns_and_files(db, after, leaving_out=now)
     before_store = await task_log.replay_spans(db, now)
     after_store = await task_log.replay_spans(db, after)
+    workspace = None
+    if files is not None:
+        found, changes = await changes_at(db, files, tenant, session_id, point.seq)
+        workspace = WorkspaceChanges(found.ref.job_id, found.ref.seq, changes)
     return RewindPreview(
         to_seq=point.seq,
         from_seq=session.last_seq,
@@ -345,6 +420,7 @@ async def rewind_preview(
         tasks_before=before_store.all(),
         tasks_after=after_store.all(),
         files=files_gone,
+        workspace=workspace,
     )
 
 

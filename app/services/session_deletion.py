@@ -16,6 +16,7 @@ from app.domain.errors import Conflict
 from app.domain.jobs import TERMINAL
 from app.services.piece_jobs import workspace_of
 from app.services.sessions import get_session
+from app.services.workspace_snapshots import remove_snapshots
 from app.settings import Settings
 
 
@@ -47,7 +48,8 @@ async def delete_session(db: AsyncSession, tenant: str, session_id: str) -> list
     return [job.id for job in jobs]
 
 
-def remove_workspaces(settings: Settings, job_ids: list[str]) -> None:
-    """Blocking (run it in a thread): the files of the deleted jobs."""
+def remove_workspaces(settings: Settings, tenant: str, job_ids: list[str]) -> None:
+    """Blocking (run it in a thread): the files of the deleted jobs and their snapshots."""
     for job_id in job_ids:
         shutil.rmtree(workspace_of(settings, job_id).root, ignore_errors=True)
+    remove_snapshots(settings, tenant, job_ids)

@@ -43,6 +43,7 @@ from app.services.session_view import SessionView, give_back, take_view
 from app.services.sessions import get_session, session_from
 from app.services.summaries import enqueue_if_needed
 from app.services.tool_policy import effective_policy
+from app.services.workspace_snapshots import at_turn_start
 from app.settings import Settings
 from app.worker.approvals import JobApprovals
 from app.worker.compaction import CompactionFailed, compact_session
@@ -193,6 +194,7 @@ async def run_chat(deps: Deps, job: Job) -> Outcome:
     """A chat turn: its session held in memory, the loop, and the job's end, which writes
     the turn's answer (when the store kept it for the end) and the turn's memory."""
     session, tenant_rules = await _start_turn(deps, job)
+    await at_turn_start(deps.settings, job, session.last_seq)
     # what the process has read of the session: the last turn's, or a REST write's since
     view = take_view(deps.database.caches, job.session_id)
     held = JobSession(

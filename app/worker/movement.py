@@ -47,7 +47,7 @@ from app.engine.tools import ToolError
 from app.engine.workspace import Workspace
 from app.mcp.names import is_mcp_name
 from app.mcp.pool import McpPool
-from app.services import webhooks
+from app.services import webhooks, workspace_snapshots
 from app.services.actions import Asked, open_actions
 from app.services.items import append_item
 from app.services.piece_jobs import submit_subtask
@@ -195,6 +195,10 @@ async def begin(
             await job_database(deps, job).write(lambda db: _take_back(db, job, state))
         if session is not None:
             return MovementStart(system_prompt(piece, session), "")
+    async with deps.database.read() as db:  # the log's end the workspace is taken at
+        row = await RowRepository(db).by_id(Session, job.session_id)
+    head = row.last_seq if row is not None else 0
+    await workspace_snapshots.at_movement_start(deps.settings, job, head)
     start = await movement_start(deps, job, piece, movement, state, workspace)
 
     async def open_it(db: AsyncSession) -> None:

@@ -241,7 +241,13 @@ async def test_after_a_rewind_the_model_no_longer_sees_the_reverted_turn(
     await _say(agent_client, session_id, "instead")
 
     assert _said(fake_llm.requests[-1].messages) == ["first", "one", "instead"]
-    assert rewound.json() == {"seq": 5, "to_seq": 2, "from_seq": 4, "segment": 1}
+    assert rewound.json() == {
+        "seq": 5,
+        "to_seq": 2,
+        "from_seq": 4,
+        "segment": 1,
+        "workspace": None,
+    }
 
 
 async def test_reverted_items_stay_in_the_log_flagged(
@@ -361,6 +367,7 @@ async def test_a_rewind_is_on_the_sessions_stream_as_session_rewound(
             "to_seq": 2,
             "from_seq": 4,
             "segment": 1,
+            "files": False,
         }
     ]
 

@@ -189,5 +189,5 @@ async def delete_session(
     session_id: SessionId, database: DatabaseDep, settings: SettingsDep, tenant: CurrentTenant
 ) -> Response:
     job_ids = await database.write(lambda db: deletion.delete_session(db, tenant, session_id))
-    await asyncio.to_thread(deletion.remove_workspaces, settings, job_ids)
+    await asyncio.to_thread(deletion.remove_workspaces, settings, tenant, job_ids)
     return Response(status_code=204)

@@ -45,6 +45,12 @@ class RewindCreate(BaseModel):
     to_turn: int | None = Field(
         default=None, ge=0, le=2**31 - 1, description="The end of that turn (0: the start)."
     )
+    files: bool = Field(
+        default=False,
+        description="Also restore the session's job workspace to its snapshot at the point "
+        "(what Bash changed and deleted included), after a safety snapshot of it as it is: "
+        "a rewind to `from_seq` with `files: true` undoes both.",
+    )
 
     @model_validator(mode="after")
     def _one_point(self) -> RewindCreate:
@@ -53,11 +59,24 @@ class RewindCreate(BaseModel):
         return self
 
 
+class WorkspaceChangesPublic(BaseModel):
+    """What restoring a job's workspace to a snapshot changes (folders end with `/`)."""
+
+    job_id: str = Field(description="The job whose workspace it is.")
+    snapshot_seq: int = Field(description="The log's end the snapshot was taken at.")
+    added: list[str] = Field(description="Paths the restore creates.")
+    changed: list[str] = Field(description="Paths whose content, mode or link it restores.")
+    deleted: list[str] = Field(description="Paths it removes (made after the point).")
+
+
 class RewindPublic(BaseModel):
     seq: int = Field(description="The `rewind` item's seq.")
     to_seq: int
     from_seq: int = Field(description="The log's end before it: rewind to it to undo.")
     segment: int = Field(description="The segment the session continues in.")
+    workspace: WorkspaceChangesPublic | None = Field(
+        default=None, description="With `files: true`: what the restore changed."
+    )
 
 
 class RewindPreviewPublic(BaseModel):
@@ -68,3 +87,6 @@ class RewindPreviewPublic(BaseModel):
     tasks_before: list[Task]
     tasks_after: list[Task] = Field(description="The task list the rewind would leave.")
     files: list[str] = Field(description="Files (`fil_…`) the reverted items attach.")
+    workspace: WorkspaceChangesPublic | None = Field(
+        default=None, description="With `files=true`: what the restore would change."
+    )

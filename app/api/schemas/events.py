@@ -145,6 +145,9 @@ class SessionRewound(_Event):
     to_seq: int
     from_seq: int = Field(description="The log's end before the rewind (rewind to it: undo).")
     segment: int
+    files: bool = Field(
+        default=False, description="Whether it restored the job's workspace too (`files: true`)."
+    )
 
 
 class SessionCompacted(_Event):
@@ -273,7 +276,7 @@ with `type`, `session_id` and `job_id` (null when it concerns no job):
 | `turn.interrupted` | `turn` (3) | yes |
 | `turn.steered` | `turn`, `steer_job_id`, `seq` (3) | yes |
 | `session.forked` | `forked_session_id`, `at_seq`, `turn` (3), on the parent's stream | yes |
-| `session.rewound` | `seq`, `to_seq`, `from_seq`, `segment` (3) | yes |
+| `session.rewound` | `seq`, `to_seq`, `from_seq`, `segment`, `files` (3) | yes |
 | `session.compacted` / `compaction.failed` | `segment`, … | yes |
 | `context.warn` / `.prompt` / `.force_transition` / `.exhausted` | `movement`, `ratio` | yes |
 | `text.delta` | `index` (content block), `text` | no: live only |

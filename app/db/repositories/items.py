@@ -204,6 +204,18 @@ class ItemRepository:
             query = query.where(col(Item.seq) <= upto)
         return list((await self.db.exec(query.order_by(col(Item.seq)).limit(limit))).all())
 
+    async def of_kinds_between(
+        self, session_id: str, kinds: Sequence[str], *, after_seq: int, upto: int, limit: int
+    ) -> list[Item]:
+        """The session's own items of these kinds with `after_seq < seq <= upto`."""
+        query = select(Item).where(
+            Item.session_id == session_id,
+            col(Item.kind).in_(kinds),
+            col(Item.seq) > after_seq,
+            col(Item.seq) <= upto,
+        )
+        return list((await self.db.exec(query.order_by(col(Item.seq)).limit(limit))).all())
+
     async def at_seq(self, session_id: str, seq: int) -> Item | None:
         query = select(Item).where(Item.session_id == session_id, Item.seq == seq)
         return (await self.db.exec(query)).first()
