@@ -80,17 +80,20 @@ and a run takes under a second."""
 
 
 class CountingLLM:
-    """The real SDK client; notes the database counts as each request starts, and
-    what Strata asked first (for the bare loop to send the same)."""
+    """The real SDK client; notes the database counts and this process's CPU time as
+    each request starts, and what Strata asked first (for the bare loop to send the
+    same)."""
 
     def __init__(self, inner: AnthropicLLM, database: Database) -> None:
         self.inner = inner
         self.database = database
         self.at_request: list[DbCounts] = []
+        self.cpu_at_request: list[float] = []
         self.first: dict[str, Any] | None = None
 
     async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResponse:
         self.at_request.append(db_counts(self.database.stats))
+        self.cpu_at_request.append(time.process_time())
         if self.first is None:
             self.first = copy.deepcopy(wire_params(request))
         return await self.inner.complete(request, on_text)

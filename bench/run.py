@@ -39,6 +39,7 @@ BENCHMARKS = (
     "soak",
     "user_shapes",
     "tool_policy",
+    "mcp_call",
 )
 RESULTS_JSON = BENCH_DIR / "results.json"
 RESULTS_MD = BENCH_DIR / "RESULTS.md"

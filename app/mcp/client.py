@@ -20,10 +20,12 @@ import asyncio
 import contextlib
 import logging
 import os
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app.domain.errors import InvalidInput
 from app.mcp.errors import (
     McpAuthFailed,
     McpCrashed,
@@ -44,13 +46,22 @@ logger = logging.getLogger("strata.mcp")
 CLIENT_NAME = "strata"
 
 
+AddressCheck = Callable[[str], Awaitable[str | None]]
+"""The address check of a URL (`app.services.webhook_targets.checked_address`): its host
+resolved once and every address allowed, answering the address to connect to (None: any
+address is allowed, connect by name); a refused URL raises `InvalidInput`."""
+
+
 @dataclass(frozen=True)
 class RemoteServer:
-    """A tenant's server over Streamable HTTP."""
+    """A tenant's server over Streamable HTTP. With `check`, each connection runs it first
+    and connects to the address that passed, never resolving the name again (see
+    `pinned_transport`)."""
 
     name: str
     url: str
     headers: dict[str, str] = field(default_factory=dict)
+    check: AddressCheck | None = None
 
 
 @dataclass(frozen=True)
@@ -176,14 +187,28 @@ class McpConnection:
             if response.status_code in (401, 403):
                 self._auth_status = response.status_code
 
+        transport = await self._transport(server)
         http = httpx2.AsyncClient(
+            transport=transport,
             headers=server.headers,
             timeout=httpx2.Timeout(self.timeouts.connect, read=self.timeouts.call),
             event_hooks={"response": [seen]},
         )
         await stack.enter_async_context(http)
-        transport = streamable_http_client(server.url, http_client=http)
-        return Client(transport, client_info=info, cache=None)
+        streams = streamable_http_client(server.url, http_client=http)
+        return Client(streams, client_info=info, cache=None)
+
+    async def _transport(self, server: RemoteServer) -> Any:
+        """The HTTP transport to `server`: pinned to the address its check passed."""
+        if server.check is None:
+            return None
+        try:
+            address = await server.check(server.url)
+        except InvalidInput as exc:
+            raise McpUnreachable(self.name, f"connect: refused: {exc.detail}") from exc
+        if address is None:
+            return None
+        return pinned_transport(server.url, address)
 
     async def list_tools(self) -> list[ToolInfo]:
         """Every tool the server lists, page after page."""
@@ -281,6 +306,27 @@ class McpConnection:
         if isinstance(leaf, asyncio.CancelledError):
             return McpCrashed(self.name, f"{during}: the connection was stopped")
         return McpProtocolError(self.name, f"{during}: {type(leaf).__name__}: {leaf}")
+
+
+def pinned_transport(url: str, address: str) -> Any:
+    """An HTTP transport that connects every request for `url`'s host and port to
+    `address`, keeping the name in `Host` and in TLS (SNI and the certificate check), so
+    that a name answering another address a moment after its check (DNS rebinding) cannot
+    redirect the connection; a request for any other origin is refused."""
+    import httpx2
+
+    origin = httpx2.URL(url)
+
+    class Pinned(httpx2.AsyncHTTPTransport):
+        async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+            asked = request.url
+            if (asked.scheme, asked.host, asked.port) != (origin.scheme, origin.host, origin.port):
+                raise httpx2.ConnectError(f"{asked.host}: not the checked host", request=request)
+            request.url = asked.copy_with(host=address)
+            request.extensions = {**request.extensions, "sni_hostname": origin.host}
+            return await super().handle_async_request(request)
+
+    return Pinned()
 
 
 def _leaf(exc: BaseException) -> BaseException:

@@ -97,8 +97,9 @@ async def attached_servers(
             tool_filter = ToolFilter()
         elif name in rows:
             row = rows[name]
+            remote = remote_of(row, settings)
             source = ServerSource(
-                name, timeouts_of(settings, row), remote=remote_of(row), trusted=row.trusted
+                name, timeouts_of(settings, row), remote=remote, trusted=row.trusted
             )
             tool_filter = tool_filter_of(row)
         elif not strict:

@@ -1,13 +1,15 @@
 """A tenant's MCP servers: the registry (like webhook subscriptions) and its refresh.
 
 A server's URL has passed the webhook targets' address check before it is written
-(`check_target` with STRATA_MCP_ALLOW_PRIVATE); its `headers` are stored and sent, never
-shown. A refresh connects, lists the tools and answers them as the model will see them,
-or the failure as `mcp-unreachable` / `mcp-auth-failed`.
+(`check_target` with STRATA_MCP_ALLOW_PRIVATE), and passes it again each time a connection
+opens, which then connects to the address that passed (`remote_of`). Its `headers` are
+stored and sent, never shown. A refresh connects, lists the tools and answers them as the
+model will see them, or the failure as `mcp-unreachable` / `mcp-auth-failed`.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +31,7 @@ from app.mcp.errors import McpAuthFailed, McpFailure
 from app.mcp.names import NameClash, ToolFilter
 from app.mcp.stdio import load_operator_servers
 from app.services.pagination import Page, page_of
+from app.services.webhook_targets import checked_address
 from app.settings import Settings
 
 
@@ -54,8 +57,17 @@ def timeouts_of(settings: Settings, row: McpServerRow | None = None) -> Timeouts
     return Timeouts(connect=settings.mcp_connect_timeout_seconds, call=call)
 
 
-def remote_of(row: McpServerRow) -> RemoteServer:
-    return RemoteServer(name=row.name, url=row.url, headers=dict(row.headers or {}))
+ALLOW_PRIVATE = "STRATA_MCP_ALLOW_PRIVATE"
+
+
+def remote_of(row: McpServerRow, settings: Settings) -> RemoteServer:
+    """How to reach the server: each connection checks its URL's address again (what a
+    name resolves to may have changed since it was written) and connects to the address
+    that passed."""
+    check = functools.partial(
+        checked_address, allow_private=settings.mcp_allow_private, setting=ALLOW_PRIVATE
+    )
+    return RemoteServer(name=row.name, url=row.url, headers=dict(row.headers or {}), check=check)
 
 
 def _check_timeout(settings: Settings, timeout_s: float | None) -> float | None:
@@ -146,7 +158,7 @@ async def list_offered(settings: Settings, row: McpServerRow) -> list[OfferedToo
     """The server's tools as the model would see them; the failure, typed, if it has none
     to show."""
     try:
-        async with connected(remote_of(row), timeouts_of(settings, row)) as connection:
+        async with connected(remote_of(row, settings), timeouts_of(settings, row)) as connection:
             tools = await connection.list_tools()
     except McpAuthFailed as exc:
         raise McpAuthFailedError(exc.detail, server=row.name) from exc

@@ -139,3 +139,12 @@ async def check_target(
 ) -> str:
     """The URL, once it passed `resolve_target` (`setting` is the one a refusal names)."""
     return (await resolve_target(url, allow_private=allow_private, setting=setting)).url
+
+
+async def checked_address(
+    url: str, *, allow_private: bool, setting: str = "STRATA_WEBHOOK_ALLOW_PRIVATE"
+) -> str | None:
+    """The address a connection to `url` must use, once the URL passed `resolve_target`
+    (None: any address is allowed, connect by name)."""
+    target = await resolve_target(url, allow_private=allow_private, setting=setting)
+    return None if target.address is None else str(target.address)

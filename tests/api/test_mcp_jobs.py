@@ -12,10 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.api.test_mcp_sessions import last_result, say, servers_file
 from tests.fakes.messages_api import FakeMessagesAPI, ToolUse, text, tool_use
 from tests.support.apps import serve
 from tests.support.chat import new_session, submit_job, wait_job, wait_status, wait_until
+from tests.support.mcp import last_result, mcp_settings, say, servers_file
 from tests.support.settings import MakeSettings
 
 PIECES = {
@@ -62,16 +62,13 @@ async def api(
     pieces.mkdir()
     for name, body in PIECES.items():
         (pieces / f"{name}.yaml").write_text(body, encoding="utf-8")
-    settings = make_settings(
+    settings = mcp_settings(
+        make_settings,
+        fake_llm,
+        servers_file(tmp_path),
         pieces_dir=pieces,
-        anthropic_base_url=fake_llm.url,
-        llm_max_retries=2,
-        llm_timeout_seconds=10.0,
         job_heartbeat_seconds=0.1,
         job_lease_seconds=30.0,
-        worker_poll_seconds=0.05,
-        mcp_servers_file=servers_file(tmp_path),
-        mcp_connect_timeout_seconds=30.0,
         # the servers' pids are the host's, not a sandbox's own
         bash_sandbox="none",
     )

@@ -13,10 +13,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.api.test_mcp_sessions import last_result, say, servers_file
 from tests.fakes.messages_api import FakeMessagesAPI, text, tool_use
 from tests.support.apps import serve
 from tests.support.chat import new_session, wait_job, wait_status
+from tests.support.mcp import last_result, mcp_settings, say, servers_file
 from tests.support.settings import MakeSettings
 
 
@@ -24,15 +24,12 @@ from tests.support.settings import MakeSettings
 async def api(
     make_settings: MakeSettings, fake_llm: FakeMessagesAPI, tmp_path: Path
 ) -> AsyncIterator[httpx.AsyncClient]:
-    settings = make_settings(
-        anthropic_base_url=fake_llm.url,
-        llm_max_retries=2,
-        llm_timeout_seconds=10.0,
+    settings = mcp_settings(
+        make_settings,
+        fake_llm,
+        servers_file(tmp_path),
         job_heartbeat_seconds=0.1,
         job_lease_seconds=30.0,
-        worker_poll_seconds=0.05,
-        mcp_servers_file=servers_file(tmp_path),
-        mcp_connect_timeout_seconds=30.0,
         # the repository lies outside the job's folder: writable only unconfined
         bash_sandbox="none",
     )

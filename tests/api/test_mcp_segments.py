@@ -5,11 +5,10 @@ fault server over Streamable HTTP, whose `grow` tool adds a tool to it."""
 
 from __future__ import annotations
 
-from tests.api.test_mcp_sessions import ALLOW_MCP, say
 from tests.fakes.messages_api import FakeMessagesAPI, text, tool_use
 from tests.support.apps import serve
 from tests.support.chat import new_session
-from tests.support.mcp import HttpServer
+from tests.support.mcp import ALLOW_MCP, HttpServer, say
 from tests.support.settings import MakeSettings
 
 

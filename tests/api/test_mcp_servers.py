@@ -3,12 +3,14 @@ against the suite's fault server on loopback."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.mcp.fault_server import TEST_HOST
 from tests.support.apps import serve
 from tests.support.mcp import SECRET_HEADER, HttpServer
 from tests.support.settings import MakeSettings
@@ -133,3 +135,52 @@ async def test_refresh_sends_the_servers_headers(
 ) -> None:
     await register(api, "locked", fault_http.url("/locked/mcp"), headers=SECRET_HEADER)
     assert (await api.post("/mcp-servers/locked/refresh")).status_code == 200
+
+
+def _resolve_test_host(monkeypatch: pytest.MonkeyPatch, *answers: str) -> None:
+    """The resolver answers `TEST_HOST` with each of `answers` in turn (the last one from
+    then on), any other name as usual."""
+    real = socket.getaddrinfo
+    queue = list(answers)
+
+    def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        if (host.decode() if isinstance(host, bytes) else host) != TEST_HOST:  # anyio's: bytes
+            return real(host, port, *args, **kwargs)
+        address = queue.pop(0) if len(queue) > 1 else queue[0]
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, int(port or 0)))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+
+
+async def test_a_name_resolving_to_loopback_after_its_check_is_not_connected_to(
+    make_settings: MakeSettings, fault_http: HttpServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The name answers 127.0.0.2 (counted as public here) when the server is registered,
+    then 127.0.0.1, where the fault server listens: the refresh must not reach it."""
+    monkeypatch.setattr(
+        "app.services.webhook_targets.forbidden_kind",
+        lambda address: None if str(address) == "127.0.0.2" else "loopback",
+    )
+    _resolve_test_host(monkeypatch, "127.0.0.2", "127.0.0.1")
+    async with serve(make_settings(run_worker_in_server=False)) as (_, client):
+        await register(client, "rebound", f"http://{TEST_HOST}:{fault_http.port}/mcp")
+        response = await client.post("/mcp-servers/rebound/refresh")
+
+    assert response.status_code == 502
+    assert response.json()["type"] == PROBLEM + "mcp-unreachable"
+    assert "loopback" in response.json()["detail"]
+
+
+async def test_a_connection_goes_to_the_address_its_check_passed(
+    make_settings: MakeSettings, fault_http: HttpServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every address counts as public here; the name answers 127.0.0.1, where the fault
+    server listens, to the registration's check and the connection's, then 127.0.0.2,
+    where nothing does: the connection still reaches the server, by the name in Host."""
+    monkeypatch.setattr("app.services.webhook_targets.forbidden_kind", lambda address: None)
+    _resolve_test_host(monkeypatch, "127.0.0.1", "127.0.0.1", "127.0.0.2")
+    async with serve(make_settings(run_worker_in_server=False)) as (_, client):
+        await register(client, "pinned", f"http://{TEST_HOST}:{fault_http.port}/mcp")
+        response = await client.post("/mcp-servers/pinned/refresh")
+
+    assert response.status_code == 200, response.text

@@ -6,11 +6,8 @@ confinement, and the tenant's over Streamable HTTP on loopback."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -19,76 +16,8 @@ from app.engine.truncation import TRUNCATION_MARKER
 from tests.fakes.messages_api import FakeMessagesAPI, text, tool_use
 from tests.support.apps import serve
 from tests.support.chat import items, new_session, submit_job, wait_job
-from tests.support.mcp import MCP_VENV, REPO, HttpServer, installed
+from tests.support.mcp import ALLOW_MCP, HttpServer, last_result, mcp_settings, say, servers_file
 from tests.support.settings import MakeSettings
-
-
-def git_repository(tmp_path: Path) -> Path:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1"}
-    for command in (
-        ["git", "init", "-q", "-b", "main"],
-        [
-            "git",
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            "the first commit",
-        ],
-    ):
-        subprocess.run(command, cwd=repo, env=env, check=True)
-    (repo / "new.txt").write_text("not yet added\n", encoding="utf-8")
-    return repo
-
-
-def servers_file(tmp_path: Path) -> Path:
-    readable = [str(REPO), sys.base_prefix]
-    repo = git_repository(tmp_path)
-    servers = {
-        "git": {
-            "command": str(installed(MCP_VENV / "mcp-server-git")),
-            "args": ["--repository", str(repo)],
-            "paths": [*readable, str(repo)],
-        },
-        "time": {
-            "command": str(installed(MCP_VENV / "mcp-server-time")),
-            "args": ["--local-timezone", "UTC"],
-            "paths": readable,
-        },
-        "faults": {
-            "command": sys.executable,
-            "args": ["-m", "tests.mcp.fault_server", "stdio"],
-            "env": {"PYTHONPATH": str(REPO)},
-            "paths": readable,
-        },
-        "many": {
-            "command": sys.executable,
-            "args": ["-m", "tests.mcp.fault_server", "stdio", "--tools", "500"],
-            "env": {"PYTHONPATH": str(REPO)},
-            "paths": readable,
-        },
-        "wary": {
-            "command": sys.executable,
-            "args": ["-m", "tests.mcp.fault_server", "stdio"],
-            "env": {"PYTHONPATH": str(REPO)},
-            "paths": readable,
-            "trusted": False,
-        },
-    }
-    path = tmp_path / "mcp-servers.json"
-    path.write_text(json.dumps(servers), encoding="utf-8")
-    return path
-
-
-ALLOW_MCP = [{"tool": "mcp__*", "effect": "allow"}]
-"""A session rule letting every MCP tool run unasked: these tests are about calls, and
-the fault server's tools declare no readOnlyHint (their default is `ask`)."""
 
 MOVEMENT = """\
 name: mcp-step
@@ -108,34 +37,17 @@ async def api(
     pieces = tmp_path / "pieces"
     pieces.mkdir()
     (pieces / "mcp-step.yaml").write_text(MOVEMENT, encoding="utf-8")
-    settings = make_settings(
+    settings = mcp_settings(
+        make_settings,
+        fake_llm,
+        servers_file(tmp_path),
         pieces_dir=pieces,
-        anthropic_base_url=fake_llm.url,
-        llm_max_retries=2,
-        llm_timeout_seconds=10.0,
         job_heartbeat_seconds=0.1,
         job_lease_seconds=30.0,
-        worker_poll_seconds=0.05,
         mcp_allow_private=True,
-        mcp_servers_file=servers_file(tmp_path),
-        mcp_connect_timeout_seconds=30.0,
     )
     async with serve(settings) as (_, client):
         yield client
-
-
-async def say(client: httpx.AsyncClient, session_id: str, words: str) -> Any:
-    response = await client.post(
-        f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": words}
-    )
-    assert response.status_code == 200, response.text
-    return response.json()
-
-
-def last_result(fake_llm: FakeMessagesAPI) -> dict[str, Any]:
-    block: dict[str, Any] = fake_llm.requests[-1].body["messages"][-1]["content"][0]
-    assert block["type"] == "tool_result"
-    return block
 
 
 async def test_the_model_calls_a_stdio_servers_tool_and_reads_its_result(

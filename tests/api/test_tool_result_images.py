@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import json
-import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -20,10 +19,16 @@ from tests.fakes import media
 from tests.fakes.messages_api import FakeMessagesAPI, text, tool_use
 from tests.support.apps import serve
 from tests.support.chat import items, new_session, submit_job, wait_job
-from tests.support.mcp import REPO, HttpServer
+from tests.support.mcp import (
+    ALLOW_MCP,
+    HttpServer,
+    last_result,
+    mcp_settings,
+    say,
+    servers_file,
+)
 from tests.support.settings import MakeSettings
 
-ALLOW_MCP = [{"tool": "mcp__*", "effect": "allow"}]
 TIMES = "\N{MULTIPLICATION SIGN}"
 
 LOOK = """\
@@ -46,27 +51,15 @@ def strata(make_settings: MakeSettings, fake_llm: FakeMessagesAPI, tmp_path: Pat
     pieces = tmp_path / "pieces"
     pieces.mkdir()
     (pieces / "look.yaml").write_text(LOOK, encoding="utf-8")
-    servers = {
-        "faults": {
-            "command": sys.executable,
-            "args": ["-m", "tests.mcp.fault_server", "stdio"],
-            "env": {"PYTHONPATH": str(REPO)},
-            "paths": [str(REPO), sys.base_prefix],
-        }
-    }
-    servers_path = tmp_path / "mcp-servers.json"
-    servers_path.write_text(json.dumps(servers), encoding="utf-8")
+    servers = servers_file(tmp_path)
 
     def started(**overrides: Any) -> AbstractAsyncContextManager[tuple[Any, httpx.AsyncClient]]:
-        settings = make_settings(
+        settings = mcp_settings(
+            make_settings,
+            fake_llm,
+            servers,
             pieces_dir=pieces,
-            anthropic_base_url=fake_llm.url,
-            llm_max_retries=2,
-            llm_timeout_seconds=10.0,
-            worker_poll_seconds=0.05,
             mcp_allow_private=True,
-            mcp_servers_file=servers_path,
-            mcp_connect_timeout_seconds=30.0,
             **overrides,
         )
         return serve(settings)
@@ -78,20 +71,6 @@ def strata(make_settings: MakeSettings, fake_llm: FakeMessagesAPI, tmp_path: Pat
 async def api(strata: Serve) -> AsyncIterator[httpx.AsyncClient]:
     async with strata() as (_, client):
         yield client
-
-
-async def say(client: httpx.AsyncClient, session_id: str, words: str) -> Any:
-    response = await client.post(
-        f"/sessions/{session_id}/messages", params={"wait": "true"}, json={"text": words}
-    )
-    assert response.status_code == 200, response.text
-    return response.json()
-
-
-def last_result(fake_llm: FakeMessagesAPI) -> dict[str, Any]:
-    block: dict[str, Any] = fake_llm.requests[-1].body["messages"][-1]["content"][0]
-    assert block["type"] == "tool_result"
-    return block
 
 
 def images_in(result: dict[str, Any]) -> list[dict[str, Any]]:

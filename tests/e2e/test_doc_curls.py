@@ -65,12 +65,12 @@ def _pages_with_curls() -> list[Any]:
 ASKED_TOOL = re.compile(r"\bUse (?:the )?([A-Za-z0-9_-]+)")
 """How a documented prompt names the tool it wants called (`Use current_time.`)."""
 EVERYTHING_ADDRESS = "127.0.0.1:3001"
-"""Where docs/mcp.md's walk-through starts the reference MCP server."""
+"""Where the MCP walk-throughs (README.md, docs/mcp.md) start the reference MCP server."""
 
 
 def _answer(body: dict[str, Any]) -> Step:
     """A scripted model: after a tool's result, an answer; asked to use an offered tool,
-    a call of it; else a greeting."""
+    a call of it (its number parameters, in order, the prompt's numbers); else a greeting."""
     content = body["messages"][-1]["content"]
     blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
     if any(block.get("type") == "tool_result" for block in blocks):
@@ -80,8 +80,16 @@ def _answer(body: dict[str, Any]) -> Step:
         for tool in body.get("tools", []):
             name = str(tool["name"])
             if name == asked[1] or name.endswith(f"__{asked[1]}"):
-                return reply(tool_use(name, {}))
+                return reply(tool_use(name, _numbers_for(tool, said)))
     return reply(text("Hello there, nice to meet!"))
+
+
+def _numbers_for(tool: dict[str, Any], said: str) -> dict[str, Any]:
+    """The tool's number parameters given the numbers the prompt says, in order."""
+    numbers = iter(int(n) for n in re.findall(r"\b\d+\b", said))
+    properties: dict[str, Any] = tool.get("input_schema", {}).get("properties", {})
+    wanted = [key for key, schema in properties.items() if schema.get("type") == "number"]
+    return dict(zip(wanted, numbers, strict=False))
 
 
 def test_the_pages_with_curls_are_the_expected_ones() -> None:
@@ -106,9 +114,9 @@ def test_every_curl_of_the_page_runs_against_a_server(
     request: pytest.FixtureRequest,
 ) -> None:
     fake_llm.always(_answer)
-    # the MCP walk-through's server: the reference one, on a loopback port of the test's
+    # an MCP walk-through's server: the reference one, on a loopback port of the test's
     mcp_address = EVERYTHING_ADDRESS
-    if page.name == "mcp.md":
+    if EVERYTHING_ADDRESS in page.read_text(encoding="utf-8"):
         everything: HttpServer = request.getfixturevalue("everything_http")
         mcp_address = everything.url("").removeprefix("http://")
     server = strata_procs.serve(STRATA_MCP_ALLOW_PRIVATE="true")

@@ -5,7 +5,8 @@
 the first line of stdout (the socket listens before the line is written, so a client
 may connect at once) and serves Streamable HTTP at `/mcp`, plus two faulty paths:
 `/broken/mcp` answers every request 500 and `/locked/mcp` answers 401 unless the
-request carries `Authorization: Bearer open-sesame`.
+request carries `Authorization: Bearer open-sesame`. It answers requests whose `Host` is a
+loopback name or `TEST_HOST`.
 
 Tools: `echo`, `hang` (never answers), `crash` (the process exits), `big` (a 5 MB
 answer), `structured` (structured content and no text), `fails` (an `isError` result),
@@ -27,12 +28,15 @@ from typing import Any
 
 import anyio
 from mcp.server import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 
 from tests.fakes import media
 
 BIG_BYTES = 5 * 1024 * 1024
 SECRET = "Bearer open-sesame"
+TEST_HOST = "mcp.example"
+"""A name the tests make resolve to loopback (a DNS rebinding); the server answers it."""
 
 
 def build(extra_tools: int) -> MCPServer:
@@ -141,11 +145,19 @@ def main() -> None:
     import uvicorn
 
     sock = socket.socket()
+    # answers go out at once: with Nagle on, an answer written in parts waits for the
+    # client's delayed ACK, ~40 ms a call (the connections accepted inherit the option)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
     sys.stdout.write(f"{sock.getsockname()[1]}\n")
     sys.stdout.flush()
-    app = _faulty(server.streamable_http_app())
+    # the Host names it answers: loopback's, and the name the tests resolve to loopback
+    hosts = TransportSecuritySettings(
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", f"{TEST_HOST}:*"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*"],
+    )
+    app = _faulty(server.streamable_http_app(transport_security=hosts))
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     anyio.run(uvicorn.Server(config).serve, [sock])
     sys.exit(0)

@@ -15,9 +15,9 @@ from app.mcp.tools import INTERRUPTED
 from app.services.chat import IfBusy, send_message
 from app.services.sessions import create_session
 from app.wiring import runtime
-from tests.api.test_mcp_sessions import servers_file
 from tests.fakes.messages_api import FakeMessagesAPI, tool_use
 from tests.support.chat import TERMINAL, wait_until
+from tests.support.mcp import servers_file
 from tests.support.runners import agent_settings, has_status, job_of, log_of, running
 
 pytestmark = pytest.mark.timeout(120)

@@ -21,7 +21,7 @@ from app.mcp.names import SERVER_NAME_PATTERN
 from app.services import mcp_servers as service
 from app.services.webhook_targets import check_target
 
-ALLOW = "STRATA_MCP_ALLOW_PRIVATE"
+ALLOW = service.ALLOW_PRIVATE
 
 router = APIRouter(
     prefix="/mcp-servers", tags=["mcp-servers"], responses=problem_responses(401, 503)
