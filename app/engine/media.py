@@ -19,7 +19,9 @@ carries goes as `{"type": "file", "file_id": …}`, the id of its upload to the 
 Files API (made once per account, and kept: `app.services.files.FilesApiUploads`), and
 the request names the beta (`LLMRequest.betas`). A file whose upload failed goes as its
 bytes in that request, as with the setting off; the next request that carries it tries
-the upload again. A text document always goes as its text.
+the upload again. A text document always goes as its text. A request the API refuses
+(400 or 404) naming an id it was sent (a file deleted or expired at Anthropic) makes
+those ids forgotten and goes once more, its files uploaded again.
 """
 
 from __future__ import annotations
@@ -27,12 +29,14 @@ from __future__ import annotations
 import base64
 import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Protocol
 
 from app.domain.files import IMAGE_TYPES, PDF_TYPE, block_placeholder
 from app.domain.items import DocumentBlock, FileRef, ImageBlock, TextBlock
 from app.engine.llm import (
     FILES_API_BETA,
     LLM,
+    LLMError,
     LLMRequest,
     LLMResponse,
     Message,
@@ -44,9 +48,19 @@ from app.engine.llm import (
 Loader = Callable[[Sequence[str]], Awaitable[Mapping[str, bytes]]]
 """The bytes of stored files by id; a file that is gone is left out."""
 
-RemoteIds = Callable[[Sequence[FileRef]], Awaitable[Mapping[str, str]]]
-"""The Files API ids of stored files, uploading those not uploaded yet, by file id; a
-file that is gone, or whose upload failed, is left out."""
+
+class RemoteIds(Protocol):
+    """The Files API ids of stored files (`app.services.files.FilesApiUploads`)."""
+
+    async def __call__(self, refs: Sequence[FileRef]) -> Mapping[str, str]:
+        """Their ids by file id, uploading those not uploaded yet; a file that is gone, or
+        whose upload failed, is left out."""
+        ...
+
+    async def forget(self, remote_ids: Sequence[str]) -> None:
+        """Drop kept ids the API no longer knows: their files are uploaded again."""
+        ...
+
 
 Attached = ImageBlock | DocumentBlock
 
@@ -145,16 +159,30 @@ class MediaLLM:
         self._remote = remote
 
     async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResponse:
-        if names_files(request.messages) or self._over_budget(request.messages):
-            request = await self.carrying(request)
-        return await self.inner.complete(request, on_text)
+        if not (names_files(request.messages) or self._over_budget(request.messages)):
+            return await self.inner.complete(request, on_text)
+        sent, remote_ids = await self._carry(request)
+        try:
+            return await self.inner.complete(sent, on_text)
+        except LLMError as exc:
+            stale = [i for i in remote_ids if exc.status in (400, 404) and i in exc.detail]
+            if self._remote is None or not stale:
+                raise
+        await self._remote.forget(stale)
+        sent, _ = await self._carry(request)
+        return await self.inner.complete(sent, on_text)
 
     def _over_budget(self, messages: Sequence[Message]) -> bool:
         count, size = media_load(messages)
         return count > self._max_count or size > self._max_bytes
 
     async def carrying(self, request: LLMRequest) -> LLMRequest:
-        """The request as it is sent: files as their bytes, or placeholders (see module)."""
+        """The request as it is sent: files as their bytes or Files API ids, or
+        placeholders (see module)."""
+        return (await self._carry(request))[0]
+
+    async def _carry(self, request: LLMRequest) -> tuple[LLMRequest, list[str]]:
+        """`carrying`, and the Files API ids the request names."""
         messages = request.messages
         kept = _carried(messages, self._max_count, self._max_bytes)
         refs = {
@@ -205,4 +233,5 @@ class MediaLLM:
         betas = request.betas
         if remote and FILES_API_BETA not in betas:
             betas = (*betas, FILES_API_BETA)
-        return dataclasses.replace(request, messages=[rebuilt(m) for m in messages], betas=betas)
+        sent = dataclasses.replace(request, messages=[rebuilt(m) for m in messages], betas=betas)
+        return sent, sorted(set(remote.values()))

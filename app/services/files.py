@@ -342,7 +342,8 @@ class FilesApiUploads:
     kept before it is used, so a file is uploaded once per account across requests,
     restarts and processes (two processes racing keep the first id; the other upload is
     left unused). An upload that fails (after the SDK's retries) is logged and left out:
-    that request carries the file's bytes, and the next one tries again."""
+    that request carries the file's bytes, and the next one tries again. An id the API
+    refuses is forgotten (`forget`), and the file uploaded again."""
 
     def __init__(
         self, database: UnitsOfWork, settings: Settings, upload: Uploader, account: str
@@ -366,6 +367,14 @@ class FilesApiUploads:
             if remote_id is not None:
                 found[file_id] = remote_id
         return found
+
+    async def forget(self, remote_ids: Sequence[str]) -> None:
+        logger.warning("Files API ids %s are unknown to the API: uploading again", remote_ids)
+
+        async def drop(db: AsyncSession) -> None:
+            await LlmUploadRepository(db).forget(self.account, remote_ids)
+
+        await self.database.write(drop)
 
     async def _upload(self, row: StoredFile) -> str | None:
         path = blob_path(self.settings, row.tenant, row.sha256)

@@ -179,3 +179,26 @@ async def test_a_deleted_file_is_a_placeholder_not_an_upload(
     block = fake_llm.requests[1].body["messages"][0]["content"][0]
     assert block["type"] == "text" and "(deleted)" in block["text"]
     assert len(fake_llm.uploads) == 1
+
+
+async def test_an_id_the_api_no_longer_knows_is_forgotten_and_the_file_uploaded_again(
+    files_api_settings: Settings, fake_llm: FakeMessagesAPI
+) -> None:
+    """A file deleted (or expired) at Anthropic: the request naming it is refused, the id
+    is forgotten, and the request goes once more with the file uploaded again."""
+    fake_llm.reply(text("A plan."))
+    fake_llm.reply(text("The plan again."))
+
+    async with serve(files_api_settings, tools=agent_tools()) as (_, client):
+        file_id = await _upload(client, media.png(), "image/png", "plan.png")
+        session_id = await new_session(client)
+        await _ask(client, session_id, [{"type": "image", "file_id": file_id}])
+        first = fake_llm.uploads[0].id
+        fake_llm.delete_upload(first)
+        await _ask(client, session_id, [{"type": "text", "text": "And now?"}])
+
+    [refused] = fake_llm.unexpected
+    assert f"File not found: {first}" in refused.reason
+    again = fake_llm.uploads[1].id
+    assert _source(fake_llm.requests[-1], 0, 0) == {"type": "file", "file_id": again}
+    fake_llm.reset()  # the refused request was the test's own doing

@@ -1065,6 +1065,7 @@ class FakeMessagesAPI:
         self._unexpected: list[UnexpectedRequest] = []
         self._exchanges: list[tuple[float, float]] = []
         self._uploads: dict[str, Uploaded] = {}
+        self._deleted: set[str] = set()
         self._upload_failures: deque[int] = deque()
         self._upload_ids = itertools.count(1)
         self._generation = 0
@@ -1282,6 +1283,12 @@ class FakeMessagesAPI:
         with self._lock:
             self._upload_failures.extend(statuses)
 
+    def delete_upload(self, file_id: str) -> None:
+        """Forget an uploaded file, as a delete through the real Files API does: a request
+        naming it is refused from now on (it stays in `uploads`)."""
+        with self._lock:
+            self._deleted.add(file_id)
+
     @property
     def uploads(self) -> list[Uploaded]:
         """The files uploaded (`POST /v1/files`) since the last reset, oldest first."""
@@ -1298,6 +1305,7 @@ class FakeMessagesAPI:
             self._unexpected.clear()
             self._exchanges.clear()
             self._uploads.clear()
+            self._deleted.clear()
             self._upload_failures.clear()
             self._upload_ids = itertools.count(1)
             self._generation += 1
@@ -1409,7 +1417,8 @@ class FakeMessagesAPI:
             validate = self.validate_requests
             window = self.context_window_tokens
             density = self.chars_per_token
-            sources = FileSources(dict(self._uploads), FILES_BETA in _betas(headers))
+            live = {k: v for k, v in self._uploads.items() if k not in self._deleted}
+            sources = FileSources(live, FILES_BETA in _betas(headers))
 
         def reject(status: int, reason: str, *, real: bool = False) -> Response:
             """Record the request as unexpected and answer `status`: with the real API's

@@ -37,6 +37,14 @@ class LlmUploadRepository(RowRepository):
         await self.db.exec(statement)
         return (await self.remote_ids(account, [file_id]))[file_id]
 
+    async def forget(self, account: str, remote_ids: Sequence[str]) -> None:
+        """Drop ids of the account that the API no longer knows."""
+        await self.db.exec(
+            delete(LlmUpload).where(
+                col(LlmUpload.account) == account, col(LlmUpload.remote_id).in_(list(remote_ids))
+            )
+        )
+
     async def forget_file(self, file_id: str) -> None:
         """Drop the ids of a file that is deleted."""
         await self.db.exec(delete(LlmUpload).where(col(LlmUpload.file_id) == file_id))
