@@ -359,6 +359,14 @@ class Settings(BaseSettings):
     # The bytes of the images and documents one LLM request carries at most, before base64
     # (which adds a third); as for their count.
     request_media_max_bytes: int = Field(default=20 * 1024 * 1024, ge=0)
+    # Stored files one `POST /jobs` copies into the job's input/ folder (`files`) at most.
+    job_files_max_count: int = Field(default=20, ge=0)
+    # The bytes of the stored files one `POST /jobs` copies into input/ at most, together.
+    job_files_max_bytes: int = Field(default=128 * 1024 * 1024, ge=0)
+    # Send images and PDFs as ids of the Anthropic Files API (beta `files-api-2025-04-14`),
+    # each file uploaded once per API key and base URL, instead of their bytes in base64 in
+    # every request; off: every request carries the bytes.
+    llm_use_files_api: bool = False
 
     # --- tool policies -------------------------------------------------------
     # A JSON file holding a list of tool policy rules, the operator's layer over every

@@ -18,7 +18,7 @@ from app.engine.media import MediaLLM
 from app.engine.pieces import BUILTIN_DIR, PieceCatalog, load_catalog
 from app.engine.tools import ToolRegistry
 from app.observability.metered_llm import MeteredLLM
-from app.services.files import FileContents
+from app.services.files import FileContents, FilesApiUploads
 from app.services.live import LiveHub, run_clock
 from app.services.live_bridge import PgLiveBridge
 from app.services.mcp_attach import operator_servers
@@ -156,6 +156,11 @@ async def runtime(
             FileContents(database, settings),
             max_count=settings.request_media_max_count,
             max_bytes=settings.request_media_max_bytes,
+            remote=(
+                FilesApiUploads(database, settings, owned_llm.upload_file, owned_llm.files_account)
+                if settings.llm_use_files_api and owned_llm is not None
+                else None
+            ),
         ),
         tools=registry,
         hub=hub,

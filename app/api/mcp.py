@@ -30,7 +30,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import ToolAnnotations
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel.ext.asyncio.session import AsyncSession
 from starlette.types import Receive, Scope, Send
 
@@ -40,10 +40,12 @@ from app.db.engine import Database
 from app.db.models import Job
 from app.db.repositories.memory import FoundTurn
 from app.domain.errors import DomainError, Unauthorized
+from app.domain.ids import new_id
 from app.domain.tasks import TaskStatus
 from app.memory.details import PIECE_KINDS, DetailQuery
 from app.memory.render import cut
 from app.services import comments as comment_service
+from app.services import job_files
 from app.services import jobs as job_service
 from app.services import memory as memory_service
 from app.services import memory_search as search_service
@@ -173,6 +175,19 @@ SessionArg = Annotated[
     ),
 ]
 Page = Annotated[int, Field(ge=1, le=100_000, description="1 for the first page.")]
+
+
+class JobFileArg(BaseModel):
+    """A stored file a submitted job finds in its input/ folder."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    file_id: str = Field(min_length=1, max_length=40, description="A stored file (`fil_…`).")
+    path: str = Field(
+        min_length=1, max_length=1000, description="Where it goes, relative to input/."
+    )
+
+
 READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True)
 
 
@@ -458,8 +473,24 @@ def _add_write_tools(server: MCPServer, settings: Settings) -> None:
         instruction: Annotated[str, Field(min_length=1, max_length=200_000)],
         piece: Annotated[str, Field(min_length=1, max_length=100)] = "default",
         session_id: SessionArg = None,
+        files: Annotated[
+            list[JobFileArg] | None,
+            Field(
+                description="Stored files (`fil_…`) copied into the job's input/ folder "
+                "before it can run, each at its `path` there (as `POST /jobs` `files`)."
+            ),
+        ] = None,
     ) -> str:
         """Queue a job that runs a piece on an instruction (in a new session by default)."""
+        caller = _current()
+        entries = [job_files.Entry(file_id=f.file_id, path=f.path) for f in files or ()]
+        try:
+            placed = await job_files.check(
+                caller.database, caller.runtime.settings, caller.tenant, entries
+            )
+        except DomainError as exc:
+            raise ToolError(exc.detail) from exc
+        job_id = new_id("job")
 
         async def work(db: AsyncSession, caller: Caller) -> str:
             found = caller.runtime.pieces.get(piece)
@@ -467,8 +498,14 @@ def _add_write_tools(server: MCPServer, settings: Settings) -> None:
                 known = ", ".join(sorted(caller.runtime.pieces.pieces))
                 raise ToolError(f"unknown piece {piece!r}; known: {known}")
             await caller.admission.admit_job(db, caller.tenant)
+            await job_files.copy_in(caller.runtime.settings, job_id, placed)
             job = await submit_job(
-                db, caller.tenant, instruction=instruction, piece=found, session_id=session_id
+                db,
+                caller.tenant,
+                instruction=instruction,
+                piece=found,
+                session_id=session_id,
+                job_id=job_id,
             )
             return paged(_job_lines(job), cap=cap, page=1)
 

@@ -11,6 +11,7 @@ becomes an `LLMError` naming the cause.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -20,10 +21,11 @@ import pydantic
 
 from app.domain.items import ContentBlock, TextBlock, ThinkingBlock, ToolUseBlock
 from app.domain.tool_ids import api_tool_id
-from app.engine.llm import LLMError, LLMRequest, LLMResponse, TextSink, Usage
+from app.engine.llm import FILES_API_BETA, LLMError, LLMRequest, LLMResponse, TextSink, Usage
 from app.settings import Settings
 
 _EPHEMERAL = {"type": "ephemeral"}
+_DEFAULT_BASE_URL = "https://api.anthropic.com"
 # A local proxy or test server needs no key, but the SDK refuses to send without one.
 _PLACEHOLDER_KEY = "strata-no-key"
 
@@ -94,12 +96,37 @@ class AnthropicLLM:
     async def close(self) -> None:
         await self._pools.close()
 
-    async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResponse:
+    @property
+    def files_account(self) -> str:
+        """Whose Files API an upload goes to: a hash of the base URL and the API key (an id
+        uploaded with one key is unknown to another), never the key itself."""
+        key = self._settings.anthropic_api_key
+        secret = key.get_secret_value() if key else ""
+        base_url = self._settings.anthropic_base_url or _DEFAULT_BASE_URL
+        return hashlib.sha256(f"{base_url.rstrip('/')}\n{secret}".encode()).hexdigest()
+
+    async def upload_file(self, data: bytes, filename: str, media_type: str) -> str:
+        """Upload a file to the Files API (the SDK retrying as for messages); its id."""
         if not self.configured:
             raise LLMError("llm-not-configured", NOT_CONFIGURED)
         try:
             with self._pools.client() as client:
-                async with client.messages.stream(**sdk_params(request)) as stream:
+                uploaded = await client.beta.files.upload(
+                    file=(filename, data, media_type), betas=[FILES_API_BETA]
+                )
+        except anthropic.APIError as exc:
+            raise _as_llm_error(exc, self._settings.llm_max_retries, "Files API") from exc
+        return uploaded.id
+
+    async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResponse:
+        if not self.configured:
+            raise LLMError("llm-not-configured", NOT_CONFIGURED)
+        params = sdk_params(request)
+        if request.betas:
+            params["extra_headers"] = {"anthropic-beta": ",".join(request.betas)}
+        try:
+            with self._pools.client() as client:
+                async with client.messages.stream(**params) as stream:
                     async for event in stream:
                         if (
                             on_text is not None
@@ -220,14 +247,14 @@ def _usage_from_wire(usage: Any) -> Usage:
     )
 
 
-def _as_llm_error(exc: anthropic.APIError, retries: int) -> LLMError:
+def _as_llm_error(exc: anthropic.APIError, retries: int, api: str = "Messages API") -> LLMError:
     attempts = f"after {retries + 1} attempts"
     if isinstance(exc, anthropic.APITimeoutError):
-        return LLMError("llm-timeout", f"the Messages API did not answer in time {attempts}")
+        return LLMError("llm-timeout", f"the {api} did not answer in time {attempts}")
     if isinstance(exc, anthropic.APIConnectionError):
         cause = exc.__cause__  # the transport's error says why (refused, reset, closed)
         why = f" ({type(cause).__name__}: {cause})" if cause is not None else ""
-        return LLMError("llm-unreachable", f"the Messages API could not be reached {attempts}{why}")
+        return LLMError("llm-unreachable", f"the {api} could not be reached {attempts}{why}")
     if isinstance(exc, anthropic.APIStatusError):
         status = exc.status_code
         slug = {
@@ -238,7 +265,5 @@ def _as_llm_error(exc: anthropic.APIError, retries: int) -> LLMError:
         }.get(status, "llm-server-error" if status >= 500 else "llm-request-rejected")
         retried = status == 429 or status >= 500
         when = f" {attempts}" if retried else ""
-        return LLMError(
-            slug, f"the Messages API answered {status}{when}: {exc.message}", status=status
-        )
-    return LLMError("llm-error", f"the Messages API call failed: {exc}")
+        return LLMError(slug, f"the {api} answered {status}{when}: {exc.message}", status=status)
+    return LLMError("llm-error", f"the {api} call failed: {exc}")

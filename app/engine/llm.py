@@ -124,6 +124,9 @@ class LLMRequest:
     # trailing blocks of the last message that only this request sends (the task reminder):
     # no cache breakpoint goes on them, since no later request could read what it wrote
     volatile_blocks: int = 0
+    # the Anthropic betas the request needs (`anthropic-beta`): the Files API's when a
+    # block names an uploaded file (`app.engine.media`)
+    betas: tuple[str, ...] = ()
 
 
 class LLMResponse(BaseModel):
@@ -132,6 +135,9 @@ class LLMResponse(BaseModel):
     usage: Usage
     model: str | None = None
 
+
+FILES_API_BETA = "files-api-2025-04-14"
+"""The Anthropic beta of the Files API: to upload a file, and in a request naming one."""
 
 # a text delta and the index of the content block it belongs to (in the response)
 TextSink = Callable[[str, int], Awaitable[None]]

@@ -13,6 +13,15 @@ block's title, else the file's name). What the Messages API would refuse never g
   last guard;
 * an image or document in an assistant message (which the API refuses) is a placeholder;
 * a file deleted since its message was sent is a placeholder saying so.
+
+With the Files API on (STRATA_LLM_USE_FILES_API, `remote`), an image or PDF a request
+carries goes as `{"type": "file", "file_id": …}`, the id of its upload to the Anthropic
+Files API (made once per account, and kept: `app.services.files.FilesApiUploads`), and
+the request names the beta (`LLMRequest.betas`). A file whose upload failed goes as its
+bytes in that request, as with the setting off; the next request that carries it tries
+the upload again. A text document always goes as its text. A request the API refuses
+(400 or 404) naming an id it was sent (a file deleted or expired at Anthropic) makes
+those ids forgotten and goes once more, its files uploaded again.
 """
 
 from __future__ import annotations
@@ -20,11 +29,14 @@ from __future__ import annotations
 import base64
 import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Protocol
 
-from app.domain.files import PDF_TYPE, block_placeholder
+from app.domain.files import IMAGE_TYPES, PDF_TYPE, block_placeholder
 from app.domain.items import DocumentBlock, FileRef, ImageBlock, TextBlock
 from app.engine.llm import (
+    FILES_API_BETA,
     LLM,
+    LLMError,
     LLMRequest,
     LLMResponse,
     Message,
@@ -35,6 +47,20 @@ from app.engine.llm import (
 
 Loader = Callable[[Sequence[str]], Awaitable[Mapping[str, bytes]]]
 """The bytes of stored files by id; a file that is gone is left out."""
+
+
+class RemoteIds(Protocol):
+    """The Files API ids of stored files (`app.services.files.FilesApiUploads`)."""
+
+    async def __call__(self, refs: Sequence[FileRef]) -> Mapping[str, str]:
+        """Their ids by file id, uploading those not uploaded yet; a file that is gone, or
+        whose upload failed, is left out."""
+        ...
+
+    async def forget(self, remote_ids: Sequence[str]) -> None:
+        """Drop kept ids the API no longer knows: their files are uploaded again."""
+        ...
+
 
 Attached = ImageBlock | DocumentBlock
 
@@ -100,35 +126,77 @@ def _wire(ref: FileRef, data: bytes, block: Attached) -> Attached:
     )
 
 
-class MediaLLM:
-    """An LLM whose requests carry the bytes of the stored files their messages name."""
+def uploadable(ref: FileRef) -> bool:
+    """Whether a file goes by its Files API id when that is on: images and PDFs."""
+    return ref.media_type in IMAGE_TYPES or ref.media_type == PDF_TYPE
 
-    def __init__(self, inner: LLM, load: Loader, *, max_count: int, max_bytes: int) -> None:
+
+def _by_id(remote_id: str, block: Attached) -> Attached:
+    source = {"type": "file", "file_id": remote_id}
+    if isinstance(block, ImageBlock):
+        return ImageBlock.model_construct(type="image", source=source, file=None)
+    title = block.title or (block.file.filename if block.file is not None else None)
+    return DocumentBlock.model_construct(type="document", source=source, file=None, title=title)
+
+
+class MediaLLM:
+    """An LLM whose requests carry the stored files their messages name: their bytes, or
+    with `remote` their Files API ids."""
+
+    def __init__(
+        self,
+        inner: LLM,
+        load: Loader,
+        *,
+        max_count: int,
+        max_bytes: int,
+        remote: RemoteIds | None = None,
+    ) -> None:
         self.inner = inner
         self._load = load
         self._max_count = max_count
         self._max_bytes = max_bytes
+        self._remote = remote
 
     async def complete(self, request: LLMRequest, on_text: TextSink | None = None) -> LLMResponse:
-        if names_files(request.messages) or self._over_budget(request.messages):
-            request = await self.carrying(request)
-        return await self.inner.complete(request, on_text)
+        if not (names_files(request.messages) or self._over_budget(request.messages)):
+            return await self.inner.complete(request, on_text)
+        sent, remote_ids = await self._carry(request)
+        try:
+            return await self.inner.complete(sent, on_text)
+        except LLMError as exc:
+            stale = [i for i in remote_ids if exc.status in (400, 404) and i in exc.detail]
+            if self._remote is None or not stale:
+                raise
+        await self._remote.forget(stale)
+        sent, _ = await self._carry(request)
+        return await self.inner.complete(sent, on_text)
 
     def _over_budget(self, messages: Sequence[Message]) -> bool:
         count, size = media_load(messages)
         return count > self._max_count or size > self._max_bytes
 
     async def carrying(self, request: LLMRequest) -> LLMRequest:
-        """The request as it is sent: files as their bytes, or placeholders (see module)."""
+        """The request as it is sent: files as their bytes or Files API ids, or
+        placeholders (see module)."""
+        return (await self._carry(request))[0]
+
+    async def _carry(self, request: LLMRequest) -> tuple[LLMRequest, list[str]]:
+        """`carrying`, and the Files API ids the request names."""
         messages = request.messages
         kept = _carried(messages, self._max_count, self._max_bytes)
-        wanted = {
-            block.file.file_id
+        refs = {
+            block.file.file_id: block.file
             for message in messages
             for block in message.attached
             if id(block) in kept and block.file is not None
         }
-        contents = await self._load(sorted(wanted)) if wanted else {}
+        remote: Mapping[str, str] = {}
+        if self._remote is not None:
+            by_id = [ref for _, ref in sorted(refs.items()) if uploadable(ref)]
+            remote = await self._remote(by_id) if by_id else {}
+        wanted = sorted(set(refs) - set(remote))
+        contents = await self._load(wanted) if wanted else {}
 
         def swap(block: Attached, role: str) -> MessageBlock | Attached:
             if role != "user":
@@ -137,6 +205,9 @@ class MediaLLM:
                 return TextBlock(text=block_placeholder(block))
             if block.file is None:
                 return block
+            remote_id = remote.get(block.file.file_id)
+            if remote_id is not None:
+                return _by_id(remote_id, block)
             data = contents.get(block.file.file_id)
             if data is None:
                 return TextBlock(text=block_placeholder(block, why="deleted"))
@@ -159,4 +230,8 @@ class MediaLLM:
                     blocks.append(block)
             return Message.model_construct(role=message.role, content=tuple(blocks))
 
-        return dataclasses.replace(request, messages=[rebuilt(m) for m in messages])
+        betas = request.betas
+        if remote and FILES_API_BETA not in betas:
+            betas = (*betas, FILES_API_BETA)
+        sent = dataclasses.replace(request, messages=[rebuilt(m) for m in messages], betas=betas)
+        return sent, sorted(set(remote.values()))

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -32,6 +33,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.db.engine import UnitsOfWork
 from app.db.models import StoredFile
 from app.db.repositories.files import FileRepository
+from app.db.repositories.llm_uploads import LlmUploadRepository
 from app.domain import files as kinds
 from app.domain.errors import (
     ContentTooLarge,
@@ -42,10 +44,13 @@ from app.domain.errors import (
 )
 from app.domain.ids import new_id
 from app.domain.items import DocumentBlock, FileRef, ImageBlock, TextBlock, UserBlock
+from app.engine.llm import LLMError
 from app.services.pagination import Page, page_of
 from app.settings import Settings
 
 FILENAME_MAX_CHARS = 255  # the column's width
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -215,6 +220,7 @@ async def delete_file(database: UnitsOfWork, settings: Settings, tenant: str, fi
         if row is None:
             raise NotFound(f"file {file_id!r} does not exist", resource="file")
         await repository.remove(row)
+        await LlmUploadRepository(db).forget_file(row.id)
         return row, await repository.shares_content(tenant, row.sha256)
 
     row, shared = await database.write(forget)
@@ -361,3 +367,70 @@ class FileContents:
             return found
 
         return await asyncio.to_thread(read)
+
+
+Uploader = Callable[[bytes, str, str], Awaitable[str]]
+"""Uploads (bytes, filename, media type) to the Anthropic Files API; the id it answers."""
+
+
+class FilesApiUploads:
+    """The Files API ids of stored files for one account (`app.engine.media.RemoteIds`):
+    the ids kept in `llm_uploads`, and for a file not uploaded yet an upload, whose id is
+    kept before it is used, so a file is uploaded once per account across requests,
+    restarts and processes (two processes racing keep the first id; the other upload is
+    left unused). An upload that fails (after the SDK's retries) is logged and left out:
+    that request carries the file's bytes, and the next one tries again. An id the API
+    refuses is forgotten (`forget`), and the file uploaded again."""
+
+    def __init__(
+        self, database: UnitsOfWork, settings: Settings, upload: Uploader, account: str
+    ) -> None:
+        self.database = database
+        self.settings = settings
+        self.upload = upload
+        self.account = account
+
+    async def __call__(self, refs: Sequence[FileRef]) -> Mapping[str, str]:
+        ids = [ref.file_id for ref in refs]
+        async with self.database.read() as db:
+            rows = await FileRepository(db).by_ids(ids)
+            known = await LlmUploadRepository(db).remote_ids(self.account, ids)
+        found = {file_id: known[file_id] for file_id in ids if file_id in rows and file_id in known}
+        for file_id in ids:
+            row = rows.get(file_id)
+            if row is None or file_id in found:
+                continue
+            remote_id = await self._upload(row)
+            if remote_id is not None:
+                found[file_id] = remote_id
+        return found
+
+    async def forget(self, remote_ids: Sequence[str]) -> None:
+        logger.warning("Files API ids %s are unknown to the API: uploading again", remote_ids)
+
+        async def drop(db: AsyncSession) -> None:
+            await LlmUploadRepository(db).forget(self.account, remote_ids)
+
+        await self.database.write(drop)
+
+    async def _upload(self, row: StoredFile) -> str | None:
+        path = blob_path(self.settings, row.tenant, row.sha256)
+        try:
+            data = await asyncio.to_thread(path.read_bytes)
+        except FileNotFoundError:
+            return None
+        try:
+            remote_id = await self.upload(data, row.filename, row.media_type)
+        except LLMError as exc:
+            logger.warning(
+                "file %s not uploaded to the Files API (%s: %s); this request carries its bytes",
+                row.id,
+                exc.slug,
+                exc,
+            )
+            return None
+
+        async def keep(db: AsyncSession) -> str:
+            return await LlmUploadRepository(db).remember(row.id, self.account, remote_id)
+
+        return await self.database.write(keep)

@@ -35,13 +35,15 @@ async def submit_job(
     start: bool = True,
     client_tools: list[dict[str, Any]] | None = None,
     mcp: list[dict[str, Any]] | None = None,
+    job_id: str | None = None,
 ) -> Job:
     """Queue a piece job (or, with `start=False`, make it a draft that takes files and
     comments until it is started); `client_tools` (as checked) are offered in each of its
     movements. Without a session one is made for it (a subtask gets its own, under its
     parent's session's tool policy). In a chat session it works in segments of its own
     (`app.worker.movement`). `mcp`: the MCP servers it attaches (checked), kept in its
-    `input`; a subtask has its parent's."""
+    `input`; a subtask has its parent's. `job_id`: the id it gets, when the caller chose
+    it (to fill its folder first)."""
     if parent is not None and mcp is None:
         mcp = (parent.input or {}).get("mcp")
     if session_id is not None:
@@ -57,7 +59,7 @@ async def submit_job(
     return await enqueue(
         db,
         Job(
-            id=new_id("job"),
+            id=job_id or new_id("job"),
             tenant=tenant,
             session_id=session.id,
             kind=JobKind.piece,

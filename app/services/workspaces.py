@@ -77,8 +77,14 @@ def _check_segments(area: Area, path: str) -> None:
 
 
 def _resolve(settings: Settings, job: Job, area: Area, path: str, *, must_exist: bool) -> Path:
+    return _resolve_in(settings, job.id, area, path, must_exist=must_exist)
+
+
+def _resolve_in(
+    settings: Settings, job_id: str, area: Area, path: str, *, must_exist: bool
+) -> Path:
     _check_segments(area, path)
-    workspace = workspace_of(settings, job.id)
+    workspace = workspace_of(settings, job_id)
     workspace.ensure_layout()
     try:
         target = workspace.resolve(f"{area}/{path}")
@@ -91,15 +97,37 @@ def _resolve(settings: Settings, job: Job, area: Area, path: str, *, must_exist:
     return target
 
 
-async def put_input_file(settings: Settings, job: Job, path: str, data: bytes) -> str:
-    target = _resolve(settings, job, "input", path, must_exist=False)
-    owned = workspace_of(settings, job.id).root / "input" / _SUBTASKS
+def check_input_path(path: str) -> None:
+    """Refuse (422) a path a client may not write under `input/`, by its text alone."""
+    _check_segments("input", path)
+    if path.split("/", 1)[0] == _SUBTASKS:
+        raise InvalidInput(_in_subtasks(path), field="path")
+
+
+def _in_subtasks(path: str) -> str:
+    return (
+        f"input/{path} is in input/{_SUBTASKS}/, where the runner copies the outputs of "
+        "finished subtasks; upload elsewhere in input/"
+    )
+
+
+def input_target(settings: Settings, job_id: str, path: str) -> Path:
+    """Where a client's file `path` goes in the job's `input/` (422 for a path it may not
+    write: see `check_input_path`, or one that leads elsewhere through a link)."""
+    target = _resolve_in(settings, job_id, "input", path, must_exist=False)
+    owned = workspace_of(settings, job_id).root / "input" / _SUBTASKS
     if target == owned or target.is_relative_to(owned):  # by its name or through a link
-        raise InvalidInput(
-            f"input/{path} is in input/{_SUBTASKS}/, where the runner copies the outputs of "
-            "finished subtasks; upload elsewhere in input/",
-            field="path",
-        )
+        raise InvalidInput(_in_subtasks(path), field="path")
+    return target
+
+
+def unwritable(exc: OSError) -> bool:
+    """Whether the path, not the server, is at fault for a write that failed."""
+    return exc.errno in _UNWRITABLE_PATH
+
+
+async def put_input_file(settings: Settings, job: Job, path: str, data: bytes) -> str:
+    target = input_target(settings, job.id, path)
 
     def write() -> None:
         if target.is_dir():

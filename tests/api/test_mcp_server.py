@@ -305,3 +305,48 @@ async def test_a_submitted_job_is_read_and_commented_on_and_admitted_by_the_tena
     assert commented.startswith("comment ")
     assert "STRATA_TENANT_MAX_ACTIVE_JOBS" in refused
     assert "does not exist" in foreign
+
+
+async def test_a_job_submitted_with_files_finds_them_in_its_input_folder(
+    writable_url: str,
+) -> None:
+    async with httpx.AsyncClient(base_url=writable_url, headers=ACME) as http:
+        stored = await http.post(
+            "/files",
+            params={"filename": "notes.txt"},
+            content=b"Be brief.\n",
+            headers={"Content-Type": "text/plain"},
+        )
+        file_id = stored.json()["id"]
+
+        submitted = await call(
+            writable_url,
+            ACME,
+            "job_submit",
+            instruction="Write a report.",
+            files=[{"file_id": file_id, "path": "docs/notes.txt"}],
+        )
+        content = await http.get(f"/jobs/{submitted.split()[0]}/files/input/docs/notes.txt")
+
+    assert content.content == b"Be brief.\n"
+
+
+async def test_a_job_submitted_with_a_bad_path_is_an_error_naming_it(writable_url: str) -> None:
+    async with httpx.AsyncClient(base_url=writable_url, headers=ACME) as http:
+        stored = await http.post(
+            "/files",
+            params={"filename": "notes.txt"},
+            content=b"Be brief.\n",
+            headers={"Content-Type": "text/plain"},
+        )
+        file_id = stored.json()["id"]
+
+    refused = await call_error(
+        writable_url,
+        ACME,
+        "job_submit",
+        instruction="Write a report.",
+        files=[{"file_id": file_id, "path": "../escape.txt"}],
+    )
+
+    assert "files[0].path" in refused

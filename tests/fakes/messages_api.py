@@ -80,6 +80,7 @@ __all__ = [
     "Text",
     "ToolUse",
     "UnexpectedRequest",
+    "Uploaded",
     "block_tokens",
     "count_tokens",
     "error",
@@ -490,9 +491,11 @@ def validate_request(
     *,
     context_window_tokens: int | None = None,
     chars_per_token: float = CHARS_PER_TOKEN,
+    files: FileSources | None = None,
 ) -> str | None:
     """The reason the real Messages API would reject `body` with a 400, or None; the
-    reasons are the real API's messages.
+    reasons are the real API's messages. `files`: the Files API uploads the request may
+    name and whether it has the beta header; without, a `file` source is refused.
 
     Checks what it can check cheaply and surely: the required fields; at most 4 blocks
     with `cache_control`; every message has
@@ -548,7 +551,7 @@ def validate_request(
             return problem
         if (problem := _refused_tool_id(index, blocks, types)) is not None:
             return problem
-        if (problem := _media_problem(index, role, blocks, types)) is not None:
+        if (problem := _media_problem(index, role, blocks, types, files)) is not None:
             return problem
         if not defines_tools and any(t in ("tool_use", "tool_result") for t in types):
             return (
@@ -743,7 +746,13 @@ def _document_problem(at: str, block: Mapping[str, Any]) -> str | None:
     return f"{at}.source.type: Input should be 'base64', 'text', 'content' or 'url'"
 
 
-def _media_problem(index: int, role: str, blocks: list[Any], types: list[Any]) -> str | None:
+def _media_problem(
+    index: int,
+    role: str,
+    blocks: list[Any],
+    types: list[Any],
+    files: FileSources | None = None,
+) -> str | None:
     """Why the real API refuses the image and document blocks of one message, or None:
     none in an assistant message; a source of a type it reads, whose media type is one it
     takes and says what the bytes are (valid base64, an image at most 8000 pixels on a
@@ -756,18 +765,81 @@ def _media_problem(index: int, role: str, blocks: list[Any], types: list[Any]) -
                 "expected tags for an assistant message: 'text', 'thinking', "
                 "'redacted_thinking', 'tool_use', 'server_tool_use'"
             )
-        if kind == "image":
+        if kind in ("image", "document") and _is_file_source(block):
+            problem = _file_source_problem(at, str(kind), block["source"], files)
+        elif kind == "image":
             problem = _image_problem(at, block)
         elif kind == "document":
             problem = _document_problem(at, block)
         elif kind == "tool_result" and isinstance(block.get("content"), list):
             inner = block["content"]
             inner_types = [b.get("type") if isinstance(b, dict) else None for b in inner]
-            problem = _media_problem(index, role, inner, inner_types)
+            problem = _media_problem(index, role, inner, inner_types, files)
         else:
             problem = None
         if problem is not None:
             return problem
+    return None
+
+
+FILES_PATH = "/v1/files"
+FILES_BETA = "files-api-2025-04-14"
+"""The beta a request must name (`anthropic-beta`) to upload files or name them."""
+FILE_MAX_BYTES = 500 * 1024 * 1024
+"""The largest file the real Files API takes (500 MB)."""
+DOCUMENT_FILE_TYPES = ("application/pdf", "text/plain")
+"""The types of uploaded file a `document` block reads."""
+
+
+@dataclass(frozen=True)
+class Uploaded:
+    """A file uploaded to the fake Files API (`POST /v1/files`)."""
+
+    id: str
+    filename: str
+    mime_type: str
+    data: bytes
+
+
+@dataclass(frozen=True)
+class FileSources:
+    """What a request's `file` sources are held against: the uploads the fake issued, and
+    whether the request named the Files API beta."""
+
+    uploads: Mapping[str, Uploaded]
+    beta: bool
+
+
+def _is_file_source(block: Mapping[str, Any]) -> bool:
+    source = block.get("source")
+    return isinstance(source, dict) and source.get("type") == "file"
+
+
+def _file_source_problem(
+    at: str, kind: str, source: Mapping[str, Any], files: FileSources | None
+) -> str | None:
+    """Why the real API refuses a `file` source: one without the beta is not a source type
+    it knows; a file id must be one it issued, of a type the block reads."""
+    if files is None or not files.beta:
+        known = "'base64' or 'url'" if kind == "image" else "'base64', 'text', 'content' or 'url'"
+        return f"{at}.source.type: Input should be {known}"
+    file_id = source.get("file_id")
+    if not isinstance(file_id, str) or not file_id:
+        return f"{at}.source.file.file_id: Field required"
+    uploaded = files.uploads.get(file_id)
+    if uploaded is None:
+        return f"{at}.source.file.file_id: File not found: {file_id}"
+    if kind == "image":
+        if uploaded.mime_type not in IMAGE_MEDIA_TYPES or _image_kind(uploaded.data) is None:
+            return f"{at}: File {file_id} is not a supported image ({uploaded.mime_type})"
+        size = _image_dimensions(_image_kind(uploaded.data) or "", uploaded.data)
+        if size is None or max(size) > IMAGE_MAX_PIXELS:
+            return f"{at}: Could not process image {file_id}"
+        return None
+    if uploaded.mime_type not in DOCUMENT_FILE_TYPES:
+        return f"{at}: File {file_id} of type {uploaded.mime_type} is not supported in a document"
+    if uploaded.mime_type == "application/pdf" and b"%PDF-" not in uploaded.data[:1024]:
+        return f"{at}: The PDF specified was not valid."
     return None
 
 
@@ -956,6 +1028,11 @@ def sse_events(step: Reply, *, message_id: str, model: str, input_tokens: int = 
     return events
 
 
+def _betas(headers: Mapping[str, str]) -> set[str]:
+    """The betas an `anthropic-beta` header names (comma-separated)."""
+    return {b.strip() for b in headers.get("anthropic-beta", "").split(",") if b.strip()}
+
+
 def _split_sse(body: str) -> list[str]:
     """Split an SSE body after each blank line; the parts join back to `body` exactly."""
     parts = re.split(r"(?<=\n\n)", body)
@@ -987,6 +1064,10 @@ class FakeMessagesAPI:
         self._requests: list[RecordedRequest] = []
         self._unexpected: list[UnexpectedRequest] = []
         self._exchanges: list[tuple[float, float]] = []
+        self._uploads: dict[str, Uploaded] = {}
+        self._deleted: set[str] = set()
+        self._upload_failures: deque[int] = deque()
+        self._upload_ids = itertools.count(1)
         self._generation = 0
         self._message_ids = itertools.count(1)
         self._request_ids = itertools.count(1)
@@ -1197,15 +1278,36 @@ class FakeMessagesAPI:
         with self._lock:
             self._standing = fn
 
+    def fail_uploads(self, *statuses: int) -> None:
+        """Answer the next `POST /v1/files` requests with these error statuses, in order."""
+        with self._lock:
+            self._upload_failures.extend(statuses)
+
+    def delete_upload(self, file_id: str) -> None:
+        """Forget an uploaded file, as a delete through the real Files API does: a request
+        naming it is refused from now on (it stays in `uploads`)."""
+        with self._lock:
+            self._deleted.add(file_id)
+
+    @property
+    def uploads(self) -> list[Uploaded]:
+        """The files uploaded (`POST /v1/files`) since the last reset, oldest first."""
+        with self._lock:
+            return list(self._uploads.values())
+
     def reset(self) -> None:
-        """Forget the script, the records and the id counters; re-enable validation and
-        restore the default context window."""
+        """Forget the script, the records, the uploaded files and the id counters;
+        re-enable validation and restore the default context window."""
         with self._lock:
             self._standing = None
             self._queue.clear()
             self._requests.clear()
             self._unexpected.clear()
             self._exchanges.clear()
+            self._uploads.clear()
+            self._deleted.clear()
+            self._upload_failures.clear()
+            self._upload_ids = itertools.count(1)
             self._generation += 1
             self._message_ids = itertools.count(1)
             self._request_ids = itertools.count(1)
@@ -1294,6 +1396,8 @@ class FakeMessagesAPI:
             with self._lock:
                 self.warmups += 1
             return Response(status_code=200)
+        if request.url.path == FILES_PATH and request.method == "POST":
+            return await self._upload(request)
         arrived = time.perf_counter()
         raw = await request.body()
         too_large = len(raw) > REQUEST_MAX_BYTES
@@ -1313,6 +1417,8 @@ class FakeMessagesAPI:
             validate = self.validate_requests
             window = self.context_window_tokens
             density = self.chars_per_token
+            live = {k: v for k, v in self._uploads.items() if k not in self._deleted}
+            sources = FileSources(live, FILES_BETA in _betas(headers))
 
         def reject(status: int, reason: str, *, real: bool = False) -> Response:
             """Record the request as unexpected and answer `status`: with the real API's
@@ -1335,7 +1441,9 @@ class FakeMessagesAPI:
         if not isinstance(parsed, dict):
             return reject(400, "the request body is not a JSON object")
         if validate:
-            problem = validate_request(body, context_window_tokens=window, chars_per_token=density)
+            problem = validate_request(
+                body, context_window_tokens=window, chars_per_token=density, files=sources
+            )
             if problem is not None:
                 return reject(400, problem, real=True)
 
@@ -1390,6 +1498,53 @@ class FakeMessagesAPI:
             ),
             media_type="application/json",
             headers={"request-id": request_id},
+        )
+
+    async def _upload(self, request: Request) -> Response:
+        """`POST /v1/files`, as the real Files API: the beta header, a multipart form with
+        a non-empty `file` of at most 500 MB; answers the file's metadata."""
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        with self._lock:
+            request_id = f"req_fake_{next(self._request_ids):04d}"
+            failure = self._upload_failures.popleft() if self._upload_failures else None
+
+        def refuse(status: int, message: str | None = None) -> Response:
+            extra = {"x-should-retry": "false"} if status < 500 else dict(FAST_RETRY_HEADERS)
+            body = error_body(status, message, request_id)
+            return self._error_response(status, body, extra, request_id)
+
+        if FILES_BETA not in _betas(headers):
+            return refuse(400, f"The Files API requires the beta header {FILES_BETA}")
+        if failure is not None:
+            return refuse(failure)
+        if int(headers.get("content-length", "0") or 0) > FILE_MAX_BYTES + 1024 * 1024:
+            return refuse(413, "File exceeds the maximum allowed size of 500 MB.")
+        async with request.form(max_part_size=FILE_MAX_BYTES + 1) as form:
+            part = form.get("file")
+            if part is None or isinstance(part, str):
+                return refuse(400, "file: Field required")
+            data = await part.read()
+            filename, content_type = part.filename, part.content_type
+        if not data:
+            return refuse(400, "file: The file is empty")
+        if len(data) > FILE_MAX_BYTES:
+            return refuse(413, "File exceeds the maximum allowed size of 500 MB.")
+        mime_type = (content_type or "application/octet-stream").split(";")[0].strip()
+        with self._lock:
+            file_id = f"file_fake{next(self._upload_ids):06d}"
+            uploaded = Uploaded(file_id, filename or "file", mime_type, data)
+            self._uploads[file_id] = uploaded
+        body = {
+            "id": file_id,
+            "type": "file",
+            "filename": uploaded.filename,
+            "mime_type": mime_type,
+            "size_bytes": len(data),
+            "created_at": "2026-01-01T00:00:00Z",
+            "downloadable": False,
+        }
+        return Response(
+            _json(body), media_type="application/json", headers={"request-id": request_id}
         )
 
     @staticmethod

@@ -35,8 +35,9 @@ from app.db.models import Job
 from app.domain.client_tools import check_client_tools
 from app.domain.downloads import OCTET_STREAM, SAFE_IMAGE_TYPES, download_policy
 from app.domain.errors import InvalidInput
+from app.domain.ids import new_id
 from app.domain.jobs import RESERVED_PIECE_NAMES
-from app.services import comments, workspaces
+from app.services import comments, job_files, workspaces
 from app.services import jobs as service
 from app.services.actions import pending_actions
 from app.services.mcp_attach import Attachment, check_session_attachments
@@ -153,6 +154,7 @@ async def cancel_job(job_id: JobId, database: DatabaseDep, tenant: CurrentTenant
         "With `start: false` the job is a `draft`: upload its input files and comment on "
         "it, then `POST /jobs/{job_id}/start`; a draft never runs before. Chat turns are "
         "not pieces: send them with `POST /sessions/{session_id}/messages`. "
+        "`files` copies stored files (`POST /files`) into its `input/` folder first. "
         "A tenant with STRATA_TENANT_MAX_ACTIVE_JOBS jobs queued or running (imports "
         "running count too) gets 429 with `Retry-After`, unless the job is a draft."
     ),
@@ -182,10 +184,19 @@ async def create_job(
     mcp = await check_session_attachments(
         database, runtime.settings, tenant, [Attachment.of(a.model_dump()) for a in body.mcp]
     )
+    files = await job_files.check(
+        database,
+        runtime.settings,
+        tenant,
+        [job_files.Entry(file_id=f.file_id, path=f.path) for f in body.files],
+    )
+    job_id = new_id("job")
 
     async def work(db: AsyncSession) -> JobPublic:
         if body.start:
             await admission.admit_job(db, tenant)
+        # before the commit: no runner sees the job before its input is there
+        await job_files.copy_in(runtime.settings, job_id, files)
         job = await submit_job(
             db,
             tenant,
@@ -195,6 +206,7 @@ async def create_job(
             start=body.start,
             client_tools=client_tools,
             mcp=mcp,
+            job_id=job_id,
         )
         return JobPublic.of(job)
 

@@ -173,6 +173,21 @@ class MessageReply(BaseModel):
     job: JobPublic
 
 
+class JobFile(BaseModel):
+    """A stored file (`POST /files`) the job finds in its `input/` folder."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    file_id: str = Field(max_length=40, description="A file of the tenant (`fil_…`).")
+    path: str = Field(
+        min_length=1,
+        max_length=1000,
+        description="Where it goes, relative to `input/`: segments joined by `/`, none empty, "
+        "`.` or `..`, with no backslash, NUL or percent-encoded (`%XX`) text, and not under "
+        "`subtasks/`.",
+    )
+
+
 class JobCreate(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -207,6 +222,13 @@ class JobCreate(BaseModel):
     )
     mcp: list[McpAttachment] = Field(
         default_factory=list, max_length=20, description=JOB_MCP_DESCRIPTION
+    )
+    files: list[JobFile] = Field(
+        default_factory=list,
+        description="Stored files copied into the job's `input/` folder before it can run, "
+        "at most STRATA_JOB_FILES_MAX_COUNT of them holding STRATA_JOB_FILES_MAX_BYTES "
+        "together. A bad path, two entries with one path, or a file id the tenant does not "
+        "have is a 422 naming the entry (`files[2].path`).",
     )
 
 

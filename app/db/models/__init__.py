@@ -7,6 +7,7 @@ from app.db.models.event import Event
 from app.db.models.file import StoredFile
 from app.db.models.item import Item
 from app.db.models.job import Job
+from app.db.models.llm_upload import LlmUpload
 from app.db.models.mcp_server import McpServerRow
 from app.db.models.memory import MemoryDetail, MemoryTurn
 from app.db.models.session import Session
@@ -27,6 +28,7 @@ __all__ = [
     "Item",
     "Job",
     "JobAction",
+    "LlmUpload",
     "McpServerRow",
     "MemoryDetail",
     "MemoryTurn",
