@@ -74,7 +74,7 @@ class _Kind:
     closing: Any
 
 
-def _chat(gate: Tool, _tmp_path: Path) -> _Kind:
+def _chat(gate: Tool[Any], _tmp_path: Path) -> _Kind:
     tools = ToolRegistry([gate])
 
     async def start(_parts: Any, db: Any) -> str:
@@ -86,7 +86,7 @@ def _chat(gate: Tool, _tmp_path: Path) -> _Kind:
     return _Kind(tools, {}, start, "Done.")
 
 
-def _movement(gate: Tool, tmp_path: Path) -> _Kind:
+def _movement(gate: Tool[Any], tmp_path: Path) -> _Kind:
     pieces = tmp_path / "pieces"
     pieces.mkdir()
     (pieces / "gated.yaml").write_text(GATED)
@@ -103,7 +103,7 @@ def _movement(gate: Tool, tmp_path: Path) -> _Kind:
 
 @pytest.mark.parametrize("kind_of", [_chat, _movement], ids=["chat", "movement"])
 async def test_an_allowed_call_runs_once_when_another_runner_takes_the_job_over(
-    kind_of: Callable[[Tool, Path], _Kind],
+    kind_of: Callable[[Tool[Any], Path], _Kind],
     make_settings: Any,
     fake_llm: FakeMessagesAPI,
     tmp_path: Path,
