@@ -220,7 +220,9 @@ class SessionFeed(Feed):
         if job.get("kind") == JobKind.summary:  # background memory work: not the agent's
             return
         self.dirty.add("status")  # the header's badge: running, waiting or idle
-        what = f"turn {job['turn']}" if job.get("kind") == JobKind.chat else str(job.get("kind"))
+        what = str(job.get("kind"))
+        if job.get("kind") == JobKind.chat:  # a steer has no turn until it runs as one
+            what = "steer" if job.get("turn") is None else f"turn {job['turn']}"
         problem = data.get("error") or {}
         detail = f": {problem.get('detail')}" if problem.get("detail") else ""
         self.activity(f"{what}: {status}{detail}")
