@@ -243,6 +243,9 @@ class Settings(BaseSettings):
     # GET /sessions/{id}/turns shows each turn's L1, else the start of its user text, cut
     # to this many characters: a timeline to pick a time from, not the turns themselves
     turn_preview_chars: int = Field(default=200, ge=20)
+    # A job's `waiting_on` says what a subtask held on tool calls waits for: each call's
+    # tool and its input on one line, the input cut to this many characters
+    waiting_call_input_chars: int = Field(default=200, ge=20)
 
     # --- the console (/console) ----------------------------------------------
     # Serve the web console at /console (a client of this same API; off: no /console route).
