@@ -243,6 +243,9 @@ class Settings(BaseSettings):
     # GET /sessions/{id}/turns shows each turn's L1, else the start of its user text, cut
     # to this many characters: a timeline to pick a time from, not the turns themselves
     turn_preview_chars: int = Field(default=200, ge=20)
+    # A job's `waiting_on` says what a subtask held on tool calls waits for: each call's
+    # tool and its input on one line, the input cut to this many characters
+    waiting_call_input_chars: int = Field(default=200, ge=20)
 
     # --- the console (/console) ----------------------------------------------
     # Serve the web console at /console (a client of this same API; off: no /console route).
@@ -583,17 +586,25 @@ CLIENT_VARIABLES = frozenset(
 _CLIENT_PREFIXES = ("STRATA_TEST_",)
 
 
-def setting_variables() -> frozenset[str]:
-    """Every environment variable a setting is read from."""
-    names: set[str] = set()
+def setting_variable_fields() -> dict[str, str]:
+    """Every environment variable a setting is read from, with the setting's field name: a
+    field's aliases first, in their order, then `STRATA_<FIELD>`, so a field's first entry is
+    the variable to name to an operator."""
+    fields: dict[str, str] = {}
     for name, field in Settings.model_fields.items():
-        names.add(f"STRATA_{name.upper()}")
         alias = field.validation_alias
         if isinstance(alias, AliasChoices):
-            names.update(str(choice) for choice in alias.choices)
+            for choice in alias.choices:
+                fields.setdefault(str(choice), name)
         elif isinstance(alias, str):
-            names.add(alias)
-    return frozenset(names)
+            fields.setdefault(alias, name)
+        fields.setdefault(f"STRATA_{name.upper()}", name)
+    return fields
+
+
+def setting_variables() -> frozenset[str]:
+    """Every environment variable a setting is read from."""
+    return frozenset(setting_variable_fields())
 
 
 def unknown_variables(names: Iterable[str]) -> dict[str, str | None]:

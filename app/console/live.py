@@ -161,6 +161,20 @@ class SessionFeed(Feed):
     # the session's turns a rewind took back, which the stream's items do not say: the
     # page's as it was read, then each re-read of the timeline's (after `session.rewound`)
     reverted: frozenset[int] = frozenset()
+    # the session as this batch's regions read it (a turn's end marks two that show it)
+    _session: dict[str, Any] | None = field(default=None, init=False, repr=False)
+
+    async def flush(self) -> str:
+        try:
+            return await super().flush()
+        finally:
+            self._session = None
+
+    async def _session_now(self) -> dict[str, Any]:
+        """The session, read once per batch."""
+        if self._session is None:
+            self._session = await self.api.get(f"/sessions/{q(self.session_id)}")
+        return self._session
 
     async def take(self, event: StreamEvent) -> None:
         data = event.json()
@@ -206,7 +220,9 @@ class SessionFeed(Feed):
         if job.get("kind") == JobKind.summary:  # background memory work: not the agent's
             return
         self.dirty.add("status")  # the header's badge: running, waiting or idle
-        what = f"turn {job['turn']}" if job.get("kind") == JobKind.chat else str(job.get("kind"))
+        what = str(job.get("kind"))
+        if job.get("kind") == JobKind.chat:  # a steer has no turn until it runs as one
+            what = "steer" if job.get("turn") is None else f"turn {job['turn']}"
         problem = data.get("error") or {}
         detail = f": {problem.get('detail')}" if problem.get("detail") else ""
         self.activity(f"{what}: {status}{detail}")
@@ -236,7 +252,7 @@ class SessionFeed(Feed):
             )
             return oob("actions", html, "innerHTML")
         if region == "status":
-            session = await self.api.get(path)
+            session = await self._session_now()
             html = self.renderer.fragment("partials/session_status.html", session=session)
             control = self.renderer.fragment(
                 "partials/turn_control.html", session=session, **self._ids()
@@ -245,7 +261,7 @@ class SessionFeed(Feed):
                 "turn-control", control, "innerHTML"
             )
         if region == "usage":
-            session = await self.api.get(path)
+            session = await self._session_now()
             turns = await self.api.get("/jobs", session_id=self.session_id, limit=self.page_size)
             html = self.renderer.fragment(
                 "partials/usage.html", session=session, jobs=turns["data"]

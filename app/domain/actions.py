@@ -11,6 +11,7 @@ Pure: the kinds, the statuses and what a resolved action makes of its call.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -80,3 +81,12 @@ def resolution_of(
         return Resolution(False, content=content or "", is_error=is_error, action_id=action_id)
     text = f"denied by a person: {reason}" if reason else DENIED
     return Resolution(False, content=text, is_error=True, action_id=action_id)
+
+
+def held_call_line(tool: str, call_input: dict[str, Any], input_chars: int) -> str:
+    """What a call held for a person is, on one line: its tool and its input as compact
+    JSON, the input cut to `input_chars` characters (`Bash {"command": "make"}`)."""
+    shown = json.dumps(call_input, ensure_ascii=False, separators=(", ", ": "), default=str)
+    if len(shown) > input_chars:
+        shown = shown[: max(input_chars - 1, 0)] + "…"
+    return f"{tool} {shown}"

@@ -179,8 +179,11 @@ async def read_lineage(
     return None if stored is None else Lineage.from_json(stored)
 
 
-async def segment_payloads(db: AsyncSession, session_id: str, segment: int) -> list[ItemPayload]:
-    lineage = await read_lineage(db, session_id)
+async def segment_payloads(
+    db: AsyncSession, session_id: str, segment: int, stored_lineage: dict[str, Any] | None
+) -> list[ItemPayload]:
+    """The segment's items; `stored_lineage`: the `lineage` of the session row the caller read."""
+    lineage = await read_lineage(db, session_id, stored_lineage)
     return [payload for _, payload in await segment_tail(db, session_id, segment, 0, lineage)]
 
 
@@ -210,10 +213,12 @@ async def list_items(
 ) -> tuple[Page[Item], Lineage | None]:
     """A page of the session's log: a fork's begins with its parent's items up to the
     fork; a rewound session's holds its reverted items too (the lineage says which)."""
-    await check_session(db, tenant, session_id)
+    owned = await SessionRepository(db).tenant_and_lineage(session_id)
+    if owned is None or owned[0] != tenant:
+        raise no_session(session_id)
     after_seq = parse_seq_cursor(after)
     repo = ItemRepository(db)
-    lineage = await read_lineage(db, session_id)
+    lineage = await read_lineage(db, session_id, owned[1])
     if lineage is None:
         rows = await repo.list_page(session_id, after_seq=after_seq, limit=limit + 1)
         return page_of(rows, limit, lambda row: str(row.seq)), None

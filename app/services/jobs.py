@@ -14,7 +14,7 @@ from app.db.repositories.actions import ActionRepository
 from app.db.repositories.jobs import JobRepository
 from app.db.repositories.sessions import SessionRepository
 from app.db.types import utcnow
-from app.domain.actions import CANCELLED_WAITING, ActionStatus
+from app.domain.actions import CANCELLED_WAITING, ActionStatus, held_call_line
 from app.domain.errors import Conflict, NotFound
 from app.domain.items import Origin, ToolResult
 from app.domain.jobs import TERMINAL, WAITING, JobKind, JobStatus, interrupted_error
@@ -214,11 +214,15 @@ async def _tell_ancestors(db: AsyncSession, child: Job) -> None:
         parent_id, depth = parent.parent_job_id, depth + 1
 
 
-async def waiting_children(db: AsyncSession, job: Job) -> list[WaitingChild]:
-    """The subtasks under `job` (children, their children…) waiting for a human."""
+async def waiting_children(
+    db: AsyncSession, job: Job, *, call_input_chars: int
+) -> list[WaitingChild]:
+    """The subtasks under `job` (children, their children…) waiting for a human, each with
+    its question: what it asked, or, held on tool calls, those calls (`held_call_line`,
+    their input cut to `call_input_chars`)."""
     if job.status != JobStatus.waiting_subtasks:
         return []
-    repo = JobRepository(db)
+    repo, actions = JobRepository(db), ActionRepository(db)
     found: list[WaitingChild] = []
     level, depth = [job.id], 0
     while level and depth < _MAX_DEPTH:
@@ -226,6 +230,10 @@ async def waiting_children(db: AsyncSession, job: Job) -> list[WaitingChild]:
         for child in children:
             if child.status == JobStatus.waiting_human:
                 question = (child.result or {}).get("text", "")
+                if not question:
+                    held = await actions.of_job(child.id, pending_only=True)
+                    lines = [held_call_line(a.tool, a.input, call_input_chars) for a in held]
+                    question = "; ".join(lines)
                 found.append(WaitingChild(child.id, child.movement, question))
         level = [c.id for c in children if c.status == JobStatus.waiting_subtasks]
         depth += 1

@@ -214,8 +214,12 @@ async def replay_spans(db: AsyncSession, spans: Sequence[Span]) -> TaskStore:
     return store
 
 
-async def load_store(db: AsyncSession, session_id: str) -> TaskStore:
-    return (await rebuild(db, session_id)).store
+async def load_store(
+    db: AsyncSession, session_id: str, stored_lineage: StoredLineage = UNREAD
+) -> TaskStore:
+    """The session's task list; `stored_lineage`: the `lineage` of the session row the
+    caller read, when it read it."""
+    return (await rebuild(db, session_id, stored_lineage)).store
 
 
 def checkpoint_of(rebuilt: Rebuilt, every: int) -> CheckpointRow | None:
@@ -240,14 +244,14 @@ async def _rest_read(
     view goes back as it was taken: a read unit may not read one snapshot, so only a
     writer or a job's snapshot read catches it up."""
     rows = await SessionRepository(db).session_row(session_id)
-    log_end = session_from(rows, tenant, session_id).last_seq
+    session = session_from(rows, tenant, session_id)
     view = views.take_in(db, session_id)
     try:
-        if view.valid_at(log_end):
+        if view.valid_at(session.last_seq):
             return read(view.tasks)
     finally:
         views.give_back_in(db, view)
-    return read(await load_store(db, session_id))
+    return read(await load_store(db, session_id, session.lineage))
 
 
 async def list_tasks(

@@ -60,8 +60,8 @@ async def compact_session(
     model said follows it, it is carried over (see the module)."""
     async with database.read() as db:
         session = await get_session(db, tenant, session_id)
-        segment = await segment_payloads(db, session_id, session.current_segment)
-        store = await load_store(db, session_id)
+        segment = await segment_payloads(db, session_id, session.current_segment, session.lineage)
+        store = await load_store(db, session_id, session.lineage)
         snapshot = render_snapshot(store, settings.task_snapshot_max_chars)
     items, carried = carried_input(segment, turn_input)
     request = fitted_summary_request(settings, items, snapshot, window_tokens)
@@ -85,8 +85,9 @@ async def compact_session(
 
     async def open_segment(db: AsyncSession) -> int:
         sessions = SessionRepository(db)
-        await sessions.lock(session_id)
-        store = await load_store(db, session_id)  # tasks may have changed meanwhile
+        locked = await sessions.lock(session_id)
+        lineage = locked.lineage if locked is not None else None
+        store = await load_store(db, session_id, lineage)  # tasks may have changed meanwhile
         segment = await sessions.start_segment(session_id)
         budget = settings.task_snapshot_max_chars
         listed = render_task_list(store, budget) if offers_task_list and store.all() else None

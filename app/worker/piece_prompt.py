@@ -80,7 +80,7 @@ async def movement_start(
     async with deps.database.read() as db:
         session = await RowRepository(db).by_id(Session, job.session_id)
         comments = await comments_of(db, job.id)
-        store = await load_store(db, job.session_id)
+        store = await load_store(db, job.session_id, session.lineage if session else None)
         snapshot = render_snapshot(store, settings.task_snapshot_max_chars)
         children = await JobRepository(db).children(job.id)
     finished = [c for c in children if c.status in TERMINAL]

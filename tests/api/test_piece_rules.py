@@ -86,11 +86,24 @@ movements:
     transitions: [COMPLETE]
 """
 
+# a subtask piece whose one tool waits for a person
+GATED_WRITES = """\
+name: gated-writes
+movements:
+  - name: only
+    instruction: Write your result.
+    allowed_tools: [Write]
+    transitions: [COMPLETE]
+    tool_policy:
+      - {tool: Write, effect: ask}
+"""
+
 
 @pytest.fixture
 def more_pieces(pieces_dir: Path) -> Path:  # noqa: F811
     for name, body in {
         "forced-done": FORCED_DONE,
+        "gated-writes": GATED_WRITES,
         "loop": LOOP,
         "with-system": WITH_SYSTEM,
         "writes": WRITES,
@@ -401,6 +414,48 @@ async def child_of(client: httpx.AsyncClient, parent_id: str) -> dict[str, Any]:
     jobs: list[dict[str, Any]] = (await client.get("/jobs")).json()["data"]
     [child] = [j for j in jobs if j["parent_job_id"] == parent_id]
     return child
+
+
+def fan_out_to(piece: str, child_answer: Step) -> Callable[[dict[str, Any]], Step]:
+    """`fan_out`, the child running `piece`."""
+
+    def script(body: dict[str, Any]) -> Step:
+        prompt = prompt_of(body)
+        if "## Task\n\nCount the apples." in prompt:
+            return child_answer
+        if tool_results(body):
+            return reply(transition("WAIT_SUBTASKS", "waiting for apples"))
+        return reply(
+            tool_use("spawn_subtask", {"instruction": "Count the apples.", "piece": piece})
+        )
+
+    return script
+
+
+async def test_a_child_waiting_on_a_tool_call_shows_the_call_on_the_parent(
+    app_client: Strata, fake_llm: FakeMessagesAPI
+) -> None:
+    """A child held on a tool call a rule asks about shows the call (its tool and input)
+    as its question on its waiting parent."""
+    _, client = app_client
+    call = {"path": "apples.txt", "content": "3"}
+    for _ in range(3):
+        fake_llm.respond_with(fan_out_to("gated-writes", reply(tool_use("Write", call))))
+    parent = await submit_job(client, piece="research")
+    await wait_status(client, parent["id"], {"waiting_subtasks"}, seconds=60)
+    child_id = (await child_of(client, parent["id"]))["id"]
+    child = await wait_status(client, child_id, {"waiting_human"}, seconds=60)
+
+    shown = (await client.get(f"/jobs/{parent['id']}")).json()
+
+    assert [action["tool"] for action in child["required_action"]] == ["Write"]
+    assert shown["waiting_on"] == [
+        {
+            "job_id": child["id"],
+            "movement": "only",
+            "question": 'Write {"path": "apples.txt", "content": "3"}',
+        }
+    ]
 
 
 async def test_a_child_waiting_on_a_human_shows_its_question_on_the_parent(

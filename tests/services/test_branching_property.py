@@ -118,7 +118,8 @@ async def _state(database: Database, session_id: str) -> tuple[Any, Any]:
     async with database.read() as db:
         segment = await SessionRepository(db).current_segment(session_id)
         assert segment is not None
-        items = await segment_payloads(db, session_id, segment)
+        lineage = await SessionRepository(db).lineage(session_id)
+        items = await segment_payloads(db, session_id, segment, lineage)
         store = await load_store(db, session_id)
     tasks = [(t.taskid, t.subject, t.status, t.description) for t in store.all()]
     messages = [m.model_dump(mode="json") for m in to_messages(items)]

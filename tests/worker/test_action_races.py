@@ -6,6 +6,8 @@ again."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,64 +50,6 @@ class _Gate:
         return "through"
 
 
-async def test_an_allowed_call_runs_once_when_another_runner_takes_the_job_over(
-    make_settings: Any, fake_llm: FakeMessagesAPI
-) -> None:
-    gate = _Gate()
-    tools = ToolRegistry([Tool("gate", "Pass the gate.", _Nothing, gate.invoke)])
-    prompt = agent_settings(make_settings, fake_llm, job_lease_seconds=30.0)
-    late = agent_settings(  # its lease expires while the call runs: the job is B's
-        make_settings,
-        fake_llm,
-        job_lease_seconds=0.3,
-        job_heartbeat_seconds=3600.0,
-        worker_concurrency=1,
-    )
-    call = tool_use("gate", {})
-    fake_llm.reply(call)
-    fake_llm.reply("Done.")  # runner B, after it answered the started call
-
-    async with (
-        runtime(prompt, with_runner=False, tools=tools) as parts,
-        runtime(late, with_runner=False, tools=tools) as late_parts,
-    ):
-
-        async def start(db: Any) -> str:
-            rules = [ToolPolicyRule(tool="gate", effect=Effect.ask)]
-            bounds = RuleBounds(tools.names, 100)
-            session = await create_session(db, "acme", tool_policy=rules, policy_bounds=bounds)
-            return (await send_message(db, "acme", session.id, "go", IfBusy.enqueue)).id
-
-        job_id = await parts.database.write(start)
-        waiting = frozenset({JobStatus.waiting_human})
-        async with running(parts, prompt, "runner-first"):
-            await wait_until(lambda: has_status(parts.database, job_id, waiting))
-
-        async def allow(db: Any) -> None:
-            [action] = await pending_actions(db, await get_job(db, "acme", job_id))
-            choice = ActionChoice(action.id, ActionDecision.allow)
-            await resolve_actions(db, "acme", job_id, [choice], ResolveContext(tools, 100))
-
-        await parts.database.write(allow)
-        async with running(late_parts, late, "runner-a"):
-
-            async def ran() -> bool:
-                return gate.runs == 1
-
-            await wait_until(ran)
-            async with running(parts, prompt, "runner-b"):
-                await wait_until(lambda: has_status(parts.database, job_id, TERMINAL))
-            gate.open.set()
-        job = await job_of(parts.database, job_id)
-        log = await log_of(parts.database, job.session_id)
-
-    assert gate.runs == 1
-    assert job.status == "succeeded"
-    [result] = [i for i in log if i["kind"] == "tool_result"]
-    assert (result["tool_use_id"], result["content"]) == (call.id, INTERRUPTED)
-    assert_log_consistent(log)
-
-
 GATED = """\
 name: gated
 movements:
@@ -118,37 +62,75 @@ movements:
 """
 
 
-async def test_an_allowed_movement_call_runs_once_when_another_runner_takes_the_job_over(
-    make_settings: Any, fake_llm: FakeMessagesAPI, tmp_path: Path
-) -> None:
-    gate = _Gate()
-    tools = ToolRegistry([Tool("gate", "Pass the gate.", _Nothing, gate.invoke), *piece_tools()])
+@dataclass(frozen=True)
+class _Kind:
+    """What a job of one kind needs to ask for the gate: its tools, its settings, how it
+    starts (from the runtime and a database unit, to the job's id) and the reply that ends
+    it once the started call is answered."""
+
+    tools: ToolRegistry
+    settings: dict[str, Any]
+    start: Callable[[Any, Any], Awaitable[str]]
+    closing: Any
+
+
+def _chat(gate: Tool[Any], _tmp_path: Path) -> _Kind:
+    tools = ToolRegistry([gate])
+
+    async def start(_parts: Any, db: Any) -> str:
+        rules = [ToolPolicyRule(tool="gate", effect=Effect.ask)]
+        bounds = RuleBounds(tools.names, 100)
+        session = await create_session(db, "acme", tool_policy=rules, policy_bounds=bounds)
+        return (await send_message(db, "acme", session.id, "go", IfBusy.enqueue)).id
+
+    return _Kind(tools, {}, start, "Done.")
+
+
+def _movement(gate: Tool[Any], tmp_path: Path) -> _Kind:
     pieces = tmp_path / "pieces"
     pieces.mkdir()
     (pieces / "gated.yaml").write_text(GATED)
-    common = {"pieces_dir": pieces, "data_dir": tmp_path / "data"}
-    prompt = agent_settings(make_settings, fake_llm, job_lease_seconds=30.0, **common)
+
+    async def start(parts: Any, db: Any) -> str:
+        piece = parts.pieces.get("gated")
+        assert piece is not None
+        return (await submit_job(db, "acme", instruction="go", piece=piece)).id
+
+    closing = tool_use("transition", {"next_step": "COMPLETE", "summary": "through"})
+    settings = {"pieces_dir": pieces, "data_dir": tmp_path / "data"}
+    return _Kind(ToolRegistry([gate, *piece_tools()]), settings, start, closing)
+
+
+@pytest.mark.parametrize("kind_of", [_chat, _movement], ids=["chat", "movement"])
+async def test_an_allowed_call_runs_once_when_another_runner_takes_the_job_over(
+    kind_of: Callable[[Tool[Any], Path], _Kind],
+    make_settings: Any,
+    fake_llm: FakeMessagesAPI,
+    tmp_path: Path,
+) -> None:
+    gate = _Gate()
+    kind = kind_of(Tool("gate", "Pass the gate.", _Nothing, gate.invoke), tmp_path)
+    tools = kind.tools
+    prompt = agent_settings(make_settings, fake_llm, job_lease_seconds=30.0, **kind.settings)
     late = agent_settings(  # its lease expires while the call runs: the job is B's
         make_settings,
         fake_llm,
         job_lease_seconds=0.3,
         job_heartbeat_seconds=3600.0,
         worker_concurrency=1,
-        **common,
+        **kind.settings,
     )
     call = tool_use("gate", {})
     fake_llm.reply(call)
-    fake_llm.reply(tool_use("transition", {"next_step": "COMPLETE", "summary": "through"}))
+    fake_llm.reply(kind.closing)  # runner B, after it answered the started call
 
     async with (
         runtime(prompt, with_runner=False, tools=tools) as parts,
         runtime(late, with_runner=False, tools=tools) as late_parts,
     ):
-        piece = parts.pieces.get("gated")
-        assert piece is not None
 
         async def start(db: Any) -> str:
-            return (await submit_job(db, "acme", instruction="go", piece=piece)).id
+            return await kind.start(parts, db)
 
         job_id = await parts.database.write(start)
         waiting = frozenset({JobStatus.waiting_human})
@@ -175,6 +157,6 @@ async def test_an_allowed_movement_call_runs_once_when_another_runner_takes_the_
 
     assert gate.runs == 1
     assert job.status == "succeeded"
-    results = [i for i in log if i["kind"] == "tool_result"]
-    assert (results[0]["tool_use_id"], results[0]["content"]) == (call.id, INTERRUPTED)
+    answers = [i for i in log if i["kind"] == "tool_result" and i["tool_use_id"] == call.id]
+    assert [answer["content"] for answer in answers] == [INTERRUPTED]
     assert_log_consistent(log)

@@ -85,6 +85,7 @@ DOWNLOAD: dict[str, Any] = {
 async def list_jobs(
     db: SessionDep,
     tenant: CurrentTenant,
+    settings: SettingsDep,
     limit: PageLimit,
     after: JobCursor = None,
     session_id: Annotated[str | None, Query(max_length=40)] = None,
@@ -102,8 +103,13 @@ async def list_jobs(
         status=status,
         parent_job_id=parent_job_id,
     )
+    chars = settings.waiting_call_input_chars
     data = [
-        JobPublic.of(j, await service.waiting_children(db, j), await pending_actions(db, j))
+        JobPublic.of(
+            j,
+            await service.waiting_children(db, j, call_input_chars=chars),
+            await pending_actions(db, j),
+        )
         for j in page.data
     ]
     return JobList(data=data, next_cursor=page.next_cursor)
@@ -114,14 +120,20 @@ async def list_jobs(
     name="get",
     summary="Get a job",
     description="A job `waiting_subtasks` lists in `waiting_on` the subtasks (at any depth) "
-    "waiting for a human, with their questions; a comment on such a subtask answers it. "
+    "waiting for a human, with their questions (a subtask held on tool calls: those calls, "
+    "each its tool and input); a comment on a subtask that asked answers it. "
     "A job `waiting_human` on tool calls lists them in `required_action`.",
     responses=problem_responses(404, 422),
 )
-async def get_job(job_id: JobId, db: SessionDep, tenant: CurrentTenant) -> JobPublic:
+async def get_job(
+    job_id: JobId, db: SessionDep, tenant: CurrentTenant, settings: SettingsDep
+) -> JobPublic:
     job = await service.get_job(db, tenant, job_id)
+    chars = settings.waiting_call_input_chars
     return JobPublic.of(
-        job, await service.waiting_children(db, job), await pending_actions(db, job)
+        job,
+        await service.waiting_children(db, job, call_input_chars=chars),
+        await pending_actions(db, job),
     )
 
 

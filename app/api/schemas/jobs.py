@@ -27,11 +27,15 @@ class JobError(BaseModel):
 
 
 class WaitingSubtask(BaseModel):
-    """A subtask (at any depth) waiting for a human: answer it with a comment on it."""
+    """A subtask (at any depth) waiting for a human: answer what it asked with a comment on
+    it, its held tool calls with `POST /jobs/{job_id}/actions/{action_id}`."""
 
     job_id: str
     movement: str | None
-    question: str
+    question: str = Field(
+        description="What it asked; held on tool calls: those calls, each its tool and input "
+        '(`Bash {"command": "make"}`, joined by `; `).'
+    )
 
 
 JOB_MCP_DESCRIPTION = (

@@ -257,6 +257,17 @@ _RESERVE_TURN = Prepared(
 _TENANT = core_select(_S.c.tenant).where(_S.c.id == bindparam("s_id"))
 _TENANT_OF = Prepared(_TENANT)
 _TENANT_OF_LOCKED = Prepared(_TENANT.with_for_update())
+_TENANT_LINEAGE = Prepared(
+    core_select(_S.c.tenant, cast(_S.c.lineage, Text)).where(_S.c.id == bindparam("s_id"))
+)
+
+
+def _stored_lineage(value: Any) -> dict[str, Any] | None:
+    """A lineage column as a statement read it (JSON text, or parsed already)."""
+    if value is None:
+        return None
+    stored = parse_stored_json(value) if isinstance(value, str) else value
+    return stored if isinstance(stored, dict) else None
 
 
 def probe_params(session_id: str, job_id: str) -> dict[str, str]:
@@ -367,6 +378,12 @@ class SessionRepository(RowRepository):
         rows = (await statement.execute(self.db, {"s_id": session_id})).rows
         return str(rows[0][0]) if rows else None
 
+    async def tenant_and_lineage(self, session_id: str) -> tuple[str, dict[str, Any] | None] | None:
+        """Whose the session is and its stored lineage (None: there is no session), in one
+        prepared statement: a read of the log checks the tenant and reads the lineage."""
+        rows = (await _TENANT_LINEAGE.execute(self.db, {"s_id": session_id})).rows
+        return (str(rows[0][0]), _stored_lineage(rows[0][1])) if rows else None
+
     async def lock(self, session_id: str) -> Session | None:
         """The session, its row held for this transaction (on SQLite a plain read: its
         writing transactions are exclusive already)."""
@@ -447,10 +464,7 @@ class SessionRepository(RowRepository):
         """The session's stored lineage (`app.domain.lineage`); None: it reads its own log.
         One prepared statement (a job reads it in its snapshot of prepared statements)."""
         rows = (await _LINEAGE.execute(self.db, {"s_id": session_id})).rows
-        if not rows or rows[0][0] is None:
-            return None
-        stored = parse_stored_json(rows[0][0]) if isinstance(rows[0][0], str) else rows[0][0]
-        return stored if isinstance(stored, dict) else None
+        return _stored_lineage(rows[0][0]) if rows else None
 
     async def forks_of(self, session_ids: list[str]) -> list[str]:
         """The sessions forked from any of `session_ids` (their logs read those)."""
