@@ -21,9 +21,12 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sqlmodel.ext.asyncio.session import AsyncSession
+
 from app.db.engine import Database
-from app.db.models import Event, Job
-from app.db.repositories.events import EventRepository
+from app.db.models import Job
+from app.db.models.item import AppendedItem
+from app.db.repositories.events import EventRepository, EventRow
 from app.db.repositories.items import ItemRepository
 from app.domain.errors import InvalidInput, NotFound
 from app.domain.jobs import TERMINAL
@@ -56,7 +59,7 @@ def parse_last_event_id(value: str | None) -> int:
     return int(match[1])
 
 
-def _data(row: Event, extra: dict[str, Any]) -> dict[str, Any]:
+def _data(row: EventRow, extra: dict[str, Any]) -> dict[str, Any]:
     data: dict[str, Any] = {"type": row.type, "session_id": row.session_id, "job_id": row.job_id}
     data.update(row.data)
     data.update(extra)
@@ -66,23 +69,29 @@ def _data(row: Event, extra: dict[str, Any]) -> dict[str, Any]:
 async def _durable_after(
     database: Database, *, session_id: str, job_id: str | None, after: int
 ) -> list[StreamEvent]:
-    async with database.read() as db:
-        rows = await EventRepository(db).after(
+    """The next batch of durable events, each `item.appended` with its item: two prepared
+    statements in one read unit (a stream reads at every commit of its session)."""
+
+    async def read(db: AsyncSession) -> tuple[list[EventRow], dict[int, AppendedItem]]:
+        rows = await EventRepository(db).rows_after(
             session_id=session_id, job_id=job_id, after_id=after, limit=BATCH
         )
         # the items the batch's `item.appended` events name, in one statement: a look-up
         # per event made a batch 200 reads
         seqs = [int(row.data["seq"]) for row in rows if row.type == "item.appended"]
-        found = {item.seq: item for item in await ItemRepository(db).with_seqs(session_id, seqs)}
-        out = []
-        for row in rows:
-            extra: dict[str, Any] = {}
-            if row.type == "item.appended":
-                item = found.get(int(row.data["seq"]))
-                if item is not None:
-                    extra["item"] = item
-            out.append(StreamEvent(id=str(row.id), type=row.type, data=_data(row, extra)))
-        return out
+        items = await ItemRepository(db).with_seqs(session_id, seqs)
+        return rows, {item.seq: item for item in items}
+
+    rows, found = await database.read_statements(read)
+    out = []
+    for row in rows:
+        extra: dict[str, Any] = {}
+        if row.type == "item.appended":
+            item = found.get(int(row.data["seq"]))
+            if item is not None:
+                extra["item"] = item
+        out.append(StreamEvent(id=str(row.id), type=row.type, data=_data(row, extra)))
+    return out
 
 
 async def nothing_left_to_stream(database: Database, job: Job, after: int) -> bool:
