@@ -18,6 +18,7 @@ import asyncio
 import math
 import re
 from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,7 +144,40 @@ async def event_stream(
     job_ended: JobEnded | None = None,
     grant: Grant | None = None,
 ) -> AsyncGenerator[StreamEvent | None, None]:
-    """Yields events in order; None means 'nothing for a keep-alive interval' (send one
+    """`event_batches`, one event at a time."""
+    batches = event_batches(
+        database,
+        hub,
+        session_id=session_id,
+        job_id=job_id,
+        last_event_id=last_event_id,
+        keepalive_seconds=keepalive_seconds,
+        job_ended=job_ended,
+        grant=grant,
+    )
+    async with aclosing(batches):
+        async for batch in batches:
+            if batch is None:
+                yield None
+                continue
+            for event in batch:
+                yield event
+
+
+async def event_batches(
+    database: Database,
+    hub: LiveHub,
+    *,
+    session_id: str,
+    job_id: str | None,
+    last_event_id: int,
+    keepalive_seconds: float,
+    job_ended: JobEnded | None = None,
+    grant: Grant | None = None,
+) -> AsyncGenerator[list[StreamEvent] | None, None]:
+    """Yields events in order, in batches: what one read of the table gave, or the live
+    signals queued at once (a stream writes a batch to its client in one piece, not an
+    event at a time); None means 'nothing for a keep-alive interval' (send one
     keep-alive). With `job_ended` (a job's stream) it ends once that says the job has
     ended and nothing is left to send after the client's position; with `grant`, once
     the key it was opened with is no longer valid.
@@ -170,11 +204,11 @@ async def event_stream(
                 events = await _durable_after(
                     database, session_id=session_id, job_id=job_id, after=last
                 )
-                for event in events:
-                    last = int(event.id)
+                if events:
+                    last = int(events[-1].id)
                     live_count = 0
                     quiet_since = loop.time()
-                    yield event
+                    yield events
                 if len(events) == BATCH:
                     continue  # more to replay: no waiting in between
                 if job_ended is not None:
@@ -196,10 +230,22 @@ async def event_stream(
             if signal is TICK and not signals.empty():
                 read_table = False  # what is queued comes first; a commit among it reads
             if signal is not None and signal.type is not None:
-                live_count += 1
+                live: list[StreamEvent] = []
+                while True:
+                    live_count += 1
+                    data = {"type": signal.type, "session_id": signal.session_id, **signal.data}
+                    live.append(StreamEvent(f"{last}.{live_count}", signal.type, data))
+                    # the live signals queued behind it go with it; a commit or a tick
+                    # among them is the next one handled, after this batch
+                    following = None if signals.empty() else await signals.next(0)
+                    if following is None:
+                        break
+                    if following.type is None:
+                        signals.give_back(following)
+                        break
+                    signal = following
                 quiet_since = loop.time()
-                data = {"type": signal.type, "session_id": signal.session_id, **signal.data}
-                yield StreamEvent(id=f"{last}.{live_count}", type=signal.type, data=data)
+                yield live
             elif loop.time() - quiet_since >= keepalive_seconds:
                 quiet_since = loop.time()
                 yield None

@@ -23,7 +23,7 @@ from app.services.sessions import check_session
 from app.services.streams import (
     Grant,
     StreamEvent,
-    event_stream,
+    event_batches,
     job_has_ended,
     nothing_left_to_stream,
     parse_last_event_id,
@@ -47,9 +47,14 @@ KEEPALIVE = b": keep-alive\n\n"
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
-def _frame(event: StreamEvent | None) -> bytes:
-    if event is None:
+def _frames(batch: list[StreamEvent] | None) -> bytes:
+    """A batch's events as one piece of the response (one write to the client)."""
+    if batch is None:
         return KEEPALIVE
+    return b"".join(_frame(event) for event in batch)
+
+
+def _frame(event: StreamEvent) -> bytes:
     data: dict[str, Any] = dict(event.data)
     if "item" in data:
         data["item"] = item_public(data["item"]).model_dump(mode="json")
@@ -72,7 +77,7 @@ def _respond(
     async def frames() -> AsyncIterator[bytes]:
         OPEN_STREAMS.labels(kind).inc()
         try:
-            async for event in event_stream(
+            async for batch in event_batches(
                 runtime.database,
                 runtime.hub,
                 session_id=session_id,
@@ -82,7 +87,7 @@ def _respond(
                 job_ended=ended,
                 grant=grant,
             ):
-                yield _frame(event)
+                yield _frames(batch)
         finally:
             OPEN_STREAMS.labels(kind).dec()
 
