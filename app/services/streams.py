@@ -31,7 +31,7 @@ from app.db.repositories.events import EventRepository, EventRow
 from app.db.repositories.items import ItemRepository
 from app.domain.errors import InvalidInput, NotFound
 from app.domain.jobs import TERMINAL
-from app.services.jobs import get_job
+from app.services.jobs import peek_job
 from app.services.live import TICK, LiveHub
 
 BATCH = 200
@@ -100,11 +100,13 @@ async def nothing_left_to_stream(database: Database, job: Job, after: int) -> bo
     would end empty at once (the route answers 204 instead)."""
     if job.status not in TERMINAL:
         return False
-    async with database.read() as db:
-        rows = await EventRepository(db).after(
+
+    async def read(db: AsyncSession) -> list[EventRow]:
+        return await EventRepository(db).rows_after(
             session_id=job.session_id, job_id=job.id, after_id=after, limit=1
         )
-    return not rows
+
+    return not await database.read_statements(read)
 
 
 JobEnded = Callable[[], Awaitable[bool]]
@@ -123,11 +125,10 @@ def job_has_ended(database: Database, tenant: str, job_id: str) -> JobEnded:
     """For a job's stream: whether the job has ended (or is gone)."""
 
     async def ended() -> bool:
-        async with database.read() as db:
-            try:
-                job = await get_job(db, tenant, job_id)
-            except NotFound:
-                return True
+        try:
+            job = await peek_job(database, tenant, job_id)
+        except NotFound:
+            return True
         return job.status in TERMINAL
 
     return ended

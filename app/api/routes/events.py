@@ -18,7 +18,7 @@ from app.api.routes.sessions import SessionId
 from app.api.schemas.events import STREAM_DESCRIPTION, stream_responses
 from app.api.schemas.items import item_public
 from app.observability.metrics import OPEN_STREAMS
-from app.services.jobs import get_job
+from app.services.jobs import peek_job
 from app.services.sessions import check_session
 from app.services.streams import (
     Grant,
@@ -112,8 +112,8 @@ async def session_events(
     last_event_id: LastEventId = None,
 ) -> StreamingResponse:
     after = parse_last_event_id(last_event_id)
-    async with database.read() as db:  # an unknown session is a 404 before the stream starts
-        await check_session(db, tenant, session_id)
+    # an unknown session is a 404 before the stream starts (one prepared statement)
+    await database.read_statements(lambda db: check_session(db, tenant, session_id))
     return _respond(runtime, settings, tenant, session_id, None, after, grant)
 
 
@@ -142,8 +142,7 @@ async def job_events(
     last_event_id: LastEventId = None,
 ) -> Response:
     after = parse_last_event_id(last_event_id)
-    async with database.read() as db:
-        job = await get_job(db, tenant, job_id)
+    job = await peek_job(database, tenant, job_id)
     if await nothing_left_to_stream(database, job, after):
         # an empty 200 would end at once, and a browser's EventSource reconnects to an
         # ended stream every few seconds forever; a 204 tells it to stop
