@@ -811,3 +811,49 @@ def notes(
         "machine's cores with whatever else runs: figures are ratios taken run by run.",
         f"This section took {took:.0f} s.",
     ]
+
+
+# --- a subset, run alone ------------------------------------------------------------------
+async def subset(what: str, pairs: int, workdir: Path) -> None:
+    """One shape's figures printed pair by pair, nothing written: `cpu` (the CPU row, its
+    POST included), `wait` (the fresh session's loop with `?wait=true`) or `stream` (the
+    same, POST then the event stream), each loop with the serve process's CPU per step:
+    to profile a change (`py-spy record --pid` on the pid printed) without the section's
+    other rows, `python -m bench.user_shapes cpu --pairs 2`."""
+    names = Names()
+    with fake_llm.running(delay=LLM_SECONDS, tool=TOOL) as fake:
+        async with strata(workdir / "serve", fake.url) as running:
+            await loop_pair(running, fake, names, SHAPES[0], 20)  # warm-up, as in `run`
+            await cpu_pair(running, fake, 1)
+            progress(f"warmed up; the serve process is pid {running.server.pid}")
+            for _ in range(pairs):
+                if what == "cpu":
+                    cpu = await cpu_pair(running, fake, CPU_TURNS_PER_CLIENT)
+                    print(
+                        f"server CPU per turn {cpu.server_ms:.2f} ms, bare {cpu.bare_ms:.2f} "
+                        f"ms: {cpu.server_ms / cpu.bare_ms:.2f}×",
+                        flush=True,
+                    )
+                    continue
+                shape = SHAPES[0] if what == "wait" else SHAPES[1]
+                before = running.server.cpu_seconds()
+                strata_gap, bare_gap = await loop_pair(running, fake, names, shape, LOOP_REQUESTS)
+                per_step = (running.server.cpu_seconds() - before) * 1000 / LOOP_REQUESTS
+                print(
+                    f"{shape.label}: step gap {strata_gap:.2f} ms, bare {bare_gap:.2f} ms, "
+                    f"own work {strata_gap - bare_gap:.2f} ms; server CPU per step "
+                    f"{per_step:.2f} ms",
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    import argparse
+    import tempfile
+
+    parser = argparse.ArgumentParser(description="One of the user's shapes, run alone.")
+    parser.add_argument("what", choices=("cpu", "wait", "stream"))
+    parser.add_argument("--pairs", type=int, default=PAIRS)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="strata-user-shapes-") as tmp:
+        asyncio.run(subset(args.what, args.pairs, Path(tmp)))

@@ -10,8 +10,10 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db import signals
 from app.db.models import Job, JobAction
+from app.db.prepared import Peeks
 from app.db.repositories.actions import ActionRepository
 from app.db.repositories.jobs import JobRepository
+from app.db.repositories.jobs import peek_job as peek_job_row
 from app.db.repositories.sessions import SessionRepository
 from app.db.types import utcnow
 from app.domain.actions import CANCELLED_WAITING, ActionStatus, held_call_line
@@ -39,6 +41,15 @@ class WaitingChild:
 
 async def get_job(db: AsyncSession, tenant: str, job_id: str) -> Job:
     job = await JobRepository(db).get(job_id)
+    if job is None or job.tenant != tenant:
+        raise NotFound(f"job {job_id!r} does not exist", resource="job")
+    return job
+
+
+async def peek_job(units: Peeks, tenant: str, job_id: str) -> Job:
+    """`get_job` outside any unit of work (`Database.peek`): one prepared statement, the
+    job detached."""
+    job = await peek_job_row(units, job_id)
     if job is None or job.tenant != tenant:
         raise NotFound(f"job {job_id!r} does not exist", resource="job")
     return job

@@ -57,6 +57,7 @@ class Subscription:
         self.ticks = ticks
         self.missed = False
         self._queue: asyncio.Queue[LiveSignal] = asyncio.Queue(maxsize=maxsize)
+        self._held: LiveSignal | None = None  # given back (`give_back`): the next one
 
     def wants(self, signal: LiveSignal) -> bool:
         if signal.type is not None:
@@ -71,10 +72,18 @@ class Subscription:
         self._queue.put_nowait(signal)
 
     def empty(self) -> bool:
-        return self._queue.empty()
+        return self._held is None and self._queue.empty()
+
+    def give_back(self, signal: LiveSignal) -> None:
+        """`signal`, just taken, is the next one again (a reader that takes what is queued
+        at once stops before a signal it must handle apart)."""
+        self._held = signal
 
     async def next(self, seconds: float) -> LiveSignal | None:
         """The next signal, or None when `seconds` passed without one."""
+        if self._held is not None:
+            held, self._held = self._held, None
+            return held
         if not self._queue.empty():
             return self._queue.get_nowait()
         if seconds <= 0:

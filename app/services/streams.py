@@ -18,16 +18,20 @@ import asyncio
 import math
 import re
 from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
+from sqlmodel.ext.asyncio.session import AsyncSession
+
 from app.db.engine import Database
-from app.db.models import Event, Job
-from app.db.repositories.events import EventRepository
+from app.db.models import Job
+from app.db.models.item import AppendedItem
+from app.db.repositories.events import EventRepository, EventRow
 from app.db.repositories.items import ItemRepository
 from app.domain.errors import InvalidInput, NotFound
 from app.domain.jobs import TERMINAL
-from app.services.jobs import get_job
+from app.services.jobs import peek_job
 from app.services.live import TICK, LiveHub
 
 BATCH = 200
@@ -56,7 +60,7 @@ def parse_last_event_id(value: str | None) -> int:
     return int(match[1])
 
 
-def _data(row: Event, extra: dict[str, Any]) -> dict[str, Any]:
+def _data(row: EventRow, extra: dict[str, Any]) -> dict[str, Any]:
     data: dict[str, Any] = {"type": row.type, "session_id": row.session_id, "job_id": row.job_id}
     data.update(row.data)
     data.update(extra)
@@ -66,23 +70,29 @@ def _data(row: Event, extra: dict[str, Any]) -> dict[str, Any]:
 async def _durable_after(
     database: Database, *, session_id: str, job_id: str | None, after: int
 ) -> list[StreamEvent]:
-    async with database.read() as db:
-        rows = await EventRepository(db).after(
+    """The next batch of durable events, each `item.appended` with its item: two prepared
+    statements in one read unit (a stream reads at every commit of its session)."""
+
+    async def read(db: AsyncSession) -> tuple[list[EventRow], dict[int, AppendedItem]]:
+        rows = await EventRepository(db).rows_after(
             session_id=session_id, job_id=job_id, after_id=after, limit=BATCH
         )
         # the items the batch's `item.appended` events name, in one statement: a look-up
         # per event made a batch 200 reads
         seqs = [int(row.data["seq"]) for row in rows if row.type == "item.appended"]
-        found = {item.seq: item for item in await ItemRepository(db).with_seqs(session_id, seqs)}
-        out = []
-        for row in rows:
-            extra: dict[str, Any] = {}
-            if row.type == "item.appended":
-                item = found.get(int(row.data["seq"]))
-                if item is not None:
-                    extra["item"] = item
-            out.append(StreamEvent(id=str(row.id), type=row.type, data=_data(row, extra)))
-        return out
+        items = await ItemRepository(db).with_seqs(session_id, seqs)
+        return rows, {item.seq: item for item in items}
+
+    rows, found = await database.read_statements(read)
+    out = []
+    for row in rows:
+        extra: dict[str, Any] = {}
+        if row.type == "item.appended":
+            item = found.get(int(row.data["seq"]))
+            if item is not None:
+                extra["item"] = item
+        out.append(StreamEvent(id=str(row.id), type=row.type, data=_data(row, extra)))
+    return out
 
 
 async def nothing_left_to_stream(database: Database, job: Job, after: int) -> bool:
@@ -90,11 +100,13 @@ async def nothing_left_to_stream(database: Database, job: Job, after: int) -> bo
     would end empty at once (the route answers 204 instead)."""
     if job.status not in TERMINAL:
         return False
-    async with database.read() as db:
-        rows = await EventRepository(db).after(
+
+    async def read(db: AsyncSession) -> list[EventRow]:
+        return await EventRepository(db).rows_after(
             session_id=job.session_id, job_id=job.id, after_id=after, limit=1
         )
-    return not rows
+
+    return not await database.read_statements(read)
 
 
 JobEnded = Callable[[], Awaitable[bool]]
@@ -113,11 +125,10 @@ def job_has_ended(database: Database, tenant: str, job_id: str) -> JobEnded:
     """For a job's stream: whether the job has ended (or is gone)."""
 
     async def ended() -> bool:
-        async with database.read() as db:
-            try:
-                job = await get_job(db, tenant, job_id)
-            except NotFound:
-                return True
+        try:
+            job = await peek_job(database, tenant, job_id)
+        except NotFound:
+            return True
         return job.status in TERMINAL
 
     return ended
@@ -134,7 +145,40 @@ async def event_stream(
     job_ended: JobEnded | None = None,
     grant: Grant | None = None,
 ) -> AsyncGenerator[StreamEvent | None, None]:
-    """Yields events in order; None means 'nothing for a keep-alive interval' (send one
+    """`event_batches`, one event at a time."""
+    batches = event_batches(
+        database,
+        hub,
+        session_id=session_id,
+        job_id=job_id,
+        last_event_id=last_event_id,
+        keepalive_seconds=keepalive_seconds,
+        job_ended=job_ended,
+        grant=grant,
+    )
+    async with aclosing(batches):
+        async for batch in batches:
+            if batch is None:
+                yield None
+                continue
+            for event in batch:
+                yield event
+
+
+async def event_batches(
+    database: Database,
+    hub: LiveHub,
+    *,
+    session_id: str,
+    job_id: str | None,
+    last_event_id: int,
+    keepalive_seconds: float,
+    job_ended: JobEnded | None = None,
+    grant: Grant | None = None,
+) -> AsyncGenerator[list[StreamEvent] | None, None]:
+    """Yields events in order, in batches: what one read of the table gave, or the live
+    signals queued at once (a stream writes a batch to its client in one piece, not an
+    event at a time); None means 'nothing for a keep-alive interval' (send one
     keep-alive). With `job_ended` (a job's stream) it ends once that says the job has
     ended and nothing is left to send after the client's position; with `grant`, once
     the key it was opened with is no longer valid.
@@ -161,11 +205,11 @@ async def event_stream(
                 events = await _durable_after(
                     database, session_id=session_id, job_id=job_id, after=last
                 )
-                for event in events:
-                    last = int(event.id)
+                if events:
+                    last = int(events[-1].id)
                     live_count = 0
                     quiet_since = loop.time()
-                    yield event
+                    yield events
                 if len(events) == BATCH:
                     continue  # more to replay: no waiting in between
                 if job_ended is not None:
@@ -187,10 +231,22 @@ async def event_stream(
             if signal is TICK and not signals.empty():
                 read_table = False  # what is queued comes first; a commit among it reads
             if signal is not None and signal.type is not None:
-                live_count += 1
+                live: list[StreamEvent] = []
+                while True:
+                    live_count += 1
+                    data = {"type": signal.type, "session_id": signal.session_id, **signal.data}
+                    live.append(StreamEvent(f"{last}.{live_count}", signal.type, data))
+                    # the live signals queued behind it go with it; a commit or a tick
+                    # among them is the next one handled, after this batch
+                    following = None if signals.empty() else await signals.next(0)
+                    if following is None:
+                        break
+                    if following.type is None:
+                        signals.give_back(following)
+                        break
+                    signal = following
                 quiet_since = loop.time()
-                data = {"type": signal.type, "session_id": signal.session_id, **signal.data}
-                yield StreamEvent(id=f"{last}.{live_count}", type=signal.type, data=data)
+                yield live
             elif loop.time() - quiet_since >= keepalive_seconds:
                 quiet_since = loop.time()
                 yield None

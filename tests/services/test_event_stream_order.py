@@ -13,7 +13,7 @@ from app.db.models import Event, Session
 from app.domain.items import Origin, user_text
 from app.services.items import append_item
 from app.services.live import LiveHub, run_clock
-from app.services.streams import event_stream
+from app.services.streams import event_batches, event_stream
 from app.settings import Settings
 from tests.support.units import add_rows
 
@@ -137,3 +137,39 @@ async def test_a_job_that_ends_between_the_streams_read_and_its_look_at_the_job_
         await clock
 
     assert [e.data.get("status") for e in events if e is not None] == [None, "succeeded"]
+
+
+async def test_live_signals_queued_at_once_are_one_batch_and_a_commit_behind_them_the_next(
+    database: Database,
+) -> None:
+    """A stream writes a batch to its client in one piece: the live signals queued when
+    it looks go together, and a commit queued behind them is read after them."""
+    await database.write(add_rows(Session(id="ses_1", tenant="acme"), job_status(0)))
+    hub = LiveHub()
+    batches = event_batches(
+        database,
+        hub,
+        session_id="ses_1",
+        job_id=None,
+        last_event_id=0,
+        keepalive_seconds=60.0,
+    )
+
+    async def next_batch() -> list[str]:
+        batch = await asyncio.wait_for(anext(batches), timeout=2)
+        assert batch is not None
+        return [event.type for event in batch]
+
+    try:
+        first = await next_batch()  # the stream is subscribed to the hub from here on
+        hub.transient("tool.started", "ses_1", "job_1", {"name": "current_time"})
+        hub.transient("tool.finished", "ses_1", "job_1", {"name": "current_time"})
+        await database.write(add_rows(job_status(1), job_status(2)))
+        hub.committed("ses_1", "job_1")
+        live, durable = await next_batch(), await next_batch()
+    finally:
+        await batches.aclose()
+
+    assert first == ["job.status"]
+    assert live == ["tool.started", "tool.finished"]
+    assert durable == ["job.status", "job.status"]

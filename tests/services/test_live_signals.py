@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
-from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.engine import Database
 from app.db.models import Event, Job, Session
+from app.db.prepared import Peeks
 from app.domain.jobs import JobStatus
 from app.services import streams, waiting
 from app.services.live import CANCEL, LiveHub, LiveSignal, run_clock
@@ -36,13 +36,13 @@ async def database(settings: Settings) -> AsyncIterator[Database]:
 
 
 class Jobs:
-    """`get_job` as the waiter calls it, counted: every job runs until `end` ends it."""
+    """`peek_job` as the waiter calls it, counted: every job runs until `end` ends it."""
 
     def __init__(self) -> None:
         self.reads = 0
         self.ended: set[str] = set()
 
-    async def get_job(self, _db: AsyncSession, tenant: str, job_id: str) -> Job:
+    async def peek_job(self, _units: Peeks, tenant: str, job_id: str) -> Job:
         self.reads += 1
         status = JobStatus.succeeded if job_id in self.ended else JobStatus.running
         return Job(id=job_id, tenant=tenant, session_id=f"ses_{job_id}", status=status)
@@ -51,7 +51,7 @@ class Jobs:
 @pytest.fixture
 def jobs(monkeypatch: pytest.MonkeyPatch) -> Jobs:
     found = Jobs()
-    monkeypatch.setattr(waiting, "get_job", found.get_job)
+    monkeypatch.setattr(waiting, "peek_job", found.peek_job)
     return found
 
 

@@ -18,12 +18,12 @@ from app.api.routes.sessions import SessionId
 from app.api.schemas.events import STREAM_DESCRIPTION, stream_responses
 from app.api.schemas.items import item_public
 from app.observability.metrics import OPEN_STREAMS
-from app.services.jobs import get_job
+from app.services.jobs import peek_job
 from app.services.sessions import check_session
 from app.services.streams import (
     Grant,
     StreamEvent,
-    event_stream,
+    event_batches,
     job_has_ended,
     nothing_left_to_stream,
     parse_last_event_id,
@@ -47,9 +47,14 @@ KEEPALIVE = b": keep-alive\n\n"
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
-def _frame(event: StreamEvent | None) -> bytes:
-    if event is None:
+def _frames(batch: list[StreamEvent] | None) -> bytes:
+    """A batch's events as one piece of the response (one write to the client)."""
+    if batch is None:
         return KEEPALIVE
+    return b"".join(_frame(event) for event in batch)
+
+
+def _frame(event: StreamEvent) -> bytes:
     data: dict[str, Any] = dict(event.data)
     if "item" in data:
         data["item"] = item_public(data["item"]).model_dump(mode="json")
@@ -72,7 +77,7 @@ def _respond(
     async def frames() -> AsyncIterator[bytes]:
         OPEN_STREAMS.labels(kind).inc()
         try:
-            async for event in event_stream(
+            async for batch in event_batches(
                 runtime.database,
                 runtime.hub,
                 session_id=session_id,
@@ -82,7 +87,7 @@ def _respond(
                 job_ended=ended,
                 grant=grant,
             ):
-                yield _frame(event)
+                yield _frames(batch)
         finally:
             OPEN_STREAMS.labels(kind).dec()
 
@@ -107,8 +112,8 @@ async def session_events(
     last_event_id: LastEventId = None,
 ) -> StreamingResponse:
     after = parse_last_event_id(last_event_id)
-    async with database.read() as db:  # an unknown session is a 404 before the stream starts
-        await check_session(db, tenant, session_id)
+    # an unknown session is a 404 before the stream starts (one prepared statement)
+    await database.read_statements(lambda db: check_session(db, tenant, session_id))
     return _respond(runtime, settings, tenant, session_id, None, after, grant)
 
 
@@ -137,8 +142,7 @@ async def job_events(
     last_event_id: LastEventId = None,
 ) -> Response:
     after = parse_last_event_id(last_event_id)
-    async with database.read() as db:
-        job = await get_job(db, tenant, job_id)
+    job = await peek_job(database, tenant, job_id)
     if await nothing_left_to_stream(database, job, after):
         # an empty 200 would end at once, and a browser's EventSource reconnects to an
         # ended stream every few seconds forever; a 204 tells it to stop

@@ -104,6 +104,19 @@ _APPEND = Prepared(_INSERT, column_keys=_COLUMNS)
 
 
 _I = Item.__table__  # type: ignore[attr-defined]
+# an `AppendedItem`'s columns in its order, the payload as text (parsed with orjson)
+_SEQ_RANGE = Prepared(
+    core_select(
+        *(
+            cast(_I.c[name], Text) if name == "payload" else _I.c[name]
+            for name in AppendedItem._fields
+        )
+    ).where(
+        _I.c.session_id == bindparam("i_session"),
+        _I.c.seq >= bindparam("i_from"),
+        _I.c.seq <= bindparam("i_upto"),
+    )
+)
 
 
 @cache
@@ -146,12 +159,25 @@ class ItemRepository:
         params = {"i_session": session_id, "i_segment": segment, "i_after": after_seq}
         return _as_item_rows((await _SEGMENT.execute(self.db, params)).rows)
 
-    async def with_seqs(self, session_id: str, seqs: Sequence[int]) -> list[Item]:
-        """The session's items of these seqs (at most a stream's batch of them)."""
+    async def with_seqs(self, session_id: str, seqs: Sequence[int]) -> list[AppendedItem]:
+        """The session's items of these seqs (at most a stream's batch of them), as plain
+        records: one prepared statement reading the range they span (a stream's batch
+        names the items appended one after another), filtered to them."""
         if not seqs:
             return []
-        query = select(Item).where(Item.session_id == session_id, col(Item.seq).in_(seqs))
-        return list((await self.db.exec(query)).all())
+        wanted = set(seqs)
+        params = {"i_session": session_id, "i_from": min(wanted), "i_upto": max(wanted)}
+        found = []
+        for row in (await _SEQ_RANGE.execute(self.db, params)).rows:
+            session, seq, turn, segment, kind, origin, tool, source, payload, created = row
+            if seq in wanted:
+                payload = parse_stored_json(payload)
+                found.append(
+                    AppendedItem(
+                        session, seq, turn, segment, kind, origin, tool, source, payload, created
+                    )
+                )
+        return found
 
     async def by_tool_names(
         self, session_id: str, names: Sequence[str], *, after_seq: int = 0

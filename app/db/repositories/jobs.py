@@ -159,6 +159,16 @@ _SESSION_BUSY = Prepared(
     .limit(1)
 )
 _COLUMNS = columns_of(Job)
+_ROW = Prepared(core_select(*_J.c).where(_J.c.id == bindparam("j_id")))
+
+
+async def peek_job(units: Peeks, job_id: str) -> Job | None:
+    """The job's row outside any unit of work (one prepared statement, `Database.peek`),
+    detached: what a request waiting for the job reads at each wake-up."""
+    rows = await units.peek(_ROW, {"j_id": job_id})
+    return detached(Job, _COLUMNS, rows[0]) if rows else None
+
+
 # what a status change sets (`app.services.jobs.set_status`), and nothing else
 _STATUS_COLUMNS = (
     "status",
