@@ -88,7 +88,7 @@ async def test_cancel_during_the_llm_call_appends_no_assistant_item(
     fake_llm.hang(30)
     session_id = await new_session(agent_client)
     job_id = await _send(agent_client, session_id, "think hard")
-    await fake_llm.wait_for_requests(1, within=10)
+    await fake_llm.wait_for_requests(1)
 
     body = await _cancel(agent_client, job_id)
     assert body["status"] == "running"
@@ -109,7 +109,7 @@ async def test_cancel_a_queued_job_ends_it_at_once_and_its_message_never_enters_
     fake_llm.hang(30)
     session_id = await new_session(agent_client)
     first = await _send(agent_client, session_id, "first message")
-    await fake_llm.wait_for_requests(1, within=10)
+    await fake_llm.wait_for_requests(1)
     second = await _send(agent_client, session_id, "second message")
 
     queued = (await agent_client.get(f"/jobs/{second}")).json()

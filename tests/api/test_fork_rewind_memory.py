@@ -209,7 +209,7 @@ async def test_after_a_rollback_memory_search_finds_the_new_turn_not_the_rolled_
     running = await agent_client.post(
         f"/sessions/{session_id}/messages", json={"text": "oops question"}
     )
-    await fake_llm.wait_for_requests(2, within=10)
+    await fake_llm.wait_for_requests(2)
 
     fake_llm.reply(text("charlie answer"))
     response = await agent_client.post(

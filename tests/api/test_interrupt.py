@@ -103,7 +103,7 @@ async def test_interrupt_during_the_llm_stream_aborts_it_and_appends_no_answer(
     fake_llm.hang(120)
     session_id = await new_session(agent_client)
     job_id = await _send(agent_client, session_id, "think hard")
-    await fake_llm.wait_for_requests(1, within=10)
+    await fake_llm.wait_for_requests(1)
 
     await _interrupt(agent_client, session_id)
 
@@ -119,7 +119,7 @@ async def test_waiting_on_an_interrupted_turn_answers_409_interrupted(
     fake_llm.hang(120)
     session_id = await new_session(agent_client)
     first = await _send(agent_client, session_id, "think hard")
-    await fake_llm.wait_for_requests(1, within=10)
+    await fake_llm.wait_for_requests(1)
     await _interrupt(agent_client, session_id)
 
     fake_llm.reply(text("ok"))
@@ -157,7 +157,7 @@ async def test_interrupt_of_another_tenants_session_is_a_404(
         sent = await client.post(
             f"/sessions/{session_id}/messages", json={"text": "hi"}, headers=acme
         )
-        await fake_llm.wait_for_requests(1, within=10)
+        await fake_llm.wait_for_requests(1)
 
         response = await client.post(f"/sessions/{session_id}/interrupt", headers=globex)
         job = await client.get(f"/jobs/{sent.json()['job_id']}", headers=acme)
@@ -204,7 +204,7 @@ async def test_an_interrupt_is_a_turn_interrupted_event_and_webhook(
         )
         session_id = await new_session(client)
         job_id = await _send(client, session_id, "think hard")
-        await fake_llm.wait_for_requests(1, within=10)
+        await fake_llm.wait_for_requests(1)
         await _interrupt(client, session_id)
         await wait_job(client, job_id)
         streamed = sse_events((await client.get(f"/jobs/{job_id}/events")).text)

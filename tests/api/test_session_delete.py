@@ -57,7 +57,7 @@ async def test_deleting_a_session_removes_everything_in_it(
     assert upload.status_code in (200, 201), upload.text
     folder = workspace_of(agent_app.state.settings, job["id"]).root
     assert await asyncio.to_thread(os.path.isdir, folder)
-    await fake_llm.wait_for_requests(2, within=10)  # the piece job is running
+    await fake_llm.wait_for_requests(2)  # the piece job is running
     before = await _rows_of(agent_app, session_id)
     assert all(before[t] for t in ("items", "events", "jobs", "job_comments")), before
 
@@ -82,7 +82,7 @@ async def test_deleting_a_session_stops_its_running_turn(
     session_id = await new_session(agent_client)
     sent = await agent_client.post(f"/sessions/{session_id}/messages", json={"text": "hi"})
     assert sent.status_code == 202
-    await fake_llm.wait_for_requests(1, within=10)  # the turn is waiting for its answer
+    await fake_llm.wait_for_requests(1)  # the turn is waiting for its answer
     assert (await agent_client.delete(f"/sessions/{session_id}")).status_code == 204
 
     other = await new_session(agent_client)

@@ -49,7 +49,7 @@ async def _steer_while_the_first_call_is_in_flight(
         fake_llm.enqueue(then)
     session_id = await new_session(client)
     turn = await _send(client, session_id, "Paint the fence.")
-    await fake_llm.wait_for_requests(1, within=10)
+    await fake_llm.wait_for_requests(1)
     steer = await _send(client, session_id, STEER, if_busy="steer")
     gate.set()
     turn_job = await wait_job(client, turn["job_id"])
@@ -204,7 +204,7 @@ async def test_the_task_reminder_still_ends_the_request_after_a_steer(
         task = {"subject": "Paint", "description": "the fence"}
         assert (await client.post(f"/sessions/{session_id}/tasks", json=task)).status_code == 201
         turn = await _send(client, session_id, "Paint the fence.")
-        await fake_llm.wait_for_requests(1, within=10)
+        await fake_llm.wait_for_requests(1)
         await _send(client, session_id, STEER, if_busy="steer")
         gate.set()
         assert (await wait_job(client, turn["job_id"]))["status"] == "succeeded"
@@ -230,7 +230,7 @@ async def test_a_steer_that_attaches_a_file_reaches_the_turn_with_it(
     fake_llm.enqueue(held(gate, reply(call)), reply(text("Blue it is.")))
     session_id = await new_session(client)
     turn = await _send(client, session_id, "Paint the fence.")
-    await fake_llm.wait_for_requests(1, within=10)
+    await fake_llm.wait_for_requests(1)
     steer = await client.post(
         f"/sessions/{session_id}/messages",
         params={"if_busy": "steer"},

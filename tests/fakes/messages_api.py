@@ -101,6 +101,9 @@ SSE_FIXTURES_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "anthro
 MESSAGES_PATH = "/v1/messages"
 HELD_POLL_SECONDS = 0.05
 """The slice a held reply waits for its release in (a cancelled wait ends within it)."""
+READY_WITHIN = 60.0
+"""How long a test waits for the requests it expects: a deadline, never a pause (the wait
+ends at the request), long enough for a slow, loaded machine."""
 DEFAULT_CONTEXT_WINDOW_TOKENS = 200_000
 """The context window of the models the fake plays (every current Claude model's default)."""
 CHARS_PER_TOKEN = 4
@@ -1373,7 +1376,9 @@ class FakeMessagesAPI:
         with self._lock:
             self._exchanges.append((arrived, time.perf_counter()))
 
-    async def wait_for_requests(self, count: int, within: float = 5.0) -> list[RecordedRequest]:
+    async def wait_for_requests(
+        self, count: int, within: float = READY_WITHIN
+    ) -> list[RecordedRequest]:
         """Wait (without blocking the event loop) until `count` requests have arrived."""
         deadline = time.monotonic() + within
         while True:

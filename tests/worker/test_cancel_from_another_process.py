@@ -68,7 +68,7 @@ async def test_an_interrupt_asked_in_another_process_stops_the_llm_call_at_once(
         assert isinstance(bridge, PgLiveBridge)
         await asyncio.wait_for(bridge.listening.wait(), 20)
         job_id = await enqueue_turn(api.database, "Think hard.")
-        await fake_llm.wait_for_requests(1, within=20)
+        await fake_llm.wait_for_requests(1)
         job = await job_of(api.database, job_id)
 
         async def interrupt(db: AsyncSession) -> None:

@@ -48,10 +48,10 @@ async def test_a_steer_taken_before_a_restart_is_delivered_once(
             return (await send_message(db, "acme", session_id, STEER, IfBusy.steer)).id
 
         async with running(parts, settings, "first"):
-            await fake_llm.wait_for_requests(1, within=20)
+            await fake_llm.wait_for_requests(1)
             steer_id = await parts.database.write(steer)
             gate.set()
-            await fake_llm.wait_for_requests(2, within=20)
+            await fake_llm.wait_for_requests(2)
         assert not await has_status(parts.database, job_id, TERMINAL)
         async with running(parts, settings, "second"):
             await wait_until(lambda: has_status(parts.database, job_id, TERMINAL), seconds=30)
