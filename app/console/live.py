@@ -220,9 +220,7 @@ class SessionFeed(Feed):
         if job.get("kind") == JobKind.summary:  # background memory work: not the agent's
             return
         self.dirty.add("status")  # the header's badge: running, waiting or idle
-        what = str(job.get("kind"))
-        if job.get("kind") == JobKind.chat:  # a steer has no turn until it runs as one
-            what = "steer" if job.get("turn") is None else f"turn {job['turn']}"
+        what = f"turn {job['turn']}" if job.get("kind") == JobKind.chat else str(job.get("kind"))
         problem = data.get("error") or {}
         detail = f": {problem.get('detail')}" if problem.get("detail") else ""
         self.activity(f"{what}: {status}{detail}")

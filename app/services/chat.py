@@ -70,19 +70,11 @@ async def send_message(
     item's place is taken before the job is written, which then holds it (`turn_input`)
     without a second write of its row."""
     sessions = SessionRepository(db)
+    turn = await sessions.reserve_turn(session_id, tenant)
+    if turn is None:
+        raise no_session(session_id)
     jobs = JobRepository(db)
-    if if_busy is IfBusy.steer:
-        # a steer a running turn takes has no turn of its own: its number is taken only
-        # when it runs as one (`append_turn_input`), so that turn numbers have no gap
-        if await sessions.tenant_of(session_id, lock=True) != tenant:
-            raise no_session(session_id)
-        busy = await jobs.session_is_busy(session_id)
-        turn = None if busy else await sessions.reserve_turn(session_id, tenant)
-    else:
-        turn = await sessions.reserve_turn(session_id, tenant)
-        if turn is None:
-            raise no_session(session_id)
-        busy = await jobs.session_is_busy(session_id)
+    busy = await jobs.session_is_busy(session_id)
     if busy and if_busy is IfBusy.reject:
         raise Conflict("the session is busy with another turn", reason="session-busy")
     rolled_back: int | None = None  # the user item of the turn a rollback takes back
@@ -167,13 +159,9 @@ async def append_turn_input(db: AsyncSession, job: Job) -> None:
         return
     if (rolled_back := job.input.get(ROLLBACK_KEY)) is not None:
         await rewind_before_seq(db, job.tenant, job.session_id, rolled_back)
-    turn = job.turn
-    if turn is None:  # a steer no turn took, run as a turn of its own
-        turn = await SessionRepository(db).reserve_turn(job.session_id, job.tenant)
     item = await append_item(
-        db, job.session_id, user_item_of(job), Origin.user, turn=turn, job_id=job.id
+        db, job.session_id, user_item_of(job), Origin.user, turn=job.turn, job_id=job.id
     )
     value = {**job.input, "item_seq": item.seq}
-    await JobRepository(db).set_turn_input(job.id, turn, value)
-    set_committed_value(job, "turn", turn)
+    await JobRepository(db).set_input(job.id, value)
     set_committed_value(job, "input", value)

@@ -104,21 +104,6 @@ async def test_a_steer_taken_by_a_turn_is_logged_in_that_turn_and_its_job_names_
     assert job["attempts"] == 0  # no runner ever ran it: the turn took it
 
 
-async def test_the_turn_after_a_steer_taken_by_a_turn_is_numbered_next(
-    client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
-) -> None:
-    steered = await _steer_while_the_first_call_is_in_flight(
-        client, fake_llm, reply(tool_use("echo", {"text": "red"})), reply(text("Blue."))
-    )
-    fake_llm.reply(text("Done."))
-    session_id = steered.turn_job["session_id"]
-
-    after = await wait_job(client, (await _send(client, session_id, "Thanks."))["job_id"])
-
-    assert after["turn"] == steered.turn_job["turn"] + 1
-    assert sorted({i["turn"] for i in await items(client, session_id)}) == [1, 2]
-
-
 async def test_a_steer_sent_when_the_turn_ends_first_runs_as_the_next_turn(
     client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
 ) -> None:

@@ -52,26 +52,3 @@ async def test_a_turns_end_reads_the_session_once(quiet_app: FastAPI) -> None:
     assert 'hx-swap-oob="innerHTML:#session-status"' in html
     assert 'hx-swap-oob="innerHTML:#usage"' in html
     assert paths.count(f"/sessions/{session_id}") == 1
-
-
-async def test_a_steers_end_is_named_a_steer_not_a_turn(quiet_app: FastAPI) -> None:
-    """A steer a turn takes has no turn number of its own: its line names it a steer."""
-    async with client_for(quiet_app) as client:
-        session_id = await new_session(client)
-        first = await client.post(f"/sessions/{session_id}/messages", json={"text": "Hi."})
-        assert first.status_code == 202, first.text
-        steer = await client.post(
-            f"/sessions/{session_id}/messages", params={"if_busy": "steer"}, json={"text": "Oh."}
-        )
-        assert steer.status_code == 202, steer.text
-        assert steer.json()["turn"] is None
-    feed = SessionFeed(
-        PublicApi(quiet_app, None, buffer=8), Renderer(ZoneInfo("UTC")), resumed=False,
-        session_id=session_id,
-    )  # fmt: skip
-    ended = {"job_id": steer.json()["job_id"], "status": "succeeded"}
-    await feed.take(StreamEvent("9", "job.status", json.dumps(ended)))
-    html = await feed.flush()
-
-    assert "steer: succeeded" in html
-    assert "None" not in html

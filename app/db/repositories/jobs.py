@@ -62,11 +62,10 @@ _TAKE_TREE_MOVEMENT = Prepared(
     .values(tree_movements=_J.c.tree_movements + 1)
     .returning(_J.c.tree_movements)
 )
-_SET_TURN_INPUT = Prepared(
+_SET_INPUT = Prepared(
     _J.update()
     .where(_J.c.id == bindparam("j_id"))
     .values(
-        turn=bindparam("j_turn", type_=_J.c.turn.type),
         input=bindparam("j_input", type_=_J.c.input.type),
         updated_at=bindparam("j_now", type_=_J.c.updated_at.type),
     )
@@ -340,11 +339,9 @@ class JobRepository(RowRepository):
         query = select(func.count()).select_from(Job).where(Job.parent_job_id == parent_id)
         return int((await self.db.exec(query)).one())
 
-    async def set_turn_input(self, job_id: str, turn: int | None, value: dict[str, Any]) -> None:
-        """A running job's `turn` and `input`, as one prepared statement (a statement unit
-        may run it)."""
-        params = {"j_id": job_id, "j_turn": turn, "j_input": value, "j_now": utcnow()}
-        await _SET_TURN_INPUT.execute(self.db, params)
+    async def set_input(self, job_id: str, value: dict[str, Any]) -> None:
+        """A running job's `input`, as one prepared statement (a statement unit may run it)."""
+        await _SET_INPUT.execute(self.db, {"j_id": job_id, "j_input": value, "j_now": utcnow()})
 
     async def add_usage(self, job_id: str, usage: Usage) -> None:
         await _ADD_USAGE.execute(self.db, {"j_id": job_id, **usage_params(usage)})
