@@ -1,11 +1,14 @@
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
+    ARRAY,
+    DateTime,
     Integer,
     String,
     Text,
@@ -172,6 +175,49 @@ def _spans_query() -> Any:
         select(func.max(MemoryTurn.ended_at)).where(owned).scalar_subquery(),
         select(func.min(MemoryTurn.turn)).where(origin).scalar_subquery(),
         select(func.max(MemoryTurn.turn)).where(origin).scalar_subquery(),
+    )
+
+
+def _sqlite_moment(moment: datetime) -> str:
+    """A moment as SQLite stores a `UTCDateTime` (text that sorts as the time does)."""
+    return moment.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+
+
+@functools.cache
+def _probes_query(postgresql: bool) -> Any:
+    """`MemoryRepository.first_ending_after`'s statement: per probe (a session and a
+    moment), a correlated probe of the `(session_id, ended_at)` index for the session's
+    first turn that ended after the moment."""
+    probes: Any
+    if postgresql:
+        probes = (
+            func.unnest(
+                bindparam("sessions", type_=ARRAY(String())),
+                bindparam("moments", type_=ARRAY(DateTime(timezone=True))),
+            )
+            .table_valued("session_id", "moment")
+            .render_derived(name="probes")
+        )
+        session_id, moment = probes.c.session_id, probes.c.moment
+    else:
+        probes = func.json_each(bindparam("probes")).table_valued("value").alias("probes")
+        session_id = func.json_extract(probes.c.value, "$[0]")
+        moment = func.json_extract(probes.c.value, "$[1]")
+    turn = aliased(MemoryTurn)
+    first = (
+        sa_select(col(turn.id))
+        .where(col(turn.session_id) == session_id, col(turn.ended_at) > moment)
+        .order_by(col(turn.ended_at), col(turn.id))
+        .limit(1)
+        .correlate(probes)
+        .scalar_subquery()
+    )
+    # only a turn that began by the moment runs across it: the others are left in the database
+    return (
+        sa_select(*_SPANNED)
+        .select_from(probes)
+        .join(MemoryTurn, col(MemoryTurn.id) == first)
+        .where(col(MemoryTurn.started_at) <= moment)
     )
 
 
@@ -487,24 +533,23 @@ class MemoryRepository(RowRepository):
         return list(map(_spanned, (await self.db.exec(query)).all()))
 
     async def first_ending_after(self, probes: Sequence[tuple[str, datetime]]) -> list[Spanned]:
-        """Per `(session, moment)`, the session's first turn that ended after the moment:
-        the only one of it that may have begun before the moment and still be running
-        then (a session's turns follow each other). One index probe each, `_PROBES` of
-        them to a statement."""
-        found: list[Spanned] = []
-        for start in range(0, len(probes), _PROBES):
-            parts = [
-                sa_select(*_SPANNED)
-                .where(col(MemoryTurn.session_id) == session_id, col(MemoryTurn.ended_at) > moment)
-                .order_by(col(MemoryTurn.ended_at), col(MemoryTurn.id))
-                .limit(1)
-                .subquery()
-                .select()
-                for session_id, moment in probes[start : start + _PROBES]
-            ]
-            query: Any = union_all(*parts) if len(parts) > 1 else parts[0]
-            found.extend(map(_spanned, (await self.db.exec(query)).all()))
-        return found
+        """Per `(session, moment)`, the session's first turn that ended after the moment,
+        if it began by then: the only one of it that may be running at the moment (a
+        session's turns follow each other). One statement whatever the number of
+        probes (a time of day probes every day of a chain): the probes are one parameter
+        (a JSON array on SQLite, two arrays on PostgreSQL), each an index probe the
+        database runs itself; a statement of one subquery per probe cost SQLAlchemy ~1 ms
+        each to build."""
+        if not probes:
+            return []
+        postgresql = self.db.get_bind().dialect.name == "postgresql"
+        params: dict[str, Any]
+        if postgresql:
+            params = {"sessions": [s for s, _ in probes], "moments": [m for _, m in probes]}
+        else:
+            params = {"probes": json.dumps([[s, _sqlite_moment(m)] for s, m in probes])}
+        rows = (await self.db.exec(_probes_query(postgresql), params=params)).all()
+        return list(map(_spanned, rows))
 
     async def turns_at_seconds(
         self, session_ids: Sequence[str], ranges: Sequence[tuple[int, int]]
@@ -677,7 +722,6 @@ class ChainRepository:
         return (await self.db.exec(query)).first()
 
 
-_PROBES = 200  # index probes of `first_ending_after` in one statement
 _SOURCES_CHUNK = 50  # source ids per look-up at most: a prepared statement per count up to it
 
 
