@@ -26,13 +26,15 @@ from app.settings import Settings
 
 @dataclass(frozen=True)
 class SearchLimits:
-    """How many hits by default and at most, terms searched, a hit line's length."""
+    """How many hits by default and at most, terms searched, a hit line's length, how
+    many matches are ranked and how much of their texts."""
 
     default: int
     most: int
     terms: int
     line_chars: int
     window: int  # matches ranked at most: the newest ones
+    rank_chars: int  # characters of each text the SQLite ranking counts words in
 
     @classmethod
     def of(cls, settings: Settings) -> SearchLimits:
@@ -42,6 +44,7 @@ class SearchLimits:
             settings.memory_search_max_terms,
             settings.memory_search_line_chars,
             settings.memory_search_rank_window,
+            settings.memory_search_rank_chars,
         )
 
 
@@ -88,7 +91,7 @@ async def search(
     scope = SearchScope(tenant, request.project, owners, since, until)
     repo = MemorySearchRepository(db)
     hits: list[SearchHit] = []
-    for turn in await repo.turns(terms, scope, limit, limits.window):
+    for turn in await repo.turns(terms, scope, limit, limits.window, limits.rank_chars):
         texts = [
             SearchText(Layer.l2, "[user]", turn.user_text),
             SearchText(Layer.l2, "[assistant]", turn.assistant_text),
@@ -98,7 +101,7 @@ async def search(
         hits.append(
             SearchHit(turn.ended_at, turn.origin_session_id, turn.turn, layer, line, turn.score)
         )
-    for entry in await repo.details(terms, scope, limit, limits.window):
+    for entry in await repo.details(terms, scope, limit, limits.window, limits.rank_chars):
         label = f"[{entry.kind} {entry.tool_name}]" if entry.tool_name else f"[{entry.kind}]"
         layer, line = hit_line([SearchText(Layer.l3, label, entry.text)], terms, limits.line_chars)
         hits.append(
