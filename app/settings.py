@@ -219,6 +219,10 @@ class Settings(BaseSettings):
     # Ranking costs in proportion to the matches (~5 us each on SQLite), so a word most
     # turns hold is ranked among the newest, not among a million.
     memory_search_rank_window: int = Field(default=2_000, ge=1)
+    # On SQLite, a hit ranks by how often its text holds the query's words, counted in the
+    # first this many characters of each of its texts (a window of long tool outputs
+    # would otherwise be read whole).
+    memory_search_rank_chars: int = Field(default=4_000, ge=100)
     # Every answer of the MCP server at /mcp, in characters at most, its last line saying how
     # to read on: ~8,000 tokens at ~4 characters a token (Claude Code refuses a tool output
     # over 25,000 tokens).

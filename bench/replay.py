@@ -39,7 +39,7 @@ from app.domain.items import dump_payload, load_payload
 from app.domain.tasks import replay
 from app.memory.render import clock
 from app.memory.timeref import second_of_day
-from app.services import memory, memory_search
+from app.services import memory
 from app.services.tasks import checkpoint_of, keep_checkpoint, load_store, rebuild, task_ops
 from app.settings import Settings
 from bench.common import Context, Row, Section, Stats
@@ -48,13 +48,11 @@ NAME = "replay"
 TITLE = "Replay and look-ups"
 TARGET = (
     "TaskStore rebuild at 100k log items < 0.5 s; detail by time and memory-block "
-    "rendering with 1M stored turns < 10 ms median; full-text search < 20 ms median."
+    "rendering with 1M stored turns < 10 ms median."
 )
 TENANT = "bench"
 REBUILD_TARGET_MS = 500.0
 LOOKUP_TARGET_MS = 10.0
-SEARCH_TARGET_MS = 20.0
-SEARCH_LIMITS = memory_search.SearchLimits.of(Settings())
 WINDOW = 20  # the default L2 window
 ZONE = ZoneInfo("UTC")  # the default display zone
 T0 = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
@@ -461,11 +459,6 @@ def _detail(session_id: str, reference: str) -> TimedCall:
     return lambda s: memory.detail(s, TENANT, session_id, reference, tz=ZONE)
 
 
-def _search(query: str, session_id: str | None = None) -> TimedCall:
-    request = memory_search.SearchRequest(query)
-    return lambda s: memory_search.search(s, TENANT, request, SEARCH_LIMITS, session_id=session_id)
-
-
 async def memory_rows(ctx: Context) -> tuple[list[Row], list[str]]:
     total = ctx.scale(1_000_000, 10_000)
     small = chain("ses_small", 2, 100, datetime(2026, 6, 1, 9, 0, tzinfo=UTC), 83)
@@ -499,16 +492,6 @@ async def memory_rows(ctx: Context) -> tuple[list[Row], list[str]]:
             _row(label, await _calls(db, calls, call), LOOKUP_TARGET_MS, calls=calls)
             for label, call in lookups
         ]
-        rare = f"question {big.turns // 2}"  # the words of one turn: a phrase and a number
-        searches = [
-            (f'search "{rare}", tenant-wide, {total:,} turns', _search(f'"{rare}"')),
-            (f'search "{rare}", {big.turns:,}-turn chain', _search(f'"{rare}"', big.head)),
-            (f"search `parser commas` (every turn), {total:,} turns", _search("parser commas")),
-        ]
-        rows += [
-            _row(label, await _calls(db, calls, call), SEARCH_TARGET_MS, calls=calls)
-            for label, call in searches
-        ]
         async with db.read() as session:
             block = await memory.memory_block(session, TENANT, big.head, limits=LIMITS, tz=ZONE)
     finally:
@@ -534,6 +517,12 @@ async def memory_rows(ctx: Context) -> tuple[list[Row], list[str]]:
         "session), so the look-up reads one index range per UTC offset the display zone "
         "has in the chain's span (one or two; it matches exactly in Python afterwards), "
         f"where it read one range of `ended_at` per day ({days} for the long chain). "
+        "A turn is matched by the span it covers (prompt to end): the one running across "
+        "the time, without ending in it, is found by one probe of the `(session_id, "
+        "ended_at)` index per session and day, all in one statement (the probes one "
+        "parameter, `json_each`), which returns only a probed turn that began by then. The "
+        "seeded turns keep no start (as turns projected before it was kept), so here the "
+        "probes run and find none. "
         "The chain itself is loaded with one recursive query. What is left is the answer "
         f"itself: a whole minute matches on about every day, here "
         f"~{days * 60 // big.step.seconds:,} turns, each read with its L3.",

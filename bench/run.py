@@ -33,6 +33,7 @@ BENCHMARKS = (
     "capacity",
     "api_throughput",
     "replay",
+    "memory_search",
     "branching",
     "memory_economy",
     "prompt_cache",

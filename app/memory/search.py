@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["Layer", "SearchText", "fts5_query", "hit_line", "parse_query"]
+__all__ = ["Layer", "SearchText", "fts5_query", "hit_line", "parse_query", "rank_word"]
 
 _TERM = re.compile(r'"([^"]*)"?|(\S+)')
 _WORD = re.compile(r"\w+")
@@ -52,6 +52,11 @@ def parse_query(query: str, *, max_terms: int) -> list[str]:
 def fts5_query(terms: Sequence[str]) -> str:
     """An FTS5 MATCH expression requiring every term, each as a quoted phrase."""
     return " ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def rank_word(term: str) -> str:
+    """The word of a term whose occurrences rank a hit (SQLite): its longest, casefolded."""
+    return max(_words(term), key=len, default=term.casefold())
 
 
 def _words(term: str) -> list[str]:

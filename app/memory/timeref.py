@@ -86,6 +86,19 @@ class TimeRef:
         if not (isinstance(self.start, time) and isinstance(self.end, time)):
             raise AssertionError("unreachable: bounds checked in __post_init__")
         found: list[tuple[datetime, datetime]] = []
+        offsets = _offsets(first, last, tz)
+        if len(offsets) == 1:  # one offset all along: plain arithmetic, a window a day
+            shift = timedelta(seconds=offsets.pop())
+            day = (first + shift).date() - timedelta(days=1)
+            while day <= (last + shift).date():
+                end_day = day if self.start <= self.end else day + timedelta(days=1)
+                start = datetime.combine(day, self.start, tzinfo=UTC) - shift
+                end = datetime.combine(end_day, self.end, tzinfo=UTC) - shift
+                if start <= last and end >= first.replace(microsecond=0):
+                    found.append((start, end))
+                day += timedelta(days=1)
+            return found
+        seen: set[tuple[datetime, datetime]] = set()  # a day's two folds are mostly one
         day = first.astimezone(tz).date() - timedelta(days=1)
         while day <= last.astimezone(tz).date():
             end_day = day if self.start <= self.end else day + timedelta(days=1)
@@ -95,7 +108,8 @@ class TimeRef:
                 local_end = datetime.combine(end_day, self.end, tzinfo=tz).replace(fold=fold)
                 end = local_end.astimezone(UTC)
                 window = (start, end)
-                if start <= last and end >= first.replace(microsecond=0) and window not in found:
+                if start <= last and end >= first.replace(microsecond=0) and window not in seen:
+                    seen.add(window)
                     found.append(window)
             day += timedelta(days=1)
         return found
@@ -114,6 +128,17 @@ class TimeRef:
             return True  # a span of a whole day holds every time of day
         if self.matches(first, tz) or self.matches(last, tz):
             return True
+        if not isinstance(self.start, time):
+            raise AssertionError("unreachable: bounds checked in __post_init__")
+        local_first, local_last = first.astimezone(tz), last.astimezone(tz)
+        if local_first.utcoffset() == local_last.utcoffset():
+            # no change of the zone's offset inside the span: its clock runs evenly from
+            # one end to the other (past midnight at most once, the span being under a day)
+            begin = self.start
+            a, b = local_first.time(), local_last.time()
+            if local_first.date() == local_last.date():
+                return a <= begin <= b
+            return begin >= a or begin <= b
         return any(
             first <= begin <= last and self.matches(begin, tz)
             for begin, _ in self.windows(first, last, tz)

@@ -27,13 +27,15 @@ from app.settings import Settings
 
 @dataclass(frozen=True)
 class SearchLimits:
-    """How many hits by default and at most, terms searched, a hit line's length."""
+    """How many hits by default and at most, terms searched, a hit line's length, how
+    many matches are ranked and how much of their texts."""
 
     default: int
     most: int
     terms: int
     line_chars: int
     window: int  # matches ranked at most: the newest ones
+    rank_chars: int  # characters of each text the SQLite ranking counts words in
 
     @classmethod
     def of(cls, settings: Settings) -> SearchLimits:
@@ -43,6 +45,7 @@ class SearchLimits:
             settings.memory_search_max_terms,
             settings.memory_search_line_chars,
             settings.memory_search_rank_window,
+            settings.memory_search_rank_chars,
         )
 
 
@@ -107,7 +110,7 @@ async def _hits(
     """The best `limit` hits in `scope`, and whether there are no more."""
     repo = MemorySearchRepository(db)
     hits: list[SearchHit] = []
-    turns = await repo.turns(terms, scope, limit, limits.window)
+    turns = await repo.turns(terms, scope, limit, limits.window, limits.rank_chars)
     for turn in turns:
         texts = [
             SearchText(Layer.l2, "[user]", turn.user_text),
@@ -118,7 +121,7 @@ async def _hits(
         hits.append(
             SearchHit(turn.ended_at, turn.origin_session_id, turn.turn, layer, line, turn.score)
         )
-    entries = await repo.details(terms, scope, limit, limits.window)
+    entries = await repo.details(terms, scope, limit, limits.window, limits.rank_chars)
     for entry in entries:
         label = f"[{entry.kind} {entry.tool_name}]" if entry.tool_name else f"[{entry.kind}]"
         layer, line = hit_line([SearchText(Layer.l3, label, entry.text)], terms, limits.line_chars)

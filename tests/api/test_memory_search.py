@@ -87,6 +87,20 @@ async def test_a_turn_saying_the_word_more_often_ranks_first(client: httpx.Async
     assert [h["turn"] for h in hits] == [2, 1]
 
 
+async def test_a_long_turn_saying_the_word_more_often_ranks_before_a_short_one(
+    client: httpx.AsyncClient,
+) -> None:
+    """Both databases rank by how often a turn holds the words, not by the words' rarity
+    across the whole index nor the turn's length (FTS5's bm25, which costs a count of
+    every row holding each term in every query)."""
+    long = "caching here, caching there, caching everywhere; " + "other words " * 60
+    await _import(client, "cc-1", [("a", long), ("b", "caching twice: caching")])
+
+    hits = await _search(client, q="caching")
+
+    assert [h["turn"] for h in hits] == [1, 2]
+
+
 async def test_a_tool_output_is_found_as_l3(client: httpx.AsyncClient) -> None:
     tool = ("Bash", {"command": "ls"}, "zanzibar.txt\nother.txt")
     await _import(client, "cc-1", [("list files", "done")], tool=tool)

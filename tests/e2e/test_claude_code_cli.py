@@ -12,7 +12,9 @@ isolated HOME into which `strata claude-code install --user` installed the kit, 
 
 And Strata's MCP server as the kit registers it, installed and as a plugin (`--plugin-dir`):
 session 2's model, told the tool by its memory block, calls `memory_search` over HTTP at the
-loopback server and its next request carries session 1's turn.
+loopback server and its next request carries session 1's turn; installed, it also reads
+session 1's tool output with `memory_detail` at the time its memory block shows (README's
+"Claude Code in three steps", step 3).
 
 Marked `sqlite_only`: what is tested is the kit and the CLI, not the database.
 """
@@ -300,3 +302,44 @@ def test_the_kit_as_a_plugin_serves_its_mcp_search_and_its_namespaced_command(
     three = _claude(home, project, fake_llm, command, allow_bash=False, plugin_for=server)
     detail = json.dumps(_first_request_of(fake_llm, three["session_id"]))
     assert re.search(r"### tool_output\\n- Bash \(toolu_\w+:result\): " + MARKER, detail), detail
+
+
+DETAIL_PROMPT = "What exactly did the command print last time?"
+
+
+def _detail_reading_model(body: dict[str, Any]) -> Step:
+    """The model of README's third step: asked what a command printed, it calls
+    `mcp__strata__memory_detail` with the time its memory block shows the command's turn
+    at, then says what came back."""
+    request = json.dumps(body)
+    last = body["messages"][-1]["content"]
+    if DETAIL_PROMPT in _last_user_text(body) and len(body["messages"]) == 1:
+        stamp = re.search(r"\[(\d\d:\d\d:\d\d)\] \[user\]: " + re.escape(PROMPT), request)
+        assert stamp is not None, request
+        return reply(tool_use("mcp__strata__memory_detail", {"time": stamp.group(1)}))
+    results = [b for b in last if isinstance(b, dict) and b.get("type") == "tool_result"]
+    if results and any("memory_detail" in json.dumps(m) for m in body["messages"][-2:-1]):
+        return reply(text("It printed the marker."))
+    return _answer(body)
+
+
+def test_with_the_kit_installed_the_model_reads_a_turns_tool_output_through_mcp(
+    strata_procs: StrataProcesses, fake_llm: FakeMessagesAPI, tmp_path: Path
+) -> None:
+    """README's Claude Code section, step 3: the model reads a turn's tool inputs and
+    outputs with `mcp__strata__memory_detail` at the time the memory shows."""
+    server = strata_procs.serve()
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    _install(home, server)
+    fake_llm.always(_detail_reading_model)
+    one = _claude(home, project, fake_llm, PROMPT)
+    wait_for_turns(server, one["session_id"], 2)
+
+    two = _claude(home, project, fake_llm, DETAIL_PROMPT, allow_bash=False)
+
+    found = _tool_result_after(fake_llm, two["session_id"], "mcp__strata__memory_detail")
+    assert MARKER in found and "tool_output" in found, found
+    assert two["result"] == "It printed the marker."
+    assert fake_llm.unexpected == []

@@ -224,3 +224,85 @@ async def test_a_turn_whose_end_moves_is_found_at_its_new_time(database: Databas
         )
 
     assert [(t.session_id, t.turn) for t in found] == [("ses_a", 1)]
+
+
+def _reaches(ref: TimeRef, first: datetime, last: datetime, tz: ZoneInfo) -> bool:
+    """What `TimeRef.overlaps` means for a time of day, day by day and fold by fold: the
+    span begins or ends in the reference, or the zone's clock shows its first time inside."""
+    assert isinstance(ref.start, time)
+    first, last = first.replace(microsecond=0), last.replace(microsecond=0)
+    if ref.matches(first, tz) or ref.matches(last, tz):
+        return True
+    day = first.astimezone(tz).date() - timedelta(days=1)
+    while day <= last.astimezone(tz).date() + timedelta(days=1):
+        for fold in (0, 1):
+            local = datetime.combine(day, ref.start, tzinfo=tz).replace(fold=fold)
+            moment = local.astimezone(UTC)
+            if first <= moment <= last and ref.matches(moment, tz):
+                return True
+        day += timedelta(days=1)
+    return False
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_a_span_overlaps_a_time_of_day_when_its_clock_reaches_it(data: st.DataObject) -> None:
+    zone = data.draw(st.sampled_from(ZONES))
+    tz = ZoneInfo(zone)
+    change = data.draw(st.sampled_from(CHANGES[zone]))
+    first = change - timedelta(seconds=data.draw(st.integers(0, 86400)), microseconds=250_000)
+    last = first + timedelta(seconds=data.draw(st.integers(0, 86399)))
+    ref = parse_time_ref(data.draw(references()))
+
+    assert ref.overlaps(first, last, tz) == _reaches(ref, first, last, tz), (zone, str(ref))
+
+
+async def _one_turn_a_day(db: Database, session_id: str, days: int) -> None:
+    """A session prompted at 10:00 UTC every day for `days` days, each turn ending at 10:05."""
+
+    async def seed(session: AsyncSession) -> None:
+        session.add(Session(id=session_id, tenant="t"))
+        await session.flush()
+        start = datetime(2025, 1, 1, 10, 0, tzinfo=UTC)
+        for turn in range(1, days + 1):
+            began = start + timedelta(days=turn - 1)
+            session.add(
+                MemoryTurn(
+                    session_id=session_id,
+                    origin_session_id=session_id,
+                    turn=turn,
+                    started_at=began,
+                    ended_at=began + timedelta(minutes=5),
+                    user_text=f"q{turn}",
+                    assistant_text=f"a{turn}",
+                )
+            )
+
+    await db.write(seed)
+
+
+async def _look_up(db: Database, session_id: str, reference: str) -> tuple[int, int]:
+    """How many turns a look-up found and how many statements it ran."""
+    before = db.stats.snapshot()
+    async with db.read() as session:
+        found = len(await detail(session, "t", session_id, reference, tz=ZoneInfo("UTC")))
+    return found, db.stats.since(before).statements
+
+
+async def test_a_time_of_day_inside_turns_costs_the_same_statements_over_450_days_as_5(
+    database_url: str,
+) -> None:
+    """Each day's turn runs across 10:02 without ending in it: found by one probe a day,
+    all of them in one statement however many days the chain has."""
+    db = Database(Settings(_env_file=None, database_url=database_url))
+    try:
+        await _one_turn_a_day(db, "ses_5", 5)
+        await _one_turn_a_day(db, "ses_450", 450)
+        await _look_up(db, "ses_5", "10:02")  # the first read of a unit also prepares its own
+        short = await _look_up(db, "ses_5", "10:02")
+        long = await _look_up(db, "ses_450", "10:02")
+    finally:
+        await db.dispose()
+
+    assert (short[0], long[0]) == (5, 450)
+    assert long[1] == short[1]

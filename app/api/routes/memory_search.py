@@ -20,8 +20,8 @@ router = APIRouter(tags=["memory"], responses=problem_responses(401, 503))
 _SEARCH_DESCRIPTION = (
     'The turns whose words hold every word and `"quoted phrase"` of `q` (case and accents '
     "ignored, no stemming), in their summary (L1), their user and assistant text (L2) or a "
-    "tool input, tool output or system message (L3), ranked by the full-text index (bm25 "
-    "on SQLite, `ts_rank` on PostgreSQL), best first; when more match than "
+    "tool input, tool output or system message (L3), ranked by how often they hold the "
+    "words (`ts_rank` on PostgreSQL, occurrences on SQLite), best first; when more match than "
     "`STRATA_MEMORY_SEARCH_RANK_WINDOW`, the newest of them. Nothing in `q` is an operator: "
     "quotes only group a phrase, every other character is a word's or a separator. Each "
     "hit is one line; `time` goes to the detail look-up. `limit` is capped by "

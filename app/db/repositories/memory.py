@@ -1,11 +1,14 @@
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
+    ARRAY,
+    DateTime,
     Integer,
     String,
     Text,
@@ -221,6 +224,55 @@ def _spans_query() -> Any:
         select(func.max(MemoryTurn.ended_at)).where(owned).scalar_subquery(),
         select(func.min(MemoryTurn.turn)).where(origin).scalar_subquery(),
         select(func.max(MemoryTurn.turn)).where(origin).scalar_subquery(),
+    )
+
+
+def _began_by(first: Any, moment: datetime) -> Any:
+    """The row of the subquery `first` (a probe's first turn ending after `moment`) if
+    that turn began by `moment`: only then does it run across it."""
+    return sa_select(first).where(first.c.started_at <= moment)
+
+
+def _sqlite_moment(moment: datetime) -> str:
+    """A moment as SQLite stores a `UTCDateTime` (text that sorts as the time does)."""
+    return moment.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+
+
+@functools.cache
+def _probes_query(postgresql: bool) -> Any:
+    """`MemoryRepository.first_ending_after`'s statement: per probe (a session and a
+    moment), a correlated probe of the `(session_id, ended_at)` index for the session's
+    first turn that ended after the moment."""
+    probes: Any
+    if postgresql:
+        probes = (
+            func.unnest(
+                bindparam("sessions", type_=ARRAY(String())),
+                bindparam("moments", type_=ARRAY(DateTime(timezone=True))),
+            )
+            .table_valued("session_id", "moment")
+            .render_derived(name="probes")
+        )
+        session_id, moment = probes.c.session_id, probes.c.moment
+    else:
+        probes = func.json_each(bindparam("probes")).table_valued("value").alias("probes")
+        session_id = func.json_extract(probes.c.value, "$[0]")
+        moment = func.json_extract(probes.c.value, "$[1]")
+    turn = aliased(MemoryTurn)
+    first = (
+        sa_select(col(turn.id))
+        .where(col(turn.session_id) == session_id, col(turn.ended_at) > moment)
+        .order_by(col(turn.ended_at), col(turn.id))
+        .limit(1)
+        .correlate(probes)
+        .scalar_subquery()
+    )
+    # only a turn that began by the moment runs across it: the others are left in the database
+    return (
+        sa_select(*_SPANNED)
+        .select_from(probes)
+        .join(MemoryTurn, col(MemoryTurn.id) == first)
+        .where(col(MemoryTurn.started_at) <= moment)
     )
 
 
@@ -575,20 +627,39 @@ class MemoryRepository(RowRepository):
         return list(map(_spanned, (await self.db.exec(query)).all()))
 
     async def first_ending_after(self, probes: Sequence[tuple[Holder, datetime]]) -> list[Spanned]:
-        """Per `(holder, moment)`, the holder's first turn that ended after the moment:
-        the only one of it that may have begun before the moment and still be running
-        then (a session's turns follow each other). One index probe each, `_PROBES` of
-        them to a statement."""
+        """Per `(holder, moment)`, the holder's first turn that ended after the moment, if
+        it began by then: the only one of it that may be running at the moment (a session's
+        turns follow each other).
+
+        The probes of owners (every session never forked or rewound) are one statement
+        whatever their number (a time of day probes every day of a chain): one parameter (a
+        JSON array on SQLite, two arrays on PostgreSQL), each an index probe the database
+        runs itself; a statement of one subquery per probe cost SQLAlchemy ~1 ms each to
+        build. A lineage range's probes, rarer, are one subquery each, `_PROBES` of them to
+        a statement."""
+        owned = [(h.session_id, moment) for h, moment in probes if h.turns is None]
+        ranged = [(h, moment) for h, moment in probes if h.turns is not None]
         found: list[Spanned] = []
-        for start in range(0, len(probes), _PROBES):
+        if owned:
+            postgresql = self.db.get_bind().dialect.name == "postgresql"
+            params: dict[str, Any]
+            if postgresql:
+                params = {"sessions": [s for s, _ in owned], "moments": [m for _, m in owned]}
+            else:
+                params = {"probes": json.dumps([[s, _sqlite_moment(m)] for s, m in owned])}
+            rows = (await self.db.exec(_probes_query(postgresql), params=params)).all()
+            found.extend(map(_spanned, rows))
+        for start in range(0, len(ranged), _PROBES):
             parts = [
-                sa_select(*_SPANNED)
-                .where(holder.holds(), col(MemoryTurn.ended_at) > moment)
-                .order_by(col(MemoryTurn.ended_at), col(MemoryTurn.id))
-                .limit(1)
-                .subquery()
-                .select()
-                for holder, moment in probes[start : start + _PROBES]
+                _began_by(
+                    sa_select(*_SPANNED)
+                    .where(holder.holds(), col(MemoryTurn.ended_at) > moment)
+                    .order_by(col(MemoryTurn.ended_at), col(MemoryTurn.id))
+                    .limit(1)
+                    .subquery(),
+                    moment,
+                )
+                for holder, moment in ranged[start : start + _PROBES]
             ]
             query: Any = union_all(*parts) if len(parts) > 1 else parts[0]
             found.extend(map(_spanned, (await self.db.exec(query)).all()))
@@ -766,7 +837,7 @@ class ChainRepository:
 
 
 _NO_TURN = 2**31 - 1  # the largest turn number (an INTEGER): the bound of an open range
-_PROBES = 200  # index probes of `first_ending_after` in one statement
+_PROBES = 200  # index probes of a lineage range's `first_ending_after` in one statement
 _SOURCES_CHUNK = 50  # source ids per look-up at most: a prepared statement per count up to it
 
 

@@ -17,7 +17,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db.models import MemoryDetail, MemoryTurn, Session
 from app.db.repositories.memory import ChainRepository, FoundTurn, Holder, held_by
-from app.memory.search import fts5_query
+from app.memory.search import fts5_query, rank_word
 
 _LIKE_ESCAPE = "\\"
 PUNCTUATION = "[[:punct:]]+"  # as the index reads it (`app.db.fulltext`)
@@ -111,10 +111,15 @@ _DETAILS_FTS = table("memory_details_fts", column("rowid"))
 
 
 class MemorySearchRepository:
-    """Ranking every match of a word most turns hold costs in proportion to the matches
-    (bm25 over 200,000 matches: ~1 s), so a search ranks the newest `window` matches in
-    its scope (by row id: the order turns were stored in), found first by a scan of the
-    index in id order that computes no rank."""
+    """Ranking every match of a word most turns hold costs in proportion to the matches, so
+    a search ranks the newest `window` matches in its scope (by row id: the order turns
+    were stored in), found first by a scan of the index in id order that computes no rank.
+
+    PostgreSQL ranks them by `ts_rank` (how often each row holds the terms). SQLite ranks
+    them alike, by how often each text holds each term's longest word (in its first
+    `chars` characters), not by FTS5's bm25: bm25 weighs each term by how many rows of the
+    whole index hold it, which FTS5 counts anew in every query (~100 ms for a word a
+    million turns hold, seconds for such a phrase, whatever the window)."""
 
     def __init__(self, db: AsyncSession) -> None:
         self.db = db
@@ -124,59 +129,51 @@ class MemorySearchRepository:
         return bool(self.db.get_bind().dialect.name == "postgresql")
 
     async def turns(
-        self, terms: Sequence[str], scope: SearchScope, limit: int, window: int
+        self, terms: Sequence[str], scope: SearchScope, limit: int, window: int, chars: int
     ) -> list[TurnMatch]:
         """The best `limit` of the newest `window` turns whose L1 or L2 holds every term,
         best first."""
-        texts = (
-            col(MemoryTurn.user_text),
-            col(MemoryTurn.assistant_text),
-            col(MemoryTurn.l1),
-        )
-        rows = await self._ranked(terms, scope, limit, window, _TURNS, texts)
+        rows = await self._ranked(terms, scope, (limit, window, chars), _TURNS)
         return [TurnMatch(float(row[0]), *row[1:]) for row in rows]
 
     async def details(
-        self, terms: Sequence[str], scope: SearchScope, limit: int, window: int
+        self, terms: Sequence[str], scope: SearchScope, limit: int, window: int, chars: int
     ) -> list[DetailMatch]:
         """The best `limit` of the newest `window` L3 entries holding every term, best first."""
-        entry = (
-            col(MemoryDetail.kind),
-            col(MemoryDetail.tool_name),
-            col(MemoryDetail.text),
-        )
-        rows = await self._ranked(terms, scope, limit, window, _DETAILS, entry)
+        entry = (col(MemoryDetail.kind), col(MemoryDetail.tool_name))
+        rows = await self._ranked(terms, scope, (limit, window, chars), _DETAILS, entry)
         return [DetailMatch(float(row[0]), *row[1:]) for row in rows]
 
     async def _ranked(
         self,
         terms: Sequence[str],
         scope: SearchScope,
-        limit: int,
-        window: int,
+        sizes: tuple[int, int, int],
         index: _Index,
-        columns: Sequence[Any],
+        labels: Sequence[Any] = (),
     ) -> Sequence[Any]:
         if not terms:
             return []
+        limit, window, chars = sizes
         conditions, params = _scope_conditions(scope)
         params |= {"s_limit": limit, "s_window": window}
         row_id = index.row_id
+        columns = [*labels, *index.texts]
         if self._postgresql:
             tsquery, query_params = _tsquery(terms)
             params |= query_params
             matches: Any = literal_column(f"{index.table}.search").op("@@")(tsquery)
             score: Any = func.ts_rank(literal_column(f"{index.table}.search"), tsquery)
-            order: Any = score.desc()
             source: Any = index.model
+            ranked_matches: list[Any] = [matches]
         else:
             params["s_match"] = fts5_query(terms)
             fts: Any = literal_column(index.fts.name)
             matches = fts.op("MATCH")(bindparam("s_match"))
-            score = -func.bm25(fts)
-            order = func.bm25(fts)
+            score = _occurrences(terms, index.texts, chars, params)
             source = index.fts
             row_id = index.fts.c.rowid
+            ranked_matches = []  # the window's ids matched already
         newest = (
             index.joined(sa_select(row_id.label("id")).select_from(source), source)
             .where(matches, *conditions)
@@ -184,30 +181,47 @@ class MemorySearchRepository:
             .limit(bindparam("s_window"))
             .cte("newest")
         )
+        scored = score.label("score")  # ordered by its label: computed once a row
         ranked = (
-            index.joined(
-                sa_select(score.label("score"), *_TURN, *columns).select_from(source), source
-            )
-            .where(matches, col(index.row_id).in_(sa_select(newest.c.id)))
-            .order_by(order, col(MemoryTurn.ended_at).desc())
+            index.joined(sa_select(scored, *_TURN, *columns).select_from(index.model), index.model)
+            .where(*ranked_matches, col(index.row_id).in_(sa_select(newest.c.id)))
+            .order_by(scored.desc(), col(MemoryTurn.ended_at).desc())
             .limit(bindparam("s_limit"))
         )
-        if not self._postgresql:  # the index scans only the window's range of ids
-            lowest = sa_select(func.min(newest.c.id)).scalar_subquery()
-            ranked = ranked.where(row_id >= lowest)
         rows: Sequence[Any] = (await self.db.exec(ranked, params=params)).all()
         return rows
+
+
+def _occurrences(
+    terms: Sequence[str], texts: Sequence[Any], chars: int, params: dict[str, Any]
+) -> Any:
+    """How often the texts hold each term's longest word (`rank_word`), summed: counted as
+    the characters `replace` takes out of each text's first `chars` (lower-cased)."""
+    params["s_chars"] = chars
+    counts: list[Any] = []
+    for n, term in enumerate(terms):
+        word: Any = bindparam(f"s_word_{n}")
+        params[f"s_word_{n}"] = rank_word(term)
+        for text in texts:
+            cut = func.lower(func.substr(func.coalesce(text, ""), 1, bindparam("s_chars")))
+            taken = func.length(cut) - func.length(func.replace(cut, word, ""))
+            counts.append(taken / func.length(word))
+    total: Any = counts[0]
+    for count in counts[1:]:
+        total = total + count
+    return total
 
 
 @dataclass(frozen=True)
 class _Index:
     """One indexed table: its model, its FTS5 table (SQLite), how a row reaches its turn
-    and its session."""
+    and its session, its indexed texts."""
 
     table: str
     model: Any
     fts: Any
     row_id: Any
+    texts: tuple[Any, ...]
 
     def joined(self, query: Any, source: Any) -> Any:
         if source is self.fts:
@@ -217,8 +231,16 @@ class _Index:
         return query.join(Session, _OWNED)
 
 
-_TURNS = _Index("memory_turns", MemoryTurn, _TURNS_FTS, col(MemoryTurn.id))
-_DETAILS = _Index("memory_details", MemoryDetail, _DETAILS_FTS, col(MemoryDetail.id))
+_TURNS = _Index(
+    "memory_turns",
+    MemoryTurn,
+    _TURNS_FTS,
+    col(MemoryTurn.id),
+    (col(MemoryTurn.user_text), col(MemoryTurn.assistant_text), col(MemoryTurn.l1)),
+)
+_DETAILS = _Index(
+    "memory_details", MemoryDetail, _DETAILS_FTS, col(MemoryDetail.id), (col(MemoryDetail.text),)
+)
 
 
 def _tsquery(terms: Sequence[str]) -> tuple[Any, dict[str, Any]]:
