@@ -18,7 +18,6 @@ import asyncio
 import math
 import re
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,37 +131,6 @@ def job_has_ended(database: Database, tenant: str, job_id: str) -> JobEnded:
         return job.status in TERMINAL
 
     return ended
-
-
-async def event_stream(
-    database: Database,
-    hub: LiveHub,
-    *,
-    session_id: str,
-    job_id: str | None,
-    last_event_id: int,
-    keepalive_seconds: float,
-    job_ended: JobEnded | None = None,
-    grant: Grant | None = None,
-) -> AsyncGenerator[StreamEvent | None, None]:
-    """`event_batches`, one event at a time."""
-    batches = event_batches(
-        database,
-        hub,
-        session_id=session_id,
-        job_id=job_id,
-        last_event_id=last_event_id,
-        keepalive_seconds=keepalive_seconds,
-        job_ended=job_ended,
-        grant=grant,
-    )
-    async with aclosing(batches):
-        async for batch in batches:
-            if batch is None:
-                yield None
-                continue
-            for event in batch:
-                yield event
 
 
 async def event_batches(

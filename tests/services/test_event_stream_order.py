@@ -13,8 +13,9 @@ from app.db.models import Event, Session
 from app.domain.items import Origin, user_text
 from app.services.items import append_item
 from app.services.live import LiveHub, run_clock
-from app.services.streams import event_batches, event_stream
+from app.services.streams import event_batches
 from app.settings import Settings
+from tests.support.streams import event_stream
 from tests.support.units import add_rows
 
 

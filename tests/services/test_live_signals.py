@@ -17,10 +17,11 @@ from app.domain.jobs import JobStatus
 from app.services import streams, waiting
 from app.services.live import CANCEL, LiveHub, LiveSignal, run_clock
 from app.services.live_bridge import decode, encode
-from app.services.streams import StreamEvent, event_stream
+from app.services.streams import StreamEvent
 from app.services.waiting import wait_for_job
 from app.settings import Settings
 from app.wiring import runtime
+from tests.support.streams import event_stream
 from tests.support.units import add_rows
 
 pytestmark = pytest.mark.timeout(60)
