@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 from app.domain.tasks import Task
 
@@ -45,7 +45,7 @@ class RewindCreate(BaseModel):
     to_turn: int | None = Field(
         default=None, ge=0, le=2**31 - 1, description="The end of that turn (0: the start)."
     )
-    files: bool = Field(
+    files: StrictBool = Field(
         default=False,
         description="Also restore the session's job workspace to its snapshot at the point "
         "(what Bash changed and deleted included), after a safety snapshot of it as it is: "
