@@ -364,9 +364,10 @@ async def run(ctx: Context) -> Section:
     section.notes.append(
         "**CPU** is this process's CPU time (every thread: the runner, the database's) from "
         "a turn's first request to its last, per step; the bare SDK call's is the CPU time "
-        "of its `call_tool`. The fake, the MCP server and the other engineers' work run in "
-        "other processes, so the CPU figures hold on a loaded machine where the step gaps "
-        "swing by tens of ms; a row meets the target when both its medians do."
+        "of its `call_tool`. The fake, the MCP server and whatever else runs are other "
+        "processes: on a loaded machine the CPU figures swing far less than the step gaps, "
+        "which can swing by tens of ms, though sharing the cores inflates them too; a row "
+        "meets the target when both its medians do."
     )
     section.notes.append(
         "Connecting to a server and listing its tools happen once per turn's job, before its "
