@@ -17,7 +17,9 @@ from __future__ import annotations
 import json
 import secrets
 import shutil
+import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +37,17 @@ SMOKE_WITHIN = 120.0  # seconds for the whole script; a few on an idle machine
 
 
 @pytest.fixture(scope="module")
-def smoke_js() -> Path:
-    """clients/typescript/dist/smoke.js, freshly compiled (`npm run build`)."""
+def smoke_js() -> Iterator[Path]:
+    """smoke.js, freshly compiled (`npm run build`) into a folder of this module's own
+    inside clients/typescript (where Node.js finds its node_modules), removed after: no
+    other run's build or clean-up shares it."""
     generate_schema()
-    shutil.rmtree(CLIENT_DIR / "dist", ignore_errors=True)
-    run(tool("tsc"), "-p", "tsconfig.build.json")
-    return CLIENT_DIR / "dist" / "smoke.js"
+    out = Path(tempfile.mkdtemp(prefix="dist-", dir=CLIENT_DIR))
+    try:
+        run(tool("tsc"), "-p", "tsconfig.build.json", "--outDir", out.name)
+        yield out / "smoke.js"
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
 
 
 def smoke(script: Path, base_url: str, *args: str) -> dict[str, Any]:
