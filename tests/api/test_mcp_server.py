@@ -307,18 +307,25 @@ async def test_a_submitted_job_is_read_and_commented_on_and_admitted_by_the_tena
     assert "does not exist" in foreign
 
 
-async def test_a_job_submitted_with_files_finds_them_in_its_input_folder(
-    writable_url: str,
-) -> None:
-    async with httpx.AsyncClient(base_url=writable_url, headers=ACME) as http:
+async def _stored_notes(url: str) -> str:
+    """The id of a text file `notes.txt` ("Be brief.") stored for ACME."""
+    async with httpx.AsyncClient(base_url=url, headers=ACME) as http:
         stored = await http.post(
             "/files",
             params={"filename": "notes.txt"},
             content=b"Be brief.\n",
             headers={"Content-Type": "text/plain"},
         )
-        file_id = stored.json()["id"]
+    assert stored.status_code == 201, stored.text
+    file_id: str = stored.json()["id"]
+    return file_id
 
+
+async def test_a_job_submitted_with_files_finds_them_in_its_input_folder(
+    writable_url: str,
+) -> None:
+    file_id = await _stored_notes(writable_url)
+    async with httpx.AsyncClient(base_url=writable_url, headers=ACME) as http:
         submitted = await call(
             writable_url,
             ACME,
@@ -332,14 +339,7 @@ async def test_a_job_submitted_with_files_finds_them_in_its_input_folder(
 
 
 async def test_a_job_submitted_with_a_bad_path_is_an_error_naming_it(writable_url: str) -> None:
-    async with httpx.AsyncClient(base_url=writable_url, headers=ACME) as http:
-        stored = await http.post(
-            "/files",
-            params={"filename": "notes.txt"},
-            content=b"Be brief.\n",
-            headers={"Content-Type": "text/plain"},
-        )
-        file_id = stored.json()["id"]
+    file_id = await _stored_notes(writable_url)
 
     refused = await call_error(
         writable_url,
