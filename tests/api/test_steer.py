@@ -123,6 +123,27 @@ async def test_a_steer_sent_when_the_turn_ends_first_runs_as_the_next_turn(
     assert steered.log[2]["content"] == [{"type": "text", "text": STEER}]
 
 
+async def test_a_steer_no_turn_took_runs_before_a_message_queued_behind_it_in_turn_order(
+    client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
+) -> None:
+    """Turn numbers follow the log: memory and a fork's lineage read them as ranges."""
+    gate = threading.Event()
+    fake_llm.enqueue(held(gate, reply(text("Painted it red."))))
+    fake_llm.enqueue(reply(text("Repainting it blue.")), reply(text("Done.")))
+    session_id = await new_session(client)
+    first = await _send(client, session_id, "Paint the fence.")
+    await fake_llm.wait_for_requests(1)
+    steer = await _send(client, session_id, STEER, if_busy="steer")
+    queued = await _send(client, session_id, "Then clean the brushes.")
+    gate.set()
+    jobs = [await wait_job(client, sent["job_id"]) for sent in (first, steer, queued)]
+    log = await items(client, session_id)
+
+    assert [job["turn"] for job in jobs] == [1, 2, 3]
+    users = [(i["turn"], i["content"][0]["text"]) for i in log if i["kind"] == "user_message"]
+    assert users == [(1, "Paint the fence."), (2, STEER), (3, "Then clean the brushes.")]
+
+
 async def test_a_steer_on_an_idle_session_is_a_plain_message(
     client: httpx.AsyncClient, fake_llm: FakeMessagesAPI
 ) -> None:
